@@ -1,0 +1,102 @@
+"""Model requests and responses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Literal
+
+from daimon.core.messages import Message
+from daimon.core.tools import ToolSpec
+
+__all__ = ("ChatRequest", "ChatResponse", "ResponseFormat", "StopReason", "Usage")
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class StopReason(StrEnum):
+    """Why the model stopped."""
+
+    END_TURN = "end_turn"
+    TOOL_USE = "tool_use"
+    MAX_TOKENS = "max_tokens"
+    CONTENT_FILTER = "content_filter"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Tokens used by one or more model calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    """Input tokens served from the provider's prompt cache (a subset of ``input_tokens``)."""
+    requests: int = 0
+    """How many model calls this usage covers."""
+    kind: Literal["usage"] = field(default="usage", init=False, repr=False)
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            requests=self.requests + other.requests,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseFormat:
+    """Ask the model for JSON matching a schema (structured output)."""
+
+    name: str
+    schema: Mapping[str, Any]
+    strict: bool = True
+    kind: Literal["response_format"] = field(default="response_format", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatRequest:
+    """Everything a model needs for one call."""
+
+    messages: Sequence[Message]
+    """The conversation so far, system message first when there is one."""
+    tools: Sequence[ToolSpec] = ()
+    """Tools the model may call."""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    response_format: ResponseFormat | None = None
+    tool_choice: str | None = None
+    """``"auto"``, ``"none"``, ``"required"`` or a tool name; ``None`` leaves the provider default."""
+    settings: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    """Provider-specific settings, passed through untouched."""
+    kind: Literal["chat_request"] = field(default="chat_request", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatResponse:
+    """One model answer."""
+
+    message: Message
+    """The assistant message, with any tool calls."""
+    stop_reason: StopReason = StopReason.END_TURN
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    """The model id the provider reports, used for pricing."""
+    kind: Literal["chat_response"] = field(default="chat_response", init=False, repr=False)
+
+    @property
+    def text(self) -> str:
+        """The answer's text."""
+        return self.message.text
+
+    @property
+    def has_tool_calls(self) -> bool:
+        """Whether the model asked for tools."""
+        return bool(self.message.tool_calls)

@@ -1,0 +1,31 @@
+"""The state a checkpoint stores so a run can resume."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from daimon.core.chat import Usage
+from daimon.core.messages import Message, ToolCall
+from daimon.core.tools import ToolOutput
+
+__all__ = ("CheckpointState",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointState:
+    """A snapshot of a run, taken after each model response and each tool result."""
+
+    run_id: str
+    messages: tuple[Message, ...] = ()
+    iteration: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost: float = 0.0
+    pending_tool_calls: tuple[ToolCall, ...] = ()
+    """Calls the model asked for that have no result yet."""
+    completed_tool_results: dict[str, ToolOutput] = field(default_factory=dict[str, ToolOutput])
+    """Results by call id, so a resumed run never runs a finished call twice."""
+    custom: dict[str, Any] = field(default_factory=dict[str, Any])
+    """Anything else the caller wants kept (JSON values only)."""
+    session_id: str | None = None
+    kind: Literal["checkpoint_state"] = field(default="checkpoint_state", init=False, repr=False)

@@ -1,0 +1,227 @@
+"""The daimon exception tree.
+
+Every error daimon raises derives from :class:`DaimonError`. The tree splits by who is at fault::
+
+    DaimonError
+    ├── BuilderError                  a configuration mistake, raised at construction
+    │   ├── DuplicateToolError
+    │   └── PromptTemplateError
+    ├── MissingDependencyError        an extra is not installed (also an ImportError)
+    ├── SerializationError            bad persisted or wire data (also a ValueError)
+    │   └── CheckpointCorruptError
+    ├── ToolError                     a tool call went wrong
+    │   ├── ToolExecutionError
+    │   ├── ToolNotFoundError
+    │   └── SchemaValidationError
+    ├── AgentRunError                 a run failed
+    │   ├── ModelError                the model provider failed
+    │   │   └── StreamClosedError
+    │   ├── MaxIterationsError
+    │   ├── BudgetExceededError
+    │   ├── GuardrailBlockedError
+    │   ├── RunCancelled
+    │   ├── TimeoutError              (also the builtin TimeoutError)
+    │   └── OrchestrationError
+    └── MCPError
+
+Errors carry typed fields (``status_code``, ``retryable``, ``retry_after``, ...); nothing needs to be
+parsed out of a message.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+
+__all__ = (
+    "AgentRunError",
+    "BudgetExceededError",
+    "BuilderError",
+    "CheckpointCorruptError",
+    "DaimonError",
+    "DuplicateToolError",
+    "GuardrailBlockedError",
+    "MCPError",
+    "MaxIterationsError",
+    "MissingDependencyError",
+    "ModelError",
+    "OrchestrationError",
+    "PromptTemplateError",
+    "RunCancelled",
+    "SchemaValidationError",
+    "SerializationError",
+    "StreamClosedError",
+    "TimeoutError",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolNotFoundError",
+)
+
+
+class DaimonError(Exception):
+    """Base class of every error daimon raises."""
+
+
+class BuilderError(DaimonError):
+    """A component was configured wrongly; raised at construction, never mid-run."""
+
+
+class DuplicateToolError(BuilderError):
+    """Two tools share one name."""
+
+    def __init__(self, tool: str) -> None:
+        super().__init__(f"duplicate tool {tool!r}: tool names must be unique")
+        self.tool = tool
+
+
+class PromptTemplateError(BuilderError):
+    """A prompt template was rendered without a variable it needs."""
+
+    def __init__(self, missing: Sequence[str]) -> None:
+        names = ", ".join(sorted(missing))
+        super().__init__(f"prompt template is missing variable(s): {names}")
+        self.missing = tuple(sorted(missing))
+
+
+class MissingDependencyError(DaimonError, ImportError):
+    """An optional library is not installed; the message names the extra to install."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(
+            f"{module!r} is not installed; install it with: pip install \"daimon[{extra}]\""
+        )
+        self.module = module
+        self.extra = extra
+
+
+class SerializationError(DaimonError, ValueError):
+    """Data could not be encoded or decoded: the message says what and where."""
+
+
+class CheckpointCorruptError(SerializationError):
+    """A stored checkpoint failed its integrity check."""
+
+
+class ToolError(DaimonError):
+    """A tool call could not be completed."""
+
+
+class ToolExecutionError(ToolError):
+    """A tool raised while running."""
+
+    def __init__(self, tool: str, message: str) -> None:
+        super().__init__(f"tool {tool!r} failed: {message}")
+        self.tool = tool
+        self.message = message
+
+
+class ToolNotFoundError(ToolError):
+    """The model asked for a tool that is not registered."""
+
+    def __init__(self, tool: str, available: Sequence[str] = ()) -> None:
+        names = ", ".join(available) if available else "none"
+        super().__init__(f"tool {tool!r} not found; available tools: {names}")
+        self.tool = tool
+        self.available = tuple(available)
+
+
+class SchemaValidationError(ToolError):
+    """Tool arguments did not match the tool's JSON Schema."""
+
+    def __init__(self, tool: str, errors: Sequence[str]) -> None:
+        super().__init__(f"invalid arguments for tool {tool!r}: " + "; ".join(errors))
+        self.tool = tool
+        self.errors = tuple(errors)
+
+
+class AgentRunError(DaimonError):
+    """A run failed."""
+
+
+class ModelError(AgentRunError):
+    """The model provider failed.
+
+    Attributes:
+        status_code: The HTTP status the provider answered with, when there was one.
+        retryable: Whether trying again may succeed (rate limits, timeouts, 5xx, lost connections).
+        retry_after: Seconds the provider asked us to wait before retrying, when it said.
+        provider: The provider's name, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        provider: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.provider = provider
+
+
+class StreamClosedError(ModelError):
+    """A model stream ended before it was complete."""
+
+    def __init__(self, message: str = "stream closed unexpectedly", **kwargs: object) -> None:
+        retryable = bool(kwargs.pop("retryable", True))
+        provider = kwargs.pop("provider", None)
+        super().__init__(
+            message, retryable=retryable, provider=provider if isinstance(provider, str) else None
+        )
+
+
+class MaxIterationsError(AgentRunError):
+    """The run reached its iteration limit without a final answer."""
+
+    def __init__(self, max_iterations: int) -> None:
+        super().__init__(f"max iterations ({max_iterations}) exceeded")
+        self.max_iterations = max_iterations
+
+
+class BudgetExceededError(AgentRunError):
+    """The next model call could take the run past its cost budget."""
+
+    def __init__(self, spent: float, limit: float) -> None:
+        super().__init__(f"budget exceeded: ${spent:.6f} spent, limit was ${limit:.6f}")
+        self.spent = spent
+        self.limit = limit
+
+
+class GuardrailBlockedError(AgentRunError):
+    """A guardrail blocked the input or the output (or failed, which blocks too)."""
+
+    def __init__(self, reason: str, guardrail: str | None = None) -> None:
+        prefix = f"guardrail {guardrail!r} blocked" if guardrail else "guardrail blocked"
+        super().__init__(f"{prefix}: {reason}")
+        self.reason = reason
+        self.guardrail = guardrail
+
+
+class RunCancelled(AgentRunError):
+    """The run's :class:`~daimon.core.cancel.CancelToken` was cancelled."""
+
+    def __init__(self, reason: str | None = None) -> None:
+        super().__init__("operation cancelled" + (f": {reason}" if reason else ""))
+        self.reason = reason
+
+
+class TimeoutError(AgentRunError, builtins.TimeoutError):  # noqa: A001 - mirrors the builtin
+    """An operation took longer than allowed."""
+
+    def __init__(self, seconds: float, what: str = "operation") -> None:
+        super().__init__(f"{what} timed out after {seconds:g}s")
+        self.seconds = seconds
+
+
+class OrchestrationError(AgentRunError):
+    """A chain, graph, DAG or workflow is invalid or failed."""
+
+
+class MCPError(DaimonError):
+    """A Model Context Protocol peer failed or misbehaved."""

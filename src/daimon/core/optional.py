@@ -1,0 +1,18 @@
+"""Import an optional library, or say which extra installs it."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from daimon.core.errors import MissingDependencyError
+
+__all__ = ("require",)
+
+
+def require(module: str, *, extra: str) -> ModuleType:
+    """Import ``module``; if it is missing raise :class:`MissingDependencyError` naming ``extra``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(module, extra) from exc

@@ -1,0 +1,101 @@
+"""Turning a model's event stream into a response, and a response into events."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+from daimon.core.chat import ChatResponse, StopReason, Usage
+from daimon.core.errors import StreamClosedError
+from daimon.core.events import (
+    Done,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageEvent,
+)
+from daimon.core.messages import Message, ToolCall
+
+__all__ = ("StreamAccumulator", "events_from_response", "stream_from_response")
+
+
+class StreamAccumulator:
+    """Collects a model stream's events into the :class:`ChatResponse` they describe."""
+
+    __slots__ = ("_arguments", "_calls", "_names", "_order", "_text", "done", "usage")
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._calls: dict[str, ToolCall] = {}
+        self._names: dict[str, str] = {}
+        self._arguments: dict[str, list[str]] = {}
+        self._order: list[str] = []
+        self.usage = Usage()
+        self.done: Done | None = None
+
+    def add(self, event: StreamEvent) -> None:
+        """Take one event."""
+        if isinstance(event, TextDelta):
+            self._text.append(event.text)
+        elif isinstance(event, ToolCallStart):
+            if event.call_id not in self._names:
+                self._order.append(event.call_id)
+            self._names[event.call_id] = event.name
+            self._arguments.setdefault(event.call_id, [])
+        elif isinstance(event, ToolCallDelta):
+            self._arguments.setdefault(event.call_id, []).append(event.arguments_delta)
+        elif isinstance(event, ToolCallEnd):
+            if event.call.id not in self._names and event.call.id not in self._calls:
+                self._order.append(event.call.id)
+            self._calls[event.call.id] = event.call
+        elif isinstance(event, UsageEvent):
+            self.usage = event.usage
+        elif isinstance(event, Done):
+            self.done = event
+
+    @property
+    def text(self) -> str:
+        """The text received so far."""
+        return "".join(self._text)
+
+    def response(self) -> ChatResponse:
+        """The complete response; :class:`StreamClosedError` if the stream never finished."""
+        if self.done is None:
+            raise StreamClosedError("model stream ended without a Done event")
+        calls: list[ToolCall] = []
+        for call_id in self._order:
+            call = self._calls.get(call_id)
+            if call is None:
+                call = ToolCall.from_json(
+                    call_id, self._names.get(call_id, ""), "".join(self._arguments[call_id])
+                )
+            calls.append(call)
+        stop = self.done.stop_reason
+        if calls and stop is StopReason.END_TURN:
+            stop = StopReason.TOOL_USE
+        return ChatResponse(
+            message=Message.assistant(self.text, calls),
+            stop_reason=stop,
+            usage=self.usage,
+            model=self.done.model,
+        )
+
+
+def events_from_response(response: ChatResponse) -> Iterator[StreamEvent]:
+    """The events a stream of ``response`` would have produced."""
+    text = response.message.text
+    if text:
+        yield TextDelta(text=text)
+    for index, call in enumerate(response.message.tool_calls):
+        yield ToolCallStart(call_id=call.id, name=call.name, index=index)
+        yield ToolCallDelta(call_id=call.id, arguments_delta=call.arguments_json, index=index)
+        yield ToolCallEnd(call=call, index=index)
+    yield UsageEvent(usage=response.usage)
+    yield Done(stop_reason=response.stop_reason, model=response.model)
+
+
+async def stream_from_response(response: ChatResponse) -> AsyncIterator[StreamEvent]:
+    """An async stream of :func:`events_from_response`, for models that cannot stream."""
+    for event in events_from_response(response):
+        yield event
