@@ -26,7 +26,7 @@ from daimon.core.errors import (
     SchemaValidationError,
     SerializationError,
     StreamClosedError,
-    TimeoutError,
+    TimeoutError,  # noqa: A004 - daimon's, also a subclass of the builtin
     ToolError,
     ToolExecutionError,
     ToolNotFoundError,

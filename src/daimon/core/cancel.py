@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from daimon.core.errors import RunCancelled
@@ -36,8 +37,17 @@ class CancelToken:
         self.cancelled = True
         self._reason = reason
         callbacks, self._callbacks = self._callbacks, []
+        # Every callback runs even if one raises: each interrupts a different waiter.
+        errors: list[Exception] = []
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except Exception as exc:
+                errors.append(exc)
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise ExceptionGroup("cancel callbacks failed", errors)
 
     def raise_if_cancelled(self) -> None:
         """Raise :class:`RunCancelled` if the token was cancelled."""
@@ -45,17 +55,19 @@ class CancelToken:
             raise RunCancelled(self._reason)
 
     def on_cancel(self, callback: Callable[[], object]) -> Callable[[], None]:
-        """Call ``callback`` when cancelled (at once if already); returns a function to detach it."""
+        """Call ``callback`` when cancelled (at once if already); returns a function to detach it.
+
+        If callbacks raise, the others still run; then the error (or an :class:`ExceptionGroup`
+        of them) propagates from :meth:`cancel`.
+        """
         if self.cancelled:
             callback()
             return _noop
         self._callbacks.append(callback)
 
         def detach() -> None:
-            try:
+            with contextlib.suppress(ValueError):
                 self._callbacks.remove(callback)
-            except ValueError:
-                pass
 
         return detach
 

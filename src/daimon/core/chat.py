@@ -8,7 +8,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Literal
 
-from daimon.core.messages import Message
+from daimon.core.messages import Message, ToolCall
 from daimon.core.tools import ToolSpec
 
 __all__ = ("ChatRequest", "ChatResponse", "ResponseFormat", "StopReason", "Usage")
@@ -73,7 +73,7 @@ class ChatRequest:
     max_tokens: int | None = None
     response_format: ResponseFormat | None = None
     tool_choice: str | None = None
-    """``"auto"``, ``"none"``, ``"required"`` or a tool name; ``None`` leaves the provider default."""
+    """``"auto"``, ``"none"``, ``"required"`` or a tool name; ``None``: the provider's default."""
     settings: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     """Provider-specific settings, passed through untouched."""
     kind: Literal["chat_request"] = field(default="chat_request", init=False, repr=False)
@@ -90,6 +90,25 @@ class ChatResponse:
     model: str | None = None
     """The model id the provider reports, used for pricing."""
     kind: Literal["chat_response"] = field(default="chat_response", init=False, repr=False)
+
+    @classmethod
+    def reply(
+        cls, text: str, *, usage: Usage | None = None, model: str | None = None
+    ) -> ChatResponse:
+        """A final text answer."""
+        return cls(message=Message.assistant(text), usage=usage or Usage(), model=model)
+
+    @classmethod
+    def tool_use(
+        cls, *calls: ToolCall, text: str = "", usage: Usage | None = None, model: str | None = None
+    ) -> ChatResponse:
+        """A turn that calls tools."""
+        return cls(
+            message=Message.assistant(text, calls),
+            stop_reason=StopReason.TOOL_USE,
+            usage=usage or Usage(),
+            model=model,
+        )
 
     @property
     def text(self) -> str:

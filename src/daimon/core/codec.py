@@ -7,6 +7,7 @@ with a :class:`SerializationError` that says where.
 
 ``dumps``/``loads`` wrap the data in an envelope ``{"daimon": 1, "data": ...}`` so formats can
 evolve; ``to_data``/``from_data`` give the bare JSON value for embedding in larger documents.
+Only strict JSON is accepted: ``NaN`` and infinities are refused both ways.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from functools import cache
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, overload
 
 from daimon.core.errors import SerializationError
 
@@ -32,37 +34,85 @@ T = TypeVar("T")
 _Decoder = Callable[[Any, str], Any]
 
 _REVIVING_MARKERS = frozenset(
-    {"__class__", "__reduce__", "__reduce_ex__", "__module__", "__type__", "py/object",
-     "py/reduce", "py/type", "py/function", "!!python", "$type", "__pickle__"}
+    {
+        "__class__",
+        "__reduce__",
+        "__reduce_ex__",
+        "__module__",
+        "__type__",
+        "py/object",
+        "py/reduce",
+        "py/type",
+        "py/function",
+        "!!python",
+        "$type",
+        "__pickle__",
+    }
 )
+
+# The JSON shapes a value can have, used to pick the member of a union that a value is meant for.
+_NULL = "null"
+_BOOL = "bool"
+_NUMBER = "number"
+_STRING = "string"
+_ARRAY = "array"
+_OBJECT = "object"
+_ANY_SHAPE = frozenset({_NULL, _BOOL, _NUMBER, _STRING, _ARRAY, _OBJECT})
+_SHAPE_NAMES = {
+    _NULL: "null",
+    _BOOL: "a boolean",
+    _NUMBER: "a number",
+    _STRING: "a string",
+    _ARRAY: "a list",
+    _OBJECT: "an object",
+}
 
 
 def to_data(obj: Any) -> Any:
     """The JSON value for ``obj`` (a daimon dataclass, or plain JSON data)."""
+    try:
+        return _to_data(obj)
+    except RecursionError:
+        raise SerializationError("cannot encode: the value is nested too deeply") from None
+
+
+def _to_data(obj: Any) -> Any:
+    if isinstance(obj, Enum):  # before str: a StrEnum becomes its plain value
+        return obj.value
     if obj is None or isinstance(obj, (str, bool, int, float)):
         return obj
-    if isinstance(obj, Enum):
-        return obj.value
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: _to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, Mapping):
-        items = cast(Mapping[Any, Any], obj)
         out: dict[str, Any] = {}
-        for key, value in items.items():
+        for key, value in obj.items():
             if not isinstance(key, str):
-                raise SerializationError(f"cannot encode a mapping key of type {type(key).__name__}")
-            out[key] = to_data(value)
+                raise SerializationError(
+                    f"cannot encode a mapping key of type {type(key).__name__}"
+                )
+            out[key] = _to_data(value)
         return out
     if isinstance(obj, (list, tuple)):
-        return [to_data(v) for v in cast(Sequence[Any], obj)]
+        return [_to_data(v) for v in cast(Sequence[Any], obj)]
     if isinstance(obj, bytes):
         return base64.b64encode(obj).decode("ascii")
     raise SerializationError(f"cannot encode a value of type {type(obj).__name__} as JSON")
 
 
-def from_data(cls: type[T], data: Any) -> T:
-    """Build a ``cls`` from the JSON value ``data``; :class:`SerializationError` if it does not fit."""
-    return cast(T, _decoder(cls)(data, "$"))
+@overload
+def from_data(cls: type[T], data: Any) -> T: ...
+@overload
+def from_data(cls: Any, data: Any) -> Any: ...
+def from_data(cls: Any, data: Any) -> Any:
+    """Build a ``cls`` from the JSON value ``data``; :class:`SerializationError` if it won't fit.
+
+    ``cls`` is a daimon dataclass, or a union of them such as
+    :data:`~daimon.core.events.StreamEvent` (told apart by their ``kind``).
+    """
+    try:
+        return _decoder(cls)(data, "$")
+    except RecursionError:
+        raise SerializationError("the data is nested too deeply") from None
 
 
 def dumps(obj: Any) -> str:
@@ -71,23 +121,31 @@ def dumps(obj: Any) -> str:
         return json.dumps(
             {"daimon": CODEC_VERSION, "data": to_data(obj)}, ensure_ascii=False, allow_nan=False
         )
+    except SerializationError:
+        raise
     except ValueError as exc:
-        if isinstance(exc, SerializationError):
-            raise
         raise SerializationError(f"cannot encode as JSON: {exc}") from exc
 
 
-def loads(text: str | bytes, cls: type[T]) -> T:
+@overload
+def loads(text: str | bytes, cls: type[T]) -> T: ...
+@overload
+def loads(text: str | bytes, cls: Any) -> Any: ...
+def loads(text: str | bytes, cls: Any) -> Any:
     """Read versioned JSON text written by :func:`dumps` back into a ``cls``."""
     try:
-        envelope = json.loads(text)
-    except ValueError as exc:
+        envelope = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise SerializationError("not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # includes UnicodeDecodeError
         raise SerializationError(f"not valid JSON: {exc}") from exc
     if not isinstance(envelope, dict) or "daimon" not in envelope or "data" not in envelope:
-        raise SerializationError('not a daimon payload: expected {"daimon": <version>, "data": ...}')
+        raise SerializationError(
+            'not a daimon payload: expected {"daimon": <version>, "data": ...}'
+        )
     env = cast(dict[str, Any], envelope)
     version = env["daimon"]
-    if version != CODEC_VERSION:
+    if type(version) is not int or version != CODEC_VERSION:  # true == 1 and 1.0 == 1 in Python
         raise SerializationError(
             f"unsupported payload version {version!r}; this daimon reads version {CODEC_VERSION}"
         )
@@ -95,6 +153,17 @@ def loads(text: str | bytes, cls: type[T]) -> T:
     if extra:
         raise SerializationError(f"unexpected envelope field(s): {', '.join(sorted(extra))}")
     return from_data(cls, env["data"])
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number out of range: {text}")
+    return value
 
 
 def _fail(path: str, message: str) -> SerializationError:
@@ -105,8 +174,61 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def _shape(value: Any) -> str | None:
+    if value is None:
+        return _NULL
+    if isinstance(value, bool):
+        return _BOOL
+    if isinstance(value, (int, float)):
+        return _NUMBER
+    if isinstance(value, str):
+        return _STRING
+    if isinstance(value, list):
+        return _ARRAY
+    if isinstance(value, dict):
+        return _OBJECT
+    return None
+
+
+def _describe(shapes: frozenset[str]) -> str:
+    names = [
+        _SHAPE_NAMES[s] for s in (_NULL, _BOOL, _NUMBER, _STRING, _ARRAY, _OBJECT) if s in shapes
+    ]
+    return " or ".join(names) if names else "nothing"
+
+
 @cache
-def _decoder(tp: Any) -> _Decoder:  # noqa: C901 - one branch per supported type form
+def _accepts(tp: Any) -> frozenset[str]:
+    """The JSON shapes that the decoder for ``tp`` can take."""
+    if tp is Any or tp is object:
+        return _ANY_SHAPE
+    if tp is type(None) or tp is None:
+        return frozenset({_NULL})
+    if tp is str or tp is bytes:
+        return frozenset({_STRING})
+    if tp is bool:
+        return frozenset({_BOOL})
+    if tp is int or tp is float:
+        return frozenset({_NUMBER})
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return frozenset(s for m in tp if (s := _shape(m.value)) is not None)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return frozenset({_OBJECT})
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        return frozenset().union(*(_accepts(a) for a in args))
+    if origin is typing.Literal:
+        return frozenset(s for a in args if (s := _shape(a)) is not None)
+    if origin in (tuple, Sequence, list):
+        return frozenset({_ARRAY})
+    if origin in (dict, Mapping):
+        return frozenset({_OBJECT})
+    return _ANY_SHAPE
+
+
+@cache
+def _decoder(tp: Any) -> _Decoder:
     if tp is Any or tp is object:
         return _decode_json_value
     if tp is type(None) or tp is None:
@@ -122,7 +244,7 @@ def _decoder(tp: Any) -> _Decoder:  # noqa: C901 - one branch per supported type
     if tp is bytes:
         return _decode_bytes
     if isinstance(tp, type) and issubclass(tp, Enum):
-        return _enum_decoder(cast(type[Enum], tp))
+        return _enum_decoder(tp)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass_decoder(tp)
     origin = typing.get_origin(tp)
@@ -132,9 +254,10 @@ def _decoder(tp: Any) -> _Decoder:  # noqa: C901 - one branch per supported type
     if origin is typing.Literal:
         return _literal_decoder(args)
     if origin in (tuple, Sequence, list):
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            raise SerializationError(f"the codec cannot decode fixed-length tuple {tp!r}")
         item = _decoder(args[0]) if args else _decode_json_value
-        as_tuple = origin is not list
-        return _sequence_decoder(item, as_tuple)
+        return _sequence_decoder(item, as_tuple=origin is not list)
     if origin in (dict, Mapping):
         value = _decoder(args[1]) if len(args) == 2 else _decode_json_value
         return _mapping_decoder(value)
@@ -167,7 +290,13 @@ def _decode_int(value: Any, path: str) -> int:
 def _decode_float(value: Any, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(path, f"expected a number, got {_type_name(value)}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise _fail(path, "number out of range") from None
+    if not math.isfinite(number):
+        raise _fail(path, f"expected a finite number, got {number!r}")
+    return number
 
 
 def _decode_bytes(value: Any, path: str) -> bytes:
@@ -179,26 +308,42 @@ def _decode_bytes(value: Any, path: str) -> bytes:
         raise _fail(path, "invalid base64") from exc
 
 
+def _check_object(obj: dict[Any, Any], path: str) -> None:
+    """Refuse non-string keys and the markers other serializers use to revive code."""
+    for key in obj:
+        if not isinstance(key, str):
+            raise _fail(path, f"object keys must be strings, got {_type_name(key)}")
+    markers = _REVIVING_MARKERS.intersection(obj)
+    if markers:
+        raise _fail(path, f"refusing a code-reviving marker {sorted(markers)[0]!r}")
+
+
 def _decode_json_value(value: Any, path: str) -> Any:
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _fail(path, f"expected a finite number, got {value!r}")
         return value
     if isinstance(value, list):
-        return [_decode_json_value(v, f"{path}[{i}]") for i, v in enumerate(cast(list[Any], value))]
+        return [_decode_json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
         obj = cast(dict[str, Any], value)
-        markers = _REVIVING_MARKERS.intersection(obj)
-        if markers:
-            raise _fail(path, f"refusing a code-reviving marker {sorted(markers)[0]!r}")
+        _check_object(obj, path)
         return {k: _decode_json_value(v, f"{path}.{k}") for k, v in obj.items()}
     raise _fail(path, f"not a JSON value: {_type_name(value)}")
 
 
 def _enum_decoder(enum: type[Enum]) -> _Decoder:
+    shapes = _accepts(enum)
+
     def decode(value: Any, path: str) -> Enum:
+        allowed = ", ".join(repr(m.value) for m in enum)
+        if _shape(value) not in shapes:
+            raise _fail(path, f"expected one of {allowed}, got {_type_name(value)}")
         try:
             return enum(value)
         except ValueError:
-            allowed = ", ".join(repr(m.value) for m in enum)
             raise _fail(path, f"{value!r} is not one of {allowed}") from None
 
     return decode
@@ -206,7 +351,8 @@ def _enum_decoder(enum: type[Enum]) -> _Decoder:
 
 def _literal_decoder(allowed: tuple[Any, ...]) -> _Decoder:
     def decode(value: Any, path: str) -> Any:
-        if value not in allowed:
+        # Compare types too: in Python true == 1, so a boolean must not pass for the literal 1.
+        if not any(type(value) is type(a) and value == a for a in allowed):
             raise _fail(path, f"expected one of {list(allowed)!r}, got {value!r}")
         return value
 
@@ -217,7 +363,7 @@ def _sequence_decoder(item: _Decoder, as_tuple: bool) -> _Decoder:
     def decode(value: Any, path: str) -> Any:
         if not isinstance(value, list):
             raise _fail(path, f"expected a list, got {_type_name(value)}")
-        items = [item(v, f"{path}[{i}]") for i, v in enumerate(cast(list[Any], value))]
+        items = [item(v, f"{path}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if as_tuple else items
 
     return decode
@@ -228,9 +374,7 @@ def _mapping_decoder(item: _Decoder) -> _Decoder:
         if not isinstance(value, dict):
             raise _fail(path, f"expected an object, got {_type_name(value)}")
         obj = cast(dict[str, Any], value)
-        markers = _REVIVING_MARKERS.intersection(obj)
-        if markers:
-            raise _fail(path, f"refusing a code-reviving marker {sorted(markers)[0]!r}")
+        _check_object(obj, path)
         return {k: item(v, f"{path}.{k}") for k, v in obj.items()}
 
     return decode
@@ -245,50 +389,74 @@ def _kind_of(cls: type[Any]) -> str | None:
 
 def _union_decoder(members: tuple[Any, ...]) -> _Decoder:
     by_kind: dict[str, _Decoder] = {}
-    others: list[_Decoder] = []
+    others: list[tuple[frozenset[str], _Decoder]] = []
     optional = False
     for member in members:
+        kind = (
+            _kind_of(member)
+            if isinstance(member, type) and dataclasses.is_dataclass(member)
+            else None
+        )
         if member is type(None):
             optional = True
-        elif isinstance(member, type) and dataclasses.is_dataclass(member) and _kind_of(member):
-            by_kind[cast(str, _kind_of(member))] = _decoder(member)
+        elif kind is not None:
+            by_kind[kind] = _decoder(member)
         else:
-            others.append(_decoder(member))
+            others.append((_accepts(member), _decoder(member)))
+    kinds = ", ".join(sorted(by_kind))
+    sole_object = (
+        next(iter(by_kind.values()))
+        if len(by_kind) == 1 and not any(_OBJECT in shapes for shapes, _ in others)
+        else None
+    )
+    expected = _describe(
+        frozenset().union(
+            *(shapes for shapes, _ in others),
+            {_OBJECT} if by_kind else (),
+            {_NULL} if optional else (),
+        )
+    )
 
     def decode(value: Any, path: str) -> Any:
         if value is None and optional:
             return None
-        if isinstance(value, dict) and by_kind:
+        shape = _shape(value)
+        if shape == _OBJECT and by_kind:
             kind = cast(dict[str, Any], value).get("kind")
             if isinstance(kind, str) and kind in by_kind:
                 return by_kind[kind](value, path)
-        errors: list[str] = []
-        for decoder in others:
+            if kind is None and "kind" not in value and sole_object is not None:
+                return sole_object(value, path)  # as for a lone dataclass, kind may be left out
+        # Only members that take this JSON shape are tried, so the error comes from the member
+        # the value was meant for and points inside it (``$.content[0].text``), not at the union.
+        candidates = [decoder for shapes, decoder in others if shape in shapes]
+        if not candidates:
+            if shape == _OBJECT and by_kind:
+                if "kind" not in value:
+                    raise _fail(path, f"missing field 'kind'; expected one of {kinds}")
+                raise _fail(path, f"unknown kind {value['kind']!r}; expected one of {kinds}")
+            raise _fail(path, f"expected {expected}, got {_type_name(value)}")
+        first: SerializationError | None = None
+        for decoder in candidates:
             try:
                 return decoder(value, path)
             except SerializationError as exc:
-                errors.append(str(exc))
-        if by_kind and isinstance(value, dict):
-            kinds = ", ".join(sorted(by_kind))
-            raise _fail(path, f"unknown kind {cast(dict[str, Any], value).get('kind')!r}; expected one of {kinds}")
-        if errors:
-            raise SerializationError(errors[0])
-        raise _fail(path, f"unexpected {_type_name(value)}")
+                first = first or exc
+        assert first is not None
+        raise first
 
     return decode
 
 
 def _dataclass_decoder(cls: type[Any]) -> _Decoder:
     hints = typing.get_type_hints(cls)
-    fields = [f for f in dataclasses.fields(cls)]
+    fields = dataclasses.fields(cls)
     field_decoders = {f.name: _decoder(hints[f.name]) for f in fields}
     init_names = {f.name for f in fields if f.init}
     required = {
         f.name
         for f in fields
-        if f.init
-        and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
+        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     }
     kind = _kind_of(cls)
     name = cls.__name__
@@ -297,9 +465,7 @@ def _dataclass_decoder(cls: type[Any]) -> _Decoder:
         if not isinstance(value, dict):
             raise _fail(path, f"expected a {name} object, got {_type_name(value)}")
         obj = cast(dict[str, Any], value)
-        markers = _REVIVING_MARKERS.intersection(obj)
-        if markers:
-            raise _fail(path, f"refusing a code-reviving marker {sorted(markers)[0]!r}")
+        _check_object(obj, path)
         if kind is not None and obj.get("kind", kind) != kind:
             raise _fail(path, f"expected kind {kind!r}, got {obj.get('kind')!r}")
         unknown = set(obj) - set(field_decoders)

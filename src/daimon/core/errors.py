@@ -24,8 +24,8 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   └── OrchestrationError
     └── MCPError
 
-Errors carry typed fields (``status_code``, ``retryable``, ``retry_after``, ...); nothing needs to be
-parsed out of a message.
+Errors carry typed fields (``status_code``, ``retryable``, ``retry_after``, ...); nothing needs to
+be parsed out of a message.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class MissingDependencyError(DaimonError, ImportError):
 
     def __init__(self, module: str, extra: str) -> None:
         super().__init__(
-            f"{module!r} is not installed; install it with: pip install \"daimon[{extra}]\""
+            f'{module!r} is not installed; install it with: pip install "daimon[{extra}]"'
         )
         self.module = module
         self.extra = extra
@@ -168,11 +168,21 @@ class ModelError(AgentRunError):
 class StreamClosedError(ModelError):
     """A model stream ended before it was complete."""
 
-    def __init__(self, message: str = "stream closed unexpectedly", **kwargs: object) -> None:
-        retryable = bool(kwargs.pop("retryable", True))
-        provider = kwargs.pop("provider", None)
+    def __init__(
+        self,
+        message: str = "stream closed unexpectedly",
+        *,
+        status_code: int | None = None,
+        retryable: bool = True,
+        retry_after: float | None = None,
+        provider: str | None = None,
+    ) -> None:
         super().__init__(
-            message, retryable=retryable, provider=provider if isinstance(provider, str) else None
+            message,
+            status_code=status_code,
+            retryable=retryable,
+            retry_after=retry_after,
+            provider=provider,
         )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
@@ -66,13 +66,13 @@ class ToolCall:
     kind: Literal["tool_call"] = field(default="tool_call", init=False, repr=False)
 
     @classmethod
-    def from_json(cls, id: str, name: str, raw: str) -> ToolCall:  # noqa: A002 - provider term
+    def from_json(cls, id: str, name: str, raw: str) -> ToolCall:
         """Build a call from the model's raw argument text, keeping it raw if it is not JSON."""
         text = raw.strip()
         if not text:
             return cls(id=id, name=name, arguments={})
         try:
-            parsed = json.loads(text)
+            parsed = json.loads(text, parse_constant=_refuse_constant)
         except ValueError:
             return cls(id=id, name=name, arguments=raw)
         if isinstance(parsed, dict):
@@ -137,3 +137,6 @@ class Message:
         )
 
 
+def _refuse_constant(name: str) -> object:
+    # Python's json reads NaN and Infinity, which are not JSON: keep such arguments raw.
+    raise ValueError(f"{name} is not JSON")

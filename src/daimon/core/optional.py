@@ -11,7 +11,10 @@ __all__ = ("require",)
 
 
 def require(module: str, *, extra: str) -> ModuleType:
-    """Import ``module``; if it is missing raise :class:`MissingDependencyError` naming ``extra``."""
+    """Import ``module``, or raise :class:`MissingDependencyError` naming the extra to install.
+
+    The :class:`ImportError` that caused it is kept as ``__cause__``.
+    """
     try:
         return importlib.import_module(module)
     except ImportError as exc:

@@ -62,7 +62,7 @@ class EmbeddingModel(Protocol):
 class VectorStore(Protocol):
     """Stores pre-computed embeddings and finds the nearest ones."""
 
-    async def upsert(self, id: str, embedding: Sequence[float], document: Document) -> None:  # noqa: A002
+    async def upsert(self, id: str, embedding: Sequence[float], document: Document) -> None:
         """Insert or replace one vector."""
         ...
 
@@ -70,12 +70,12 @@ class VectorStore(Protocol):
         self,
         embedding: Sequence[float],
         top_k: int,
-        filter: Mapping[str, Any] | None = None,  # noqa: A002
+        filter: Mapping[str, Any] | None = None,
     ) -> list[ScoredDocument]:
         """The ``top_k`` nearest documents, closest first, matching ``filter`` when given."""
         ...
 
-    async def delete(self, id: str) -> bool:  # noqa: A002
+    async def delete(self, id: str) -> bool:
         """Remove one vector; whether it existed."""
         ...
 

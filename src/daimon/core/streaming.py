@@ -39,20 +39,24 @@ class StreamAccumulator:
         if isinstance(event, TextDelta):
             self._text.append(event.text)
         elif isinstance(event, ToolCallStart):
-            if event.call_id not in self._names:
-                self._order.append(event.call_id)
+            self._track(event.call_id)
             self._names[event.call_id] = event.name
-            self._arguments.setdefault(event.call_id, [])
         elif isinstance(event, ToolCallDelta):
-            self._arguments.setdefault(event.call_id, []).append(event.arguments_delta)
+            # Some providers send no start event: a delta alone still opens the call.
+            self._track(event.call_id)
+            self._arguments[event.call_id].append(event.arguments_delta)
         elif isinstance(event, ToolCallEnd):
-            if event.call.id not in self._names and event.call.id not in self._calls:
-                self._order.append(event.call.id)
+            self._track(event.call.id)
             self._calls[event.call.id] = event.call
         elif isinstance(event, UsageEvent):
             self.usage = event.usage
         elif isinstance(event, Done):
             self.done = event
+
+    def _track(self, call_id: str) -> None:
+        if call_id not in self._arguments:
+            self._order.append(call_id)
+            self._arguments[call_id] = []
 
     @property
     def text(self) -> str:

@@ -1,0 +1,251 @@
+"""daimon: a Python framework for production AI agents.
+
+Application code imports from here; plugin authors use :mod:`daimon.core`. The namespace is lazy:
+``import daimon`` loads nothing but this file, and each name loads its module on first use, so
+importing daimon stays cheap and never pulls in an optional library.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from daimon.agent import (
+        Agent,
+    )
+    from daimon.core.cancel import (
+        CancelToken,
+    )
+    from daimon.core.chat import (
+        ChatRequest,
+        ChatResponse,
+        ResponseFormat,
+        StopReason,
+        Usage,
+    )
+    from daimon.core.errors import (
+        AgentRunError,
+        BudgetExceededError,
+        BuilderError,
+        CheckpointCorruptError,
+        DaimonError,
+        DuplicateToolError,
+        GuardrailBlockedError,
+        MaxIterationsError,
+        MCPError,
+        MissingDependencyError,
+        ModelError,
+        OrchestrationError,
+        PromptTemplateError,
+        RunCancelled,
+        SchemaValidationError,
+        SerializationError,
+        StreamClosedError,
+        TimeoutError,  # noqa: A004 - daimon.TimeoutError is also a builtins.TimeoutError
+        ToolError,
+        ToolExecutionError,
+        ToolNotFoundError,
+    )
+    from daimon.core.events import (
+        Done,
+        ErrorEvent,
+        StreamEvent,
+        TextDelta,
+        ToolCallDelta,
+        ToolCallEnd,
+        ToolCallStart,
+        ToolResult,
+        UsageEvent,
+    )
+    from daimon.core.messages import (
+        ImagePart,
+        Message,
+        Role,
+        TextPart,
+        ToolCall,
+    )
+    from daimon.core.results import (
+        AgentResponse,
+    )
+    from daimon.core.tools import (
+        ToolOutput,
+        ToolSpec,
+    )
+    from daimon.cost import (
+        CostModel,
+        CostTracker,
+        ModelPrice,
+        PriceTable,
+    )
+    from daimon.guardrails import (
+        GuardrailResult,
+        InputGuardrail,
+        OutputGuardrail,
+    )
+    from daimon.hooks import (
+        AgentHook,
+    )
+    from daimon.middleware import (
+        Middleware,
+        ShortCircuit,
+    )
+    from daimon.prompt import (
+        PromptTemplate,
+    )
+    from daimon.state import (
+        RunState,
+    )
+    from daimon.tools import (
+        ModelRetry,
+        RunContext,
+        Tool,
+        ToolRetryPolicy,
+        tool,
+    )
+
+__version__ = "0.1.0"
+
+_LAZY: dict[str, str] = {
+    "Agent": "daimon.agent",
+    "AgentHook": "daimon.hooks",
+    "AgentResponse": "daimon.core.results",
+    "AgentRunError": "daimon.core.errors",
+    "BudgetExceededError": "daimon.core.errors",
+    "BuilderError": "daimon.core.errors",
+    "CancelToken": "daimon.core.cancel",
+    "ChatRequest": "daimon.core.chat",
+    "ChatResponse": "daimon.core.chat",
+    "CheckpointCorruptError": "daimon.core.errors",
+    "CostModel": "daimon.cost",
+    "CostTracker": "daimon.cost",
+    "DaimonError": "daimon.core.errors",
+    "Done": "daimon.core.events",
+    "DuplicateToolError": "daimon.core.errors",
+    "ErrorEvent": "daimon.core.events",
+    "GuardrailBlockedError": "daimon.core.errors",
+    "GuardrailResult": "daimon.guardrails",
+    "ImagePart": "daimon.core.messages",
+    "InputGuardrail": "daimon.guardrails",
+    "MCPError": "daimon.core.errors",
+    "MaxIterationsError": "daimon.core.errors",
+    "Message": "daimon.core.messages",
+    "Middleware": "daimon.middleware",
+    "MissingDependencyError": "daimon.core.errors",
+    "ModelError": "daimon.core.errors",
+    "ModelPrice": "daimon.cost",
+    "ModelRetry": "daimon.tools",
+    "OrchestrationError": "daimon.core.errors",
+    "OutputGuardrail": "daimon.guardrails",
+    "PriceTable": "daimon.cost",
+    "PromptTemplate": "daimon.prompt",
+    "PromptTemplateError": "daimon.core.errors",
+    "ResponseFormat": "daimon.core.chat",
+    "Role": "daimon.core.messages",
+    "RunCancelled": "daimon.core.errors",
+    "RunContext": "daimon.tools",
+    "RunState": "daimon.state",
+    "SchemaValidationError": "daimon.core.errors",
+    "SerializationError": "daimon.core.errors",
+    "ShortCircuit": "daimon.middleware",
+    "StopReason": "daimon.core.chat",
+    "StreamClosedError": "daimon.core.errors",
+    "StreamEvent": "daimon.core.events",
+    "TextDelta": "daimon.core.events",
+    "TextPart": "daimon.core.messages",
+    "TimeoutError": "daimon.core.errors",
+    "Tool": "daimon.tools",
+    "ToolCall": "daimon.core.messages",
+    "ToolCallDelta": "daimon.core.events",
+    "ToolCallEnd": "daimon.core.events",
+    "ToolCallStart": "daimon.core.events",
+    "ToolError": "daimon.core.errors",
+    "ToolExecutionError": "daimon.core.errors",
+    "ToolNotFoundError": "daimon.core.errors",
+    "ToolOutput": "daimon.core.tools",
+    "ToolResult": "daimon.core.events",
+    "ToolRetryPolicy": "daimon.tools",
+    "ToolSpec": "daimon.core.tools",
+    "Usage": "daimon.core.chat",
+    "UsageEvent": "daimon.core.events",
+    "tool": "daimon.tools",
+}
+
+__all__ = (
+    "Agent",
+    "AgentHook",
+    "AgentResponse",
+    "AgentRunError",
+    "BudgetExceededError",
+    "BuilderError",
+    "CancelToken",
+    "ChatRequest",
+    "ChatResponse",
+    "CheckpointCorruptError",
+    "CostModel",
+    "CostTracker",
+    "DaimonError",
+    "Done",
+    "DuplicateToolError",
+    "ErrorEvent",
+    "GuardrailBlockedError",
+    "GuardrailResult",
+    "ImagePart",
+    "InputGuardrail",
+    "MCPError",
+    "MaxIterationsError",
+    "Message",
+    "Middleware",
+    "MissingDependencyError",
+    "ModelError",
+    "ModelPrice",
+    "ModelRetry",
+    "OrchestrationError",
+    "OutputGuardrail",
+    "PriceTable",
+    "PromptTemplate",
+    "PromptTemplateError",
+    "ResponseFormat",
+    "Role",
+    "RunCancelled",
+    "RunContext",
+    "RunState",
+    "SchemaValidationError",
+    "SerializationError",
+    "ShortCircuit",
+    "StopReason",
+    "StreamClosedError",
+    "StreamEvent",
+    "TextDelta",
+    "TextPart",
+    "TimeoutError",
+    "Tool",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "ToolCallStart",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolNotFoundError",
+    "ToolOutput",
+    "ToolResult",
+    "ToolRetryPolicy",
+    "ToolSpec",
+    "Usage",
+    "UsageEvent",
+    "__version__",
+    "tool",
+)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'daimon' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,244 @@
+"""Agent: the configuration of an agent. Runs live in the loop, never on the agent."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, TypeAlias
+
+from daimon.agent._loop import run_events
+from daimon.core.cancel import CancelToken
+from daimon.core.errors import BuilderError, DaimonError
+from daimon.core.events import Done, StreamEvent
+from daimon.core.messages import Message
+from daimon.core.protocols import Memory, Model
+from daimon.core.results import AgentResponse
+from daimon.cost import CostModel
+from daimon.guardrails import InputGuardrail, OutputGuardrail
+from daimon.hooks import AgentHook
+from daimon.middleware import Middleware, MiddlewareStack
+from daimon.state import RunState
+from daimon.tools import Tool, ToolRegistry, ToolRetryPolicy
+
+__all__ = ("Agent", "SystemPrompt")
+
+SystemPrompt: TypeAlias = str | Callable[[RunState], str | Awaitable[str]] | None
+"""A fixed system prompt, or a function of the run's state that builds one (sync or async)."""
+
+_NO_SETTINGS: Mapping[str, Any] = MappingProxyType({})
+
+
+class Agent:
+    """An agent: a model, its instructions and its tools, plus limits and extensions.
+
+    An Agent holds configuration only; every run keeps its own state, so one Agent serves any
+    number of concurrent prompts. Configuration is checked here: a mistake raises
+    :class:`BuilderError` at once, never on the first prompt.
+
+    Conversation history is kept per session: pass ``session_id`` to :meth:`prompt` to continue a
+    conversation in ``memory`` (a :class:`~daimon.memory.SlidingWindowMemory` of 50 messages by
+    default). A prompt without a session id is a fresh, stateless conversation.
+    """
+
+    __slots__ = (
+        "_memory",
+        "cost_model",
+        "examples",
+        "hooks",
+        "input_guardrails",
+        "max_budget",
+        "max_iterations",
+        "max_tokens",
+        "middleware",
+        "model",
+        "model_settings",
+        "name",
+        "output_guardrails",
+        "system_prompt",
+        "temperature",
+        "tool_retry_policy",
+        "tools",
+        "validate_tool_inputs",
+    )
+
+    def __init__(
+        self,
+        model: Model | str | None = None,
+        *,
+        name: str = "agent",
+        system_prompt: SystemPrompt = None,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        memory: Memory | None = None,
+        max_iterations: int = 10,
+        hooks: Iterable[AgentHook] = (),
+        middleware: Iterable[Middleware] = (),
+        input_guardrails: Iterable[InputGuardrail] = (),
+        output_guardrails: Iterable[OutputGuardrail] = (),
+        cost_model: CostModel | None = None,
+        max_budget: float | None = None,
+        validate_tool_inputs: bool = True,
+        tool_retry_policy: ToolRetryPolicy | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        examples: Sequence[tuple[str, str]] = (),
+        model_settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        if model is None:
+            raise BuilderError("Agent needs a model")
+        if isinstance(model, str):
+            from daimon.models import infer_model
+
+            model = infer_model(model)
+        elif not (hasattr(model, "generate") and hasattr(model, "generate_stream")):
+            raise BuilderError(
+                f"model must be a Model (generate, generate_stream) or a model string, "
+                f"not {type(model).__name__}"
+            )
+        if type(max_iterations) is not int or max_iterations < 1:
+            raise BuilderError(f"max_iterations must be a positive integer, got {max_iterations!r}")
+        if max_budget is not None:
+            if not isinstance(max_budget, (int, float)) or max_budget < 0:
+                raise BuilderError(f"max_budget must be a non-negative number, got {max_budget!r}")
+            if cost_model is None:
+                raise BuilderError("max_budget needs a cost_model to price the calls")
+        if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
+            raise BuilderError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        if temperature is not None and not (
+            isinstance(temperature, (int, float)) and temperature >= 0
+        ):
+            raise BuilderError(f"temperature must be a non-negative number, got {temperature!r}")
+        if system_prompt is not None and not (
+            isinstance(system_prompt, str) or callable(system_prompt)
+        ):
+            raise BuilderError("system_prompt must be a string or a callable")
+        self.model: Model = model
+        self.name = name
+        self.system_prompt = system_prompt
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self._memory = memory
+        self.max_iterations = max_iterations
+        self.hooks: tuple[AgentHook, ...] = tuple(hooks) if hooks else ()
+        self.middleware = MiddlewareStack(middleware) if middleware else _NO_MIDDLEWARE
+        self.input_guardrails: tuple[InputGuardrail, ...] = (
+            tuple(input_guardrails) if input_guardrails else ()
+        )
+        self.output_guardrails: tuple[OutputGuardrail, ...] = (
+            tuple(output_guardrails) if output_guardrails else ()
+        )
+        self.cost_model = cost_model
+        self.max_budget = float(max_budget) if max_budget is not None else None
+        self.validate_tool_inputs = validate_tool_inputs
+        self.tool_retry_policy = tool_retry_policy
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.examples: tuple[Message, ...] = _examples(examples) if examples else ()
+        self.model_settings = (
+            MappingProxyType(dict(model_settings)) if model_settings else _NO_SETTINGS
+        )
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, model={getattr(self.model, 'model_name', self.model)!r})"
+
+    @property
+    def memory(self) -> Memory:
+        """Where session history lives (a 50-message sliding window unless configured)."""
+        if self._memory is None:
+            from daimon.memory import SlidingWindowMemory
+
+            self._memory = SlidingWindowMemory()
+        return self._memory
+
+    async def system_message(self, state: RunState) -> Message | None:
+        """The system message for a run, built from ``system_prompt``."""
+        prompt = self.system_prompt
+        if prompt is None:
+            return None
+        if isinstance(prompt, str):
+            return Message.system(prompt)
+        text = prompt(state)
+        if inspect.isawaitable(text):
+            text = await text
+        if not isinstance(text, str):
+            raise BuilderError(f"system_prompt function returned {type(text).__name__}, not str")
+        return Message.system(text)
+
+    async def prompt(
+        self,
+        input: str | Message,
+        *,
+        session_id: str | None = None,
+        run_id: str | None = None,
+        deps: Any = None,
+        cancel: CancelToken | None = None,
+    ) -> AgentResponse:
+        """Run the agent to its final answer."""
+        response: AgentResponse | None = None
+        async for event in run_events(
+            self,
+            input,
+            stream=False,
+            session_id=session_id,
+            run_id=run_id,
+            deps=deps,
+            cancel=cancel,
+        ):
+            # Drain to the end rather than return early: an unfinished async generator is
+            # finalized by asyncio through a new task, which costs more than the whole run.
+            if type(event) is Done:
+                response = event.response
+        if response is None:  # pragma: no cover - the loop always ends with Done or raises
+            raise DaimonError("the run ended without a response")
+        return response
+
+    def prompt_stream(
+        self,
+        input: str | Message,
+        *,
+        session_id: str | None = None,
+        run_id: str | None = None,
+        deps: Any = None,
+        cancel: CancelToken | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Run the agent, streaming its events; the last is ``Done``, carrying the response."""
+        return run_events(
+            self,
+            input,
+            stream=True,
+            session_id=session_id,
+            run_id=run_id,
+            deps=deps,
+            cancel=cancel,
+        )
+
+    def prompt_sync(
+        self,
+        input: str | Message,
+        *,
+        session_id: str | None = None,
+        run_id: str | None = None,
+        deps: Any = None,
+    ) -> AgentResponse:
+        """Run the agent from synchronous code (not from inside a running event loop)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise DaimonError("prompt_sync() cannot run inside an event loop: await prompt()")
+        return asyncio.run(self.prompt(input, session_id=session_id, run_id=run_id, deps=deps))
+
+
+def _examples(examples: Sequence[tuple[str, str]]) -> tuple[Message, ...]:
+    messages: list[Message] = []
+    for example in examples:
+        if not (isinstance(example, tuple) and len(example) == 2):
+            raise BuilderError("examples must be (user, assistant) pairs of strings")
+        user, assistant = example
+        messages.append(Message.user(user))
+        messages.append(Message.assistant(assistant))
+    return tuple(messages)
+
+
+_NO_MIDDLEWARE = MiddlewareStack()

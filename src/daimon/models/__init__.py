@@ -1,0 +1,145 @@
+"""Models: test models shipped with daimon, and (lazily) one module per provider.
+
+``import daimon.models`` imports no provider SDK: provider classes load on first use, and
+:func:`infer_model` imports only the provider a model string names.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from daimon.core.errors import BuilderError, MissingDependencyError
+from daimon.core.protocols import Model
+from daimon.models.function import FunctionModel
+from daimon.models.scripted import ScriptedModel
+
+if TYPE_CHECKING:
+    from daimon.models.anthropic import AnthropicModel
+    from daimon.models.fallback import FallbackModel
+    from daimon.models.openai import AzureOpenAIModel, OpenAIEmbeddingModel, OpenAIModel
+    from daimon.models.retry import RetryingModel
+
+__all__ = (
+    "AnthropicModel",
+    "AzureOpenAIModel",
+    "FallbackModel",
+    "FunctionModel",
+    "OpenAIEmbeddingModel",
+    "OpenAIModel",
+    "RetryingModel",
+    "ScriptedModel",
+    "infer_model",
+)
+
+_LAZY = {
+    "AnthropicModel": "daimon.models.anthropic",
+    "AzureOpenAIModel": "daimon.models.openai",
+    "FallbackModel": "daimon.models.fallback",
+    "OpenAIEmbeddingModel": "daimon.models.openai",
+    "OpenAIModel": "daimon.models.openai",
+    "RetryingModel": "daimon.models.retry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'daimon.models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def _model_at_url(rest: str) -> tuple[str, dict[str, Any]]:
+    """``<model>@<base_url>`` for OpenAI-compatible servers."""
+    model, at, url = rest.partition("@")
+    if not (model and at and url):
+        raise BuilderError(
+            f"an OpenAI-compatible model string is 'openai-compatible:<model>@<base_url>', "
+            f"got {rest!r} after the prefix"
+        )
+    return model, {"base_url": url}
+
+
+@dataclass(frozen=True, slots=True)
+class _Provider:
+    module: str
+    cls: str
+    extra: str
+    defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """Constructor arguments this prefix implies (the caller's win)."""
+    parse: Callable[[str], tuple[str, dict[str, Any]]] | None = None
+    """Splits the text after the prefix into the model name and constructor arguments."""
+
+
+_PROVIDERS: Mapping[str, _Provider] = MappingProxyType(
+    {
+        "anthropic": _Provider("daimon.models.anthropic", "AnthropicModel", "anthropic"),
+        "azure": _Provider("daimon.models.openai", "AzureOpenAIModel", "openai"),
+        "bedrock": _Provider("daimon.models.bedrock", "BedrockModel", "bedrock"),
+        "gemini": _Provider("daimon.models.gemini", "GeminiModel", "gemini"),
+        "local": _Provider("daimon.models.local", "LocalModel", "local"),
+        "ollama": _Provider("daimon.models.ollama", "OllamaModel", "ollama"),
+        "openai": _Provider("daimon.models.openai", "OpenAIModel", "openai"),
+        "openai-compatible": _Provider(
+            "daimon.models.openai",
+            "OpenAIModel",
+            "openai",
+            defaults=MappingProxyType({"max_tokens_param": "max_tokens"}),
+            parse=_model_at_url,
+        ),
+        "vertex": _Provider("daimon.models.gemini", "VertexModel", "gemini"),
+    }
+)
+"""Model-string prefix to the provider class that serves it; modules load only when asked."""
+
+
+def infer_model(model: str, **settings: Any) -> Model:
+    """The model a ``"<provider>:<model>"`` string names, built with ``settings``.
+
+    For example ``"openai:gpt-4o-mini"``, ``"azure:<deployment>"``,
+    ``"anthropic:claude-sonnet-4-5"`` or ``"openai-compatible:<model>@<base_url>"``;
+    ``settings`` are the provider class's keyword arguments (``api_key=``, ``timeout=``, ...).
+
+    Raises:
+        BuilderError: The string names no known provider, or one this version lacks.
+        MissingDependencyError: The provider's SDK is not installed; the message names the extra.
+    """
+    prefix, colon, rest = model.partition(":")
+    known = ", ".join(_PROVIDERS)
+    if not colon or not prefix or not rest:
+        raise BuilderError(
+            f"model string {model!r} must look like '<provider>:<model>'; providers: {known}"
+        )
+    provider = _PROVIDERS.get(prefix)
+    if provider is None:
+        raise BuilderError(f"unknown model provider {prefix!r} in {model!r}; providers: {known}")
+    if importlib.util.find_spec(provider.module) is None:
+        raise BuilderError(f"provider {prefix!r} is not available in this version of daimon")
+    try:
+        module = importlib.import_module(provider.module)
+    except MissingDependencyError:
+        raise
+    except ImportError as exc:
+        raise MissingDependencyError(exc.name or provider.module, provider.extra) from exc
+    cls = getattr(module, provider.cls, None)
+    if cls is None:
+        raise BuilderError(f"provider {prefix!r} is not available in this version of daimon")
+    name, implied = provider.parse(rest) if provider.parse else (rest, {})
+    kwargs = {**provider.defaults, **implied, **settings}
+    try:
+        inspect.signature(cls).bind(name, **kwargs)
+    except TypeError as exc:
+        raise BuilderError(f"bad settings for {provider.cls}: {exc}") from None
+    built: Model = cls(name, **kwargs)
+    return built

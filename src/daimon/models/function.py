@@ -1,0 +1,99 @@
+"""FunctionModel: a Python function plays the model, for tests and examples."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from typing import TypeAlias, cast
+
+from daimon.core.chat import ChatRequest, ChatResponse, StopReason
+from daimon.core.errors import BuilderError
+from daimon.core.events import Done, StreamEvent, TextDelta, ToolCallEnd
+from daimon.core.streaming import StreamAccumulator, events_from_response
+
+__all__ = ("FunctionModel",)
+
+Reply: TypeAlias = ChatResponse | str
+GenerateFunction: TypeAlias = Callable[[ChatRequest], Reply | Awaitable[Reply]]
+StreamItem: TypeAlias = StreamEvent | str
+StreamFunction: TypeAlias = Callable[
+    [ChatRequest], AsyncIterator[StreamItem] | Iterator[StreamItem] | Iterable[StreamItem]
+]
+
+
+class FunctionModel:
+    """A model whose answers come from your function.
+
+    ``function`` maps a :class:`ChatRequest` to a :class:`ChatResponse` (or plain text), sync or
+    async. ``stream_function`` yields stream events (plain strings are text deltas), sync or async;
+    a final ``Done`` is added when it does not yield one. Give either or both: each mode falls back
+    on the other.
+    """
+
+    __slots__ = ("_function", "_is_async", "_stream_function", "model_name")
+
+    def __init__(
+        self,
+        function: GenerateFunction | None = None,
+        *,
+        stream_function: StreamFunction | None = None,
+        model_name: str = "function",
+    ) -> None:
+        if function is None and stream_function is None:
+            raise BuilderError("FunctionModel needs a function or a stream_function")
+        self._function = function
+        self._is_async = function is not None and inspect.iscoroutinefunction(function)
+        self._stream_function = stream_function
+        self.model_name = model_name
+
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        """Call the function (or drain the stream function) for one answer."""
+        if self._function is None:
+            accumulator = StreamAccumulator()
+            async for event in self._stream(request):
+                accumulator.add(event)
+            return accumulator.response()
+        result: object = self._function(request)
+        if self._is_async or inspect.isawaitable(result):
+            result = await cast(Awaitable[object], result)
+        return self._as_response(result)
+
+    async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Stream the stream function's events, or the function's answer as events."""
+        if self._stream_function is None:
+            for event in events_from_response(await self.generate(request)):
+                yield event
+            return
+        async for event in self._stream(request):
+            yield event
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        assert self._stream_function is not None
+        produced = self._stream_function(request)
+        saw_tool_call = False
+        if isinstance(produced, AsyncIterator):
+            async for item in produced:
+                event = TextDelta(text=item) if isinstance(item, str) else item
+                if isinstance(event, Done):
+                    yield event
+                    return
+                saw_tool_call = saw_tool_call or isinstance(event, ToolCallEnd)
+                yield event
+        else:
+            for item in produced:
+                event = TextDelta(text=item) if isinstance(item, str) else item
+                if isinstance(event, Done):
+                    yield event
+                    return
+                saw_tool_call = saw_tool_call or isinstance(event, ToolCallEnd)
+                yield event
+        stop = StopReason.TOOL_USE if saw_tool_call else StopReason.END_TURN
+        yield Done(stop_reason=stop, model=self.model_name)
+
+    def _as_response(self, result: object) -> ChatResponse:
+        if isinstance(result, str):
+            return ChatResponse.reply(result, model=self.model_name)
+        if isinstance(result, ChatResponse):
+            return result
+        kind = type(result).__name__
+        raise TypeError(f"FunctionModel's function must return a ChatResponse or str, not {kind}")

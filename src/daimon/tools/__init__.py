@@ -1,0 +1,23 @@
+"""daimon.tools: functions the model can call.
+
+``@tool`` turns a typed Python function into a tool; :class:`ToolRegistry` holds an agent's tools
+and runs the model's calls, turning every tool problem into an error result the model can read.
+"""
+
+from daimon.tools._context import RunContext
+from daimon.tools._decorator import tool
+from daimon.tools._function import FunctionTool
+from daimon.tools._protocol import Tool
+from daimon.tools._registry import ToolRegistry
+from daimon.tools._retry import ToolRetryPolicy
+from daimon.tools._signals import ModelRetry
+
+__all__ = (
+    "FunctionTool",
+    "ModelRetry",
+    "RunContext",
+    "Tool",
+    "ToolRegistry",
+    "ToolRetryPolicy",
+    "tool",
+)

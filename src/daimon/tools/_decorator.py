@@ -1,0 +1,91 @@
+"""``@tool`` and ``@tool(...)``: the decorator that makes a function a tool."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar, overload
+
+from daimon.tools._function import FunctionTool
+from daimon.tools._retry import ToolRetryPolicy
+
+__all__ = ("tool",)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@overload
+def tool(
+    function: Callable[P, R],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    retry_policy: ToolRetryPolicy | None = None,
+) -> FunctionTool[P, R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    retry_policy: ToolRetryPolicy | None = None,
+) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+
+
+def tool(
+    function: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    retry_policy: ToolRetryPolicy | None = None,
+) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
+    """Make a sync or async function a tool; use as ``@tool`` or ``@tool(name=..., ...)``.
+
+    The JSON Schema comes from the type hints, the descriptions from the docstring (Google,
+    NumPy or reST) or ``Annotated[T, "description"]``. A parameter annotated ``RunContext``
+    receives the run's context and is left out of the schema. The result still calls like the
+    function, so the function can be unit-tested directly.
+
+    Sync functions run in a worker thread (``asyncio.to_thread``); a thread cannot be stopped, so
+    a sync tool that times out keeps running in the background.
+
+    Args:
+        function: The function, when used as ``@tool`` or ``tool(fn)``.
+        name: The tool's name; defaults to the function's name.
+        description: What the tool does; defaults to the docstring's description.
+        timeout: Seconds a call may take before it fails with a timeout error.
+        retry_policy: Retries when the tool raises; defaults to the agent's policy.
+
+    Raises:
+        BuilderError: A type hint cannot be described in JSON Schema, or an option is invalid.
+
+    Example::
+
+        @tool(timeout=10)
+        async def forecast(ctx: RunContext[Deps], city: Annotated[str, "In English"]) -> str:
+            '''Get the weather forecast for a city.'''
+            return await ctx.deps.weather.forecast(city)
+    """
+    # Names a tool's hints use may live in the decorating function's locals (a tool defined
+    # inside a function with ``from __future__ import annotations``).
+    localns = sys._getframe(1).f_locals  # read only, at decoration time
+
+    def decorate(fn: Callable[P, R]) -> FunctionTool[P, R]:
+        inner: Callable[P, R] = fn.function if isinstance(fn, FunctionTool) else fn
+        return FunctionTool(
+            inner,
+            name=name,
+            description=description,
+            timeout=timeout,
+            retry_policy=retry_policy,
+            localns=localns,
+        )
+
+    return decorate if function is None else decorate(function)

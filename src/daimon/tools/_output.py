@@ -1,0 +1,56 @@
+"""Turning what a tool function returns into the ToolOutput the model reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import uuid
+from enum import Enum
+from typing import Any
+
+from daimon.core.tools import ToolOutput
+
+__all__ = ("to_output", "to_plain")
+
+
+def to_output(result: Any) -> ToolOutput:
+    """``ToolOutput`` as is; ``str`` as text; ``None`` as empty text; anything else as JSON."""
+    if type(result) is str:
+        return ToolOutput(content=result)
+    if isinstance(result, ToolOutput):
+        return result
+    if result is None:
+        return ToolOutput(content="")
+    if isinstance(result, Enum):
+        return to_output(result.value)
+    if isinstance(result, str):
+        return ToolOutput(content=str(result))
+    return ToolOutput.json(to_plain(result))
+
+
+def to_plain(obj: Any) -> Any:
+    """Plain JSON data for ``obj``: dataclasses, pydantic models, enums and sets converted."""
+    if obj is None or type(obj) in (str, int, float, bool):
+        return obj
+    if isinstance(obj, Enum):
+        return to_plain(obj.value)
+    if isinstance(obj, dict):
+        return {_plain_key(k): to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set | frozenset):
+        return [to_plain(v) for v in obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, datetime.date | datetime.time):  # datetime is a date
+        return obj.isoformat()
+    if isinstance(obj, uuid.UUID):
+        return str(obj)
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump) and not isinstance(obj, type):  # a pydantic model
+        return dump(mode="json")
+    return obj
+
+
+def _plain_key(key: Any) -> Any:
+    if isinstance(key, Enum):
+        key = key.value
+    return key if key is None or type(key) in (str, int, float, bool) else str(key)

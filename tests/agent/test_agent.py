@@ -1,0 +1,124 @@
+"""Agent configuration, sessions, system prompts and concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from daimon import Agent, BuilderError, ChatRequest, ChatResponse, DuplicateToolError, Role, tool
+from daimon.memory import SlidingWindowMemory
+from daimon.models import FunctionModel, ScriptedModel
+
+
+@tool
+def ping() -> str:
+    """Ping."""
+    return "pong"
+
+
+def echo_model() -> FunctionModel:
+    def respond(request: ChatRequest) -> ChatResponse:
+        users = [m.text for m in request.messages if m.role is Role.USER]
+        return ChatResponse.reply(" | ".join(users))
+
+    return FunctionModel(respond)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"model": None}, "needs a model"),
+        ({"model": object()}, "must be a Model"),
+        ({"max_iterations": 0}, "max_iterations"),
+        ({"max_iterations": -3}, "max_iterations"),
+        ({"max_budget": -1.0}, "max_budget"),
+        ({"max_budget": 1.0}, "cost_model"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"temperature": -0.5}, "temperature"),
+        ({"system_prompt": 42}, "system_prompt"),
+        ({"examples": [("only one",)]}, "pairs"),
+    ],
+)
+def test_bad_configuration_is_a_builder_error_at_construction(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    kwargs.setdefault("model", ScriptedModel([]))
+    with pytest.raises(BuilderError, match=message):
+        Agent(**kwargs)
+
+
+def test_duplicate_tools_are_rejected_at_construction() -> None:
+    @tool(name="ping")
+    def other() -> str:
+        """Another ping."""
+        return "x"
+
+    with pytest.raises(DuplicateToolError):
+        Agent(ScriptedModel([]), tools=[ping, other])
+
+
+async def test_sessions_keep_history_and_are_isolated() -> None:
+    agent = Agent(echo_model(), memory=SlidingWindowMemory())
+    await agent.prompt("one", session_id="a")
+    await agent.prompt("uno", session_id="b")
+    a = await agent.prompt("two", session_id="a")
+    b = await agent.prompt("dos", session_id="b")
+    assert a.text == "one | two"
+    assert b.text == "uno | dos"
+    assert a.session_id == "a"
+
+
+async def test_without_a_session_each_prompt_is_fresh() -> None:
+    agent = Agent(echo_model())
+    await agent.prompt("one")
+    assert (await agent.prompt("two")).text == "two"
+
+
+async def test_default_memory_is_a_sliding_window_used_only_with_sessions() -> None:
+    agent = Agent(echo_model())
+    await agent.prompt("one", session_id="s")
+    assert (await agent.prompt("two", session_id="s")).text == "one | two"
+    assert isinstance(agent.memory, SlidingWindowMemory)
+
+
+async def test_system_prompt_static_dynamic_and_examples() -> None:
+    model = ScriptedModel(["a", "b"])
+    await Agent(model, system_prompt="Be brief.", examples=[("hi", "hello")]).prompt("q")
+    first = model.requests[0].messages
+    assert [(m.role, m.text) for m in first] == [
+        (Role.SYSTEM, "Be brief."),
+        (Role.USER, "hi"),
+        (Role.ASSISTANT, "hello"),
+        (Role.USER, "q"),
+    ]
+
+    async def dynamic(state: Any) -> str:
+        return f"You serve {state.deps['user']} in run {state.run_id}."
+
+    await Agent(model, system_prompt=dynamic).prompt("q", deps={"user": "ada"}, run_id="r9")
+    assert model.requests[1].messages[0].text == "You serve ada in run r9."
+
+
+async def test_one_agent_serves_many_concurrent_prompts() -> None:
+    async def respond(request: ChatRequest) -> ChatResponse:
+        await asyncio.sleep(0.01)
+        return ChatResponse.reply(request.messages[-1].text.upper())
+
+    agent = Agent(FunctionModel(respond))
+    answers = await asyncio.gather(*(agent.prompt(f"p{i}") for i in range(200)))
+    assert [a.text for a in answers] == [f"P{i}" for i in range(200)]
+    assert len({a.run_id for a in answers}) == 200
+
+
+async def test_model_settings_temperature_and_max_tokens_reach_the_model() -> None:
+    model = ScriptedModel(["x"])
+    agent = Agent(model, temperature=0.2, max_tokens=64, model_settings={"top_p": 0.9})
+    await agent.prompt("q")
+    request = model.requests[0]
+    assert (request.temperature, request.max_tokens, dict(request.settings)) == (
+        0.2,
+        64,
+        {"top_p": 0.9},
+    )

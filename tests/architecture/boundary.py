@@ -1,0 +1,83 @@
+"""The package boundary, written once for the architecture tests.
+
+``pyproject.toml``'s import-linter contracts name the same modules and libraries;
+``test_contracts.py`` checks the two lists stay in step.
+"""
+
+from __future__ import annotations
+
+OPTIONAL_LIBRARIES = frozenset(
+    {
+        "a2a",
+        "aio_pika",
+        "aiobotocore",
+        "aiosqlite",
+        "anthropic",
+        "azure",
+        "boto3",
+        "botocore",
+        "fastapi",
+        "google",
+        "grpc",
+        "httpx",
+        "llama_cpp",
+        "mcp",
+        "nats",
+        "numpy",
+        "ollama",
+        "onnxruntime",
+        "openai",
+        "opensearchpy",
+        "opentelemetry",
+        "pgvector",
+        "psycopg",
+        "psycopg_pool",
+        "pydantic",
+        "qdrant_client",
+        "redis",
+        "rich",
+        "sse_starlette",
+        "starlette",
+        "tokenizers",
+        "typer",
+        "uvicorn",
+    }
+)
+"""Top-level import names of the libraries that only extras install (plus httpx, which several
+of them bring): the always-installed part of daimon must not import any of them."""
+
+LAZY_DEPENDENCIES = frozenset({"fastjsonschema"})
+"""Required dependencies that ``import daimon`` must still not load (they load on first use)."""
+
+EAGER_DEPENDENCIES = frozenset({"docstring_parser"})
+"""Required dependencies that ``import daimon`` may load."""
+
+ALWAYS_INSTALLED = (
+    "daimon.core",
+    "daimon.agent",
+    "daimon.tools",
+    "daimon.orchestration",
+    "daimon.multiagent",
+    "daimon.hooks",
+    "daimon.middleware",
+    "daimon.guardrails",
+    "daimon.prompt",
+    "daimon.cost",
+    "daimon.state",
+    "daimon.memory.window",
+    "daimon.models.function",
+    "daimon.models.scripted",
+)
+"""The modules that work with no extra installed."""
+
+PLUGIN_FOLDERS = (
+    "daimon.models",
+    "daimon.memory",
+    "daimon.checkpoint",
+    "daimon.rag.stores",
+    "daimon.distributed.brokers",
+)
+"""Packages that hold plugins and nothing else."""
+
+NOT_IN_ALL = frozenset({"all", "dev", "local"})
+"""Extras that ``daimon[all]`` leaves out: itself, the test tools, and the local llama.cpp build."""

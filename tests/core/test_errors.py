@@ -1,0 +1,196 @@
+"""The exception tree: fields, messages and hierarchy."""
+
+from __future__ import annotations
+
+import builtins
+
+import pytest
+
+from daimon.core import errors
+from daimon.core.errors import (
+    AgentRunError,
+    BudgetExceededError,
+    BuilderError,
+    CheckpointCorruptError,
+    DaimonError,
+    DuplicateToolError,
+    GuardrailBlockedError,
+    MaxIterationsError,
+    MCPError,
+    MissingDependencyError,
+    ModelError,
+    OrchestrationError,
+    PromptTemplateError,
+    RunCancelled,
+    SchemaValidationError,
+    SerializationError,
+    StreamClosedError,
+    TimeoutError,  # noqa: A004 - daimon's own, tested against the builtin
+    ToolError,
+    ToolExecutionError,
+    ToolNotFoundError,
+)
+
+PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
+    BuilderError: (DaimonError,),
+    DuplicateToolError: (BuilderError,),
+    PromptTemplateError: (BuilderError,),
+    MissingDependencyError: (DaimonError, ImportError),
+    SerializationError: (DaimonError, ValueError),
+    CheckpointCorruptError: (SerializationError,),
+    ToolError: (DaimonError,),
+    ToolExecutionError: (ToolError,),
+    ToolNotFoundError: (ToolError,),
+    SchemaValidationError: (ToolError,),
+    AgentRunError: (DaimonError,),
+    ModelError: (AgentRunError,),
+    StreamClosedError: (ModelError,),
+    MaxIterationsError: (AgentRunError,),
+    BudgetExceededError: (AgentRunError,),
+    GuardrailBlockedError: (AgentRunError,),
+    RunCancelled: (AgentRunError,),
+    TimeoutError: (AgentRunError, builtins.TimeoutError),
+    OrchestrationError: (AgentRunError,),
+    MCPError: (DaimonError,),
+}
+
+
+@pytest.mark.parametrize("cls", list(PARENTS), ids=lambda c: c.__name__)
+def test_hierarchy(cls: type[BaseException]) -> None:
+    for parent in PARENTS[cls]:
+        assert issubclass(cls, parent)
+    assert issubclass(cls, DaimonError)
+
+
+def test_every_error_is_in_the_table() -> None:
+    defined = {getattr(errors, name) for name in errors.__all__ if name != "DaimonError"}
+    assert defined == set(PARENTS)
+
+
+def test_daimon_timeout_is_caught_as_the_builtin() -> None:
+    with pytest.raises(builtins.TimeoutError):
+        raise TimeoutError(2.5, "model call")
+    error = TimeoutError(2.5, "model call")
+    assert str(error) == "model call timed out after 2.5s"
+    assert error.seconds == 2.5
+    assert str(TimeoutError(30)) == "operation timed out after 30s"
+
+
+def test_serialization_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="bad"):
+        raise SerializationError("bad")
+    assert issubclass(CheckpointCorruptError, ValueError)
+
+
+def test_missing_dependency_error() -> None:
+    error = MissingDependencyError("openai", "openai")
+    assert isinstance(error, ImportError)
+    assert (error.module, error.extra) == ("openai", "openai")
+    assert (
+        str(error) == "'openai' is not installed; install it with: pip install \"daimon[openai]\""
+    )
+
+
+def test_model_error_fields() -> None:
+    error = ModelError(
+        "rate limited", status_code=429, retryable=True, retry_after=1.5, provider="openai"
+    )
+    assert str(error) == "rate limited"
+    assert (
+        error.message,
+        error.status_code,
+        error.retryable,
+        error.retry_after,
+        error.provider,
+    ) == (
+        "rate limited",
+        429,
+        True,
+        1.5,
+        "openai",
+    )
+    plain = ModelError("bad request")
+    assert (plain.status_code, plain.retryable, plain.retry_after, plain.provider) == (
+        None,
+        False,
+        None,
+        None,
+    )
+
+
+def test_stream_closed_error_is_retryable_by_default_and_keeps_model_fields() -> None:
+    error = StreamClosedError()
+    assert str(error) == "stream closed unexpectedly"
+    assert error.retryable
+    full = StreamClosedError(
+        "cut", status_code=502, retryable=False, retry_after=3.0, provider="anthropic"
+    )
+    assert (full.status_code, full.retryable, full.retry_after, full.provider) == (
+        502,
+        False,
+        3.0,
+        "anthropic",
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "message", "fields"),
+    [
+        (
+            DuplicateToolError("add"),
+            "duplicate tool 'add': tool names must be unique",
+            {"tool": "add"},
+        ),
+        (
+            PromptTemplateError(["b", "a"]),
+            "prompt template is missing variable(s): a, b",
+            {"missing": ("a", "b")},
+        ),
+        (
+            ToolExecutionError("add", "division by zero"),
+            "tool 'add' failed: division by zero",
+            {"tool": "add", "message": "division by zero"},
+        ),
+        (
+            ToolNotFoundError("mul", ["add", "sub"]),
+            "tool 'mul' not found; available tools: add, sub",
+            {"tool": "mul", "available": ("add", "sub")},
+        ),
+        (
+            ToolNotFoundError("mul"),
+            "tool 'mul' not found; available tools: none",
+            {"available": ()},
+        ),
+        (
+            SchemaValidationError("add", ["a is required", "b must be int"]),
+            "invalid arguments for tool 'add': a is required; b must be int",
+            {"tool": "add", "errors": ("a is required", "b must be int")},
+        ),
+        (MaxIterationsError(10), "max iterations (10) exceeded", {"max_iterations": 10}),
+        (
+            BudgetExceededError(1.5, 1.0),
+            "budget exceeded: $1.500000 spent, limit was $1.000000",
+            {"spent": 1.5, "limit": 1.0},
+        ),
+        (
+            GuardrailBlockedError("pii found", "pii"),
+            "guardrail 'pii' blocked: pii found",
+            {"reason": "pii found", "guardrail": "pii"},
+        ),
+        (GuardrailBlockedError("nope"), "guardrail blocked: nope", {"guardrail": None}),
+        (RunCancelled(), "operation cancelled", {"reason": None}),
+        (RunCancelled("user left"), "operation cancelled: user left", {"reason": "user left"}),
+        (OrchestrationError("cycle"), "cycle", {}),
+        (MCPError("server gone"), "server gone", {}),
+    ],
+)
+def test_messages_and_fields(error: DaimonError, message: str, fields: dict[str, object]) -> None:
+    assert str(error) == message
+    for name, value in fields.items():
+        assert getattr(error, name) == value
+
+
+def test_tree_is_drawn_in_the_module_docstring() -> None:
+    doc = errors.__doc__ or ""
+    for name in errors.__all__:
+        assert name in doc, f"{name} is missing from the tree in daimon.core.errors' docstring"

@@ -1,0 +1,103 @@
+"""Messages, content parts and tool calls."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from hypothesis import given
+
+from daimon.core import ImagePart, Message, Role, TextPart, ToolCall
+
+from . import strategies as s
+
+
+def test_constructors_set_the_role() -> None:
+    assert Message.system("be brief") == Message(role=Role.SYSTEM, content="be brief")
+    assert Message.user("hi").role is Role.USER
+    call = ToolCall(id="c1", name="add", arguments={"a": 1})
+    assistant = Message.assistant("thinking", [call])
+    assert assistant.role is Role.ASSISTANT
+    assert assistant.tool_calls == (call,)
+    tool = Message.tool("c1", "3", name="add", is_error=True)
+    assert (tool.role, tool.tool_call_id, tool.name, tool.is_error) == (
+        Role.TOOL,
+        "c1",
+        "add",
+        True,
+    )
+
+
+def test_user_parts_become_a_tuple_and_text_skips_images() -> None:
+    message = Message.user(
+        [TextPart(text="look "), ImagePart(url="https://x/y.png"), TextPart(text="here")]
+    )
+    assert isinstance(message.content, tuple)
+    assert message.text == "look here"
+    assert Message.user("plain").text == "plain"
+
+
+def test_messages_are_frozen_and_keyword_only() -> None:
+    message = Message.user("hi")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        message.content = "changed"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Message(Role.USER, "hi")  # type: ignore[misc]
+    assert not hasattr(message, "__dict__")  # slotted
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"url": "https://x", "data": b"x"}],
+    ids=["neither", "both"],
+)
+def test_image_part_needs_exactly_one_source(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="exactly one of url or data"):
+        ImagePart(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("raw", "arguments"),
+    [
+        ('{"a": 1, "b": [true, null]}', {"a": 1, "b": [True, None]}),
+        ("", {}),
+        ("   ", {}),
+        ('{"a": 1', '{"a": 1'),  # invalid JSON stays raw, so the model can be told what was wrong
+        ("[1, 2]", "[1, 2]"),  # valid JSON but not an object
+        ('"text"', '"text"'),
+        ("null", "null"),
+    ],
+)
+def test_tool_call_from_json(raw: str, arguments: object) -> None:
+    call = ToolCall.from_json("c1", "f", raw)
+    assert call.arguments == arguments
+    assert (call.id, call.name) == ("c1", "f")
+
+
+def test_arguments_json() -> None:
+    assert ToolCall(id="c", name="f", arguments={"a": "é"}).arguments_json == '{"a":"é"}'
+    assert ToolCall(id="c", name="f", arguments="{broken").arguments_json == "{broken"
+    assert ToolCall(id="c", name="f").arguments_json == "{}"
+
+
+@s.PROPERTY_SETTINGS
+@given(call=s.tool_calls)
+def test_arguments_json_parses_back(call: ToolCall) -> None:
+    back = ToolCall.from_json(call.id, call.name, call.arguments_json)
+    if isinstance(call.arguments, dict):
+        assert back == call
+    elif not call.arguments.strip():
+        assert back.arguments == {}
+    else:
+        try:
+            parsed = json.loads(call.arguments)
+        except ValueError:
+            parsed = None
+        assert back.arguments == (parsed if isinstance(parsed, dict) else call.arguments)
+
+
+@pytest.mark.parametrize("raw", ['{"a": NaN}', '{"a": Infinity}', '{"a": -Infinity}'])
+def test_non_json_constants_keep_arguments_raw(raw: str) -> None:
+    # Python's json accepts NaN and Infinity; JSON does not, and the codec could not store them.
+    assert ToolCall.from_json("c", "f", raw).arguments == raw
