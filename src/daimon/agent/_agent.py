@@ -13,7 +13,7 @@ from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, DaimonError
 from daimon.core.events import Done, StreamEvent
 from daimon.core.messages import Message
-from daimon.core.protocols import Memory, Model
+from daimon.core.protocols import Checkpoint, Memory, Model
 from daimon.core.results import AgentResponse
 from daimon.cost import CostModel
 from daimon.guardrails import InputGuardrail, OutputGuardrail
@@ -40,10 +40,16 @@ class Agent:
     Conversation history is kept per session: pass ``session_id`` to :meth:`prompt` to continue a
     conversation in ``memory`` (a :class:`~daimon.memory.SlidingWindowMemory` of 50 messages by
     default). A prompt without a session id is a fresh, stateless conversation.
+
+    With a ``checkpoint``, the run's state is saved after every model response and every tool
+    result; prompting again with the same ``run_id`` after a crash continues from the last
+    checkpoint, never running a tool call whose result was saved, and a finished run just returns
+    its answer again.
     """
 
     __slots__ = (
         "_memory",
+        "checkpoint",
         "cost_model",
         "examples",
         "hooks",
@@ -84,6 +90,7 @@ class Agent:
         max_tokens: int | None = None,
         examples: Sequence[tuple[str, str]] = (),
         model_settings: Mapping[str, Any] | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> None:
         if model is None:
             raise BuilderError("Agent needs a model")
@@ -134,6 +141,7 @@ class Agent:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.examples: tuple[Message, ...] = _examples(examples) if examples else ()
+        self.checkpoint = checkpoint
         self.model_settings = (
             MappingProxyType(dict(model_settings)) if model_settings else _NO_SETTINGS
         )

@@ -54,6 +54,7 @@ from daimon.core.protocols import (
 )
 from daimon.core.results import AgentResponse
 from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
+from daimon.core.tokens import CharacterTokenCounter, message_tokens
 from daimon.core.tools import ToolOutput, ToolSpec
 
 __all__ = (
@@ -63,6 +64,7 @@ __all__ = (
     "BudgetExceededError",
     "BuilderError",
     "CancelToken",
+    "CharacterTokenCounter",
     "ChatRequest",
     "ChatResponse",
     "Checkpoint",
@@ -117,4 +119,5 @@ __all__ = (
     "Usage",
     "UsageEvent",
     "VectorStore",
+    "message_tokens",
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from daimon.memory._tokens import CharacterTokenCounter
+from daimon.core.tokens import CharacterTokenCounter
 from daimon.memory.window import SlidingWindowMemory, TokenWindowMemory
 
 __all__ = ("CharacterTokenCounter", "SlidingWindowMemory", "TokenWindowMemory")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from daimon.core.errors import BuilderError
 from daimon.core.messages import Message, Role
 from daimon.core.protocols import Memory, TokenCounter
-from daimon.memory._tokens import CharacterTokenCounter, message_tokens
+from daimon.core.tokens import CharacterTokenCounter, message_tokens
 
 __all__ = ("SlidingWindowMemory", "TokenWindowMemory")
 

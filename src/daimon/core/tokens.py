@@ -1,4 +1,4 @@
-"""Token estimates for messages."""
+"""Token estimates for messages, for anything that needs a budget without a tokenizer."""
 
 from __future__ import annotations
 

@@ -1,0 +1,144 @@
+"""Saving a run's state to a Checkpoint after each step, and picking a run up from it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from daimon.core.checkpoints import CheckpointState
+from daimon.core.errors import CheckpointCorruptError
+from daimon.core.messages import ToolCall
+from daimon.core.protocols import Checkpoint
+from daimon.core.results import AgentResponse
+from daimon.core.tools import ToolOutput
+from daimon.state import RunState
+
+__all__ = ("Restored", "RunCheckpointer")
+
+_KEY = "daimon"
+"""The key of ``CheckpointState.custom`` that holds the loop's own bookkeeping."""
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What a run needs to continue from its checkpoint."""
+
+    finished: AgentResponse | None
+    """The run's response, when the checkpoint says it already finished."""
+    pending: tuple[ToolCall, ...]
+    completed: dict[str, ToolOutput]
+    new_start: int
+    """Index of the run's first own message (after system, examples and history)."""
+    memory_mark: int
+    """Index of the first message not yet written to memory."""
+
+
+class RunCheckpointer:
+    """Writes one run's checkpoints, one at a time, each a complete snapshot."""
+
+    __slots__ = ("_checkpoint", "_lock", "_state")
+
+    def __init__(self, checkpoint: Checkpoint, state: RunState) -> None:
+        self._checkpoint = checkpoint
+        self._state = state
+        self._lock = asyncio.Lock()
+
+    async def restore(self) -> Restored | None:
+        """Load the run's last checkpoint into the run state; ``None`` for a new run."""
+        state = self._state
+        saved = await self._checkpoint.load(state.run_id)
+        if saved is None:
+            return None
+        info = _bookkeeping(saved)
+        state.messages[:] = saved.messages
+        state.iteration = saved.iteration
+        state.usage = saved.usage
+        state.cost = saved.cost
+        if state.session_id is None:
+            state.session_id = saved.session_id
+        new_start = info["new_start"]
+        finished = None
+        if info["status"] == "completed":
+            finished = AgentResponse(
+                text=info["text"],
+                messages=tuple(saved.messages[new_start:]),
+                iterations=saved.iteration,
+                usage=saved.usage,
+                cost=saved.cost,
+                run_id=saved.run_id,
+                session_id=saved.session_id,
+            )
+        return Restored(
+            finished=finished,
+            pending=saved.pending_tool_calls,
+            completed=dict(saved.completed_tool_results),
+            new_start=new_start,
+            memory_mark=info["memory_mark"],
+        )
+
+    async def save(
+        self,
+        pending: Sequence[ToolCall],
+        completed: Mapping[str, ToolOutput],
+        new_start: int,
+        memory_mark: int,
+    ) -> None:
+        """Snapshot a run in progress."""
+        info = {"status": "running", "new_start": new_start, "memory_mark": memory_mark}
+        await self._write(pending, completed, info)
+
+    async def finish(self, response: AgentResponse, new_start: int, memory_mark: int) -> None:
+        """Record that the run finished, with its answer, so a repeat call returns it."""
+        info = {
+            "status": "completed",
+            "new_start": new_start,
+            "memory_mark": memory_mark,
+            "text": response.text,
+        }
+        await self._write((), {}, info)
+
+    async def _write(
+        self,
+        pending: Sequence[ToolCall],
+        completed: Mapping[str, ToolOutput],
+        info: dict[str, Any],
+    ) -> None:
+        state = self._state
+        async with self._lock:
+            await self._checkpoint.save(
+                CheckpointState(
+                    run_id=state.run_id,
+                    messages=tuple(state.messages),
+                    iteration=state.iteration,
+                    usage=state.usage,
+                    cost=state.cost,
+                    pending_tool_calls=tuple(pending),
+                    completed_tool_results=dict(completed),
+                    custom={_KEY: info},
+                    session_id=state.session_id,
+                )
+            )
+
+
+def _bookkeeping(saved: CheckpointState) -> dict[str, Any]:
+    info = saved.custom.get(_KEY)
+    problem = None
+    if not isinstance(info, dict):
+        problem = f"no {_KEY!r} entry"
+    else:
+        status, new_start, mark = info.get("status"), info.get("new_start"), info.get("memory_mark")
+        if status not in ("running", "completed"):
+            problem = f"unknown status {status!r}"
+        elif not (isinstance(new_start, int) and 0 <= new_start <= len(saved.messages)):
+            problem = f"bad new_start {new_start!r}"
+        elif not (isinstance(mark, int) and 0 <= mark <= len(saved.messages)):
+            problem = f"bad memory_mark {mark!r}"
+        elif status == "completed" and not isinstance(info.get("text"), str):
+            problem = "a completed run without its answer"
+    if problem is not None:
+        raise CheckpointCorruptError(
+            f"checkpoint of run {saved.run_id!r} is not a daimon run state: {problem}"
+        )
+    return info  # type: ignore[return-value]
