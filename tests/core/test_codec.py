@@ -408,3 +408,16 @@ def test_literal_and_enum_compare_types() -> None:
         from_data(StopReason, ["end_turn"])
     with pytest.raises(SerializationError):
         from_data(TextPart, {"text": "x", "kind": ["text"]})
+
+
+def test_encoding_refuses_what_decoding_would_refuse() -> None:
+    """The codec is symmetric: nothing it writes is data it will later refuse to read."""
+    from daimon.core import Message, SerializationError, ToolCall
+
+    poisoned = Message.assistant(
+        tool_calls=[ToolCall(id="1", name="t", arguments={"__class__": 1})]
+    )
+    with pytest.raises(SerializationError, match="refusing to encode the key '__class__'"):
+        dumps(poisoned)
+    with pytest.raises(SerializationError, match="UTF-8"):
+        dumps(Message.user("lone \ud800 surrogate"))

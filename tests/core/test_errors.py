@@ -11,6 +11,7 @@ from daimon.core.errors import (
     AgentRunError,
     BudgetExceededError,
     BuilderError,
+    CheckpointConflictError,
     CheckpointCorruptError,
     DaimonError,
     DuplicateToolError,
@@ -38,6 +39,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     MissingDependencyError: (DaimonError, ImportError),
     SerializationError: (DaimonError, ValueError),
     CheckpointCorruptError: (SerializationError,),
+    CheckpointConflictError: (DaimonError,),
     ToolError: (DaimonError,),
     ToolExecutionError: (ToolError,),
     ToolNotFoundError: (ToolError,),
@@ -194,3 +196,9 @@ def test_tree_is_drawn_in_the_module_docstring() -> None:
     doc = errors.__doc__ or ""
     for name in errors.__all__:
         assert name in doc, f"{name} is missing from the tree in daimon.core.errors' docstring"
+
+
+def test_checkpoint_conflict_error_names_the_run_and_both_positions() -> None:
+    error = CheckpointConflictError("run-1", 3, 5)
+    assert (error.run_id, error.expected, error.found) == ("run-1", 3, 5)
+    assert "run-1" in str(error) and "checkpoint 3" in str(error) and "checkpoint 5" in str(error)

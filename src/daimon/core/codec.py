@@ -90,6 +90,13 @@ def _to_data(obj: Any) -> Any:
                 raise SerializationError(
                     f"cannot encode a mapping key of type {type(key).__name__}"
                 )
+            if key in _REVIVING_MARKERS:
+                # Decoding refuses these keys, so encoding them would store data that can never
+                # be read back: refuse at once, where the caller can still see what was wrong.
+                raise SerializationError(
+                    f"refusing to encode the key {key!r}: other serializers read it as code to "
+                    "revive, so daimon never stores it"
+                )
             out[key] = _to_data(value)
         return out
     if isinstance(obj, (list, tuple)):
@@ -118,13 +125,17 @@ def from_data(cls: Any, data: Any) -> Any:
 def dumps(obj: Any) -> str:
     """``obj`` as versioned JSON text."""
     try:
-        return json.dumps(
+        text = json.dumps(
             {"daimon": CODEC_VERSION, "data": to_data(obj)}, ensure_ascii=False, allow_nan=False
         )
+        text.encode("utf-8")  # a lone surrogate would make text no store can hold
     except SerializationError:
         raise
+    except UnicodeEncodeError as exc:
+        raise SerializationError(f"cannot encode as UTF-8 JSON: {exc.reason}") from exc
     except ValueError as exc:
         raise SerializationError(f"cannot encode as JSON: {exc}") from exc
+    return text
 
 
 @overload

@@ -9,6 +9,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     ├── MissingDependencyError        an extra is not installed (also an ImportError)
     ├── SerializationError            bad persisted or wire data (also a ValueError)
     │   └── CheckpointCorruptError
+    ├── CheckpointConflictError       another writer saved the run first
     ├── ToolError                     a tool call went wrong
     │   ├── ToolExecutionError
     │   ├── ToolNotFoundError
@@ -37,6 +38,7 @@ __all__ = (
     "AgentRunError",
     "BudgetExceededError",
     "BuilderError",
+    "CheckpointConflictError",
     "CheckpointCorruptError",
     "DaimonError",
     "DuplicateToolError",
@@ -100,6 +102,21 @@ class SerializationError(DaimonError, ValueError):
 
 class CheckpointCorruptError(SerializationError):
     """A stored checkpoint failed its integrity check."""
+
+
+class CheckpointConflictError(DaimonError):
+    """A save would overwrite checkpoints of the run that this writer has not seen."""
+
+    def __init__(self, run_id: str, expected: int | None, found: int | None) -> None:
+        seen = f"checkpoint {expected}" if expected is not None else "no checkpoint"
+        held = f"checkpoint {found}" if found is not None else "a newer checkpoint"
+        super().__init__(
+            f"checkpoint conflict on run {run_id!r}: this handle last saw {seen}, but the store "
+            f"holds {held} written by another handle; load() the run again before saving"
+        )
+        self.run_id = run_id
+        self.expected = expected
+        self.found = found
 
 
 class ToolError(DaimonError):

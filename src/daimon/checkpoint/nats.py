@@ -1,0 +1,252 @@
+"""Checkpoints in a NATS JetStream key-value bucket: one key per run, one revision per checkpoint.
+
+The bucket's per-key history keeps a run's checkpoints (at most 64, a JetStream limit), and every
+save is a compare-and-set on the key's revision, so two writers can never both continue a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+from urllib.parse import quote, unquote
+
+from daimon.core import checkpoint_records as _base
+from daimon.core.checkpoint_records import BaseCheckpoint
+from daimon.core.checkpoints import CheckpointState
+from daimon.core.errors import BuilderError, CheckpointCorruptError, DaimonError
+from daimon.core.optional import require
+
+nats = require("nats", extra="nats")
+nats_errors = require("nats.js.errors", extra="nats")
+
+__all__ = ("NatsKVCheckpoint",)
+
+_log = logging.getLogger("daimon.checkpoint")
+_MAX_HISTORY = 64
+
+
+def _key(run_id: str) -> str:
+    """``run.<run_id>``, every byte outside ``[A-Za-z0-9_-]`` written as ``=XX`` (a valid key)."""
+    quoted = quote(_base.check_run_id(run_id), safe="")
+    return "run." + quoted.replace(".", "%2E").replace("~", "%7E").replace("%", "=")
+
+
+def _run_id(key: str) -> str:
+    return unquote(key.removeprefix("run.").replace("=", "%"), errors="strict")
+
+
+class NatsKVCheckpoint(BaseCheckpoint):
+    """Stores checkpoints in a JetStream key-value bucket, shared by every process using it.
+
+    ``save`` refuses (:class:`~daimon.core.errors.DaimonError`) to write over checkpoints this
+    handle has not seen: ``load`` a run before continuing it from another handle or process.
+    ``load`` verifies each record's checksum and falls back to the newest intact one. Retention
+    is the server's: :meth:`setup` creates the bucket with ``history=keep_last`` and ``ttl=ttl``.
+
+    Args:
+        client: A connected ``nats.aio.client.Client`` (left open by :meth:`aclose`), or a URL
+            such as ``"nats://localhost:4222"`` (connected on first use, closed by :meth:`aclose`).
+        bucket: The key-value bucket's name.
+        keep_last: Keep at most this many checkpoints per run, 1 to 64 (``None``: 64).
+        ttl: Seconds a checkpoint is kept after it was saved (``None``: forever).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        bucket: str = "daimon_checkpoints",
+        keep_last: int | None = None,
+        ttl: float | None = None,
+    ) -> None:
+        super().__init__(keep_last=keep_last, ttl=ttl)
+        if keep_last is not None and keep_last > _MAX_HISTORY:
+            raise BuilderError(f"keep_last must be at most {_MAX_HISTORY} on NATS, got {keep_last}")
+        self._url = client if isinstance(client, str) else None
+        self._nc: Any = None if self._url is not None else client
+        self._bucket = bucket
+        self._kv_handle: Any = None
+        self._revisions: dict[str, int] = {}
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> NatsKVCheckpoint:
+        """A handle on its own connection to ``url``."""
+        return cls(url, **options)
+
+    @property
+    def bucket(self) -> str:
+        """The key-value bucket's name."""
+        return self._bucket
+
+    async def setup(self) -> None:
+        """Create the bucket if it is missing (an existing bucket keeps its settings)."""
+        await self._kv()
+
+    async def aclose(self) -> None:
+        """Close the connection if this handle opened it; safe to call again."""
+        if self._url is not None and self._nc is not None and not self._closed:
+            self._closed = True
+            await self._nc.close()
+
+    async def _kv(self) -> Any:
+        if self._kv_handle is not None:
+            return self._kv_handle
+        async with self._lock:
+            if self._kv_handle is None:
+                if self._nc is None:
+                    self._nc = await nats.connect(self._url)
+                js = self._nc.jetstream()
+                try:
+                    self._kv_handle = await js.key_value(self._bucket)
+                except nats_errors.BucketNotFoundError:
+                    self._kv_handle = await js.create_key_value(
+                        bucket=self._bucket,
+                        history=self._keep_last or _MAX_HISTORY,
+                        ttl=self._ttl,
+                        description="daimon checkpoints",
+                    )
+        return self._kv_handle
+
+    async def save(self, state: CheckpointState) -> None:
+        """Store ``state`` as the next checkpoint of its run."""
+        run_id = state.run_id
+        key = _key(run_id)
+        kv = await self._kv()
+        expected = self._seen.get(run_id)
+        seq = (expected or 0) + 1
+        record = _base.encode(state, seq)
+        revision = self._revisions.get(run_id)
+        try:
+            if revision is None:
+                new_revision = await kv.create(key, record)
+            else:
+                try:
+                    new_revision = await kv.update(key, record, last=revision)
+                except nats_errors.KeyWrongLastSequenceError:
+                    if await self._alive(kv, key):
+                        raise
+                    new_revision = await kv.create(key, record)  # deleted or expired meanwhile
+        except nats_errors.KeyWrongLastSequenceError:
+            raise _base.conflict(run_id, expected, None) from None
+        self._seen[run_id] = seq
+        self._revisions[run_id] = int(new_revision)
+
+    @staticmethod
+    async def _alive(kv: Any, key: str) -> bool:
+        try:
+            await kv.get(key)
+        except nats_errors.KeyNotFoundError:
+            return False
+        return True
+
+    async def load(self, run_id: str) -> CheckpointState | None:
+        """The newest intact checkpoint of the run, or ``None`` when it has none."""
+        key = _key(run_id)
+        kv = await self._kv()
+        try:
+            entry = await kv.get(key)
+        except nats_errors.KeyNotFoundError:
+            self._seen.pop(run_id, None)
+            self._revisions.pop(run_id, None)
+            return None
+        self._revisions[run_id] = int(entry.revision)
+        try:
+            record = _base.decode(entry.value, run_id=run_id)
+        except CheckpointCorruptError as exc:
+            _log.warning("skipping a damaged checkpoint: %s", exc)
+            records, damaged = await self._entries(kv, key, run_id)
+            newer = sum(1 for r in damaged if r > (records[-1][0] if records else 0))
+            self._seen[run_id] = (records[-1][1].seq if records else 0) + newer
+            now = _base.now_ms()
+            if records and not _base.expired(records[-1][1], self._ttl, now):
+                return records[-1][1].state
+            raise CheckpointCorruptError(f"run {run_id!r} has no intact checkpoint: {exc}") from exc
+        self._seen[run_id] = record.seq
+        return None if _base.expired(record, self._ttl, _base.now_ms()) else record.state
+
+    async def _entries(
+        self, kv: Any, key: str, run_id: str
+    ) -> tuple[list[tuple[int, _base.Record]], list[int]]:
+        """The key's intact records with their revisions, oldest first, and damaged revisions."""
+        try:
+            entries = await kv.history(key)
+        except nats_errors.NoKeysError:
+            return [], []
+        records: list[tuple[int, _base.Record]] = []
+        damaged: list[int] = []
+        for entry in entries:
+            if entry.operation is not None:  # a delete or purge marker: what came before is gone
+                records, damaged = [], []
+                continue
+            try:
+                records.append((int(entry.revision), _base.decode(entry.value, run_id=run_id)))
+            except CheckpointCorruptError as exc:
+                _log.warning("skipping a damaged checkpoint: %s", exc)
+                damaged.append(int(entry.revision))
+        return records, damaged
+
+    async def history(self, run_id: str) -> list[CheckpointState]:
+        """Every intact, unexpired checkpoint of the run, newest last."""
+        return [r.state for r in await self._intact(run_id)]
+
+    async def _intact(self, run_id: str) -> list[_base.Record]:
+        records, _ = await self._entries(await self._kv(), _key(run_id), run_id)
+        now = _base.now_ms()
+        kept = [r for _, r in records if not _base.expired(r, self._ttl, now)]
+        return kept[-(self._keep_last or 0) :]
+
+    async def list_runs(self) -> list[str]:
+        """Ids of the runs that have checkpoints, sorted."""
+        kv = await self._kv()
+        try:
+            keys: list[str] = await kv.keys()
+        except nats_errors.NoKeysError:
+            return []
+        return sorted(_run_id(k) for k in keys if k.startswith("run."))
+
+    async def delete(self, run_id: str) -> None:
+        """Remove every checkpoint of the run (nothing happens if it has none)."""
+        kv = await self._kv()
+        await kv.purge(_key(run_id))
+        self._seen.pop(run_id, None)
+        self._revisions.pop(run_id, None)
+
+    async def fork(self, run_id: str, new_run_id: str) -> None:
+        """Copy the run's intact checkpoints to a new run.
+
+        The copy is written one checkpoint at a time; a save to the new run meanwhile fails.
+
+        Raises:
+            DaimonError: ``run_id`` has no checkpoint, or ``new_run_id`` already has some.
+        """
+        target = _key(new_run_id)
+        records = await self._intact(run_id)
+        if not records:
+            raise DaimonError(f"cannot fork run {run_id!r}: it has no intact checkpoint")
+        kv = await self._kv()
+        revision: int | None = None
+        for r in records:
+            data = _base.encode(_base.rebind(r.state, new_run_id), r.seq, r.saved_at)
+            try:
+                if revision is None:
+                    revision = int(await kv.create(target, data))
+                else:
+                    revision = int(await kv.update(target, data, last=revision))
+            except nats_errors.KeyWrongLastSequenceError:
+                raise DaimonError(
+                    f"cannot fork into run {new_run_id!r}: it already has checkpoints"
+                ) from None
+        self._seen[new_run_id] = records[-1].seq
+        self._revisions[new_run_id] = revision or 0
+
+    async def prune(self) -> int:
+        """Nothing to do: the server applies ``keep_last`` and ``ttl`` itself.
+
+        Returns:
+            How many checkpoints were deleted: always 0.
+        """
+        await self._kv()
+        return 0

@@ -1,0 +1,40 @@
+"""Test kits for daimon's protocols: conformance suites and helpers.
+
+Each suite is a base class of tests that a backend's test module subclasses, so every backend is
+held to the same contract. Importing this package stays cheap: a kit (and pytest) loads on first
+use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from daimon.testing.checkpoint import CheckpointConformance
+    from daimon.testing.memory import MemoryConformance
+    from daimon.testing.models import ModelConformance, WireServer
+
+__all__ = ("CheckpointConformance", "MemoryConformance", "ModelConformance", "WireServer")
+
+# name -> (module, attribute); every kit adds its public names here and above.
+_LAZY: dict[str, tuple[str, str]] = {
+    "CheckpointConformance": ("daimon.testing.checkpoint", "CheckpointConformance"),
+    "MemoryConformance": ("daimon.testing.memory", "MemoryConformance"),
+    "ModelConformance": ("daimon.testing.models", "ModelConformance"),
+    "WireServer": ("daimon.testing.models", "WireServer"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+import redis.exceptions
+
+from daimon.checkpoint.redis import RedisCheckpoint
+from daimon.core import CheckpointCorruptError, CheckpointState, SerializationError
+from daimon.testing.checkpoint import CheckpointConformance, sample_state
+
+pytestmark = pytest.mark.service("redis")
+
+
+async def drop_prefix(url: str, prefix: str) -> None:
+    client = aioredis.Redis.from_url(url)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def redis_url(service_url: dict[str, str]) -> str:
+    return service_url["redis"]
+
+
+@pytest.fixture
+async def prefix(redis_url: str) -> AsyncIterator[str]:
+    name = f"daimon-test:{uuid.uuid4().hex}:"
+    yield name
+    await drop_prefix(redis_url, name)
+
+
+class TestRedisCheckpoint(CheckpointConformance):
+    @pytest.fixture
+    async def make_checkpoint(self, redis_url: str, prefix: str) -> AsyncIterator[Any]:
+        handles: list[RedisCheckpoint] = []
+
+        async def make(**options: Any) -> RedisCheckpoint:
+            handles.append(RedisCheckpoint.from_url(redis_url, prefix=prefix, **options))
+            return handles[-1]
+
+        yield make
+        for handle in handles:
+            await handle.aclose()
+
+
+@pytest.fixture
+async def store(redis_url: str, prefix: str) -> AsyncIterator[RedisCheckpoint]:
+    async with RedisCheckpoint.from_url(redis_url, prefix=prefix) as checkpoint:
+        yield checkpoint
+
+
+async def test_keys_live_under_the_prefix_and_expire_with_ttl(redis_url: str, prefix: str) -> None:
+    async with RedisCheckpoint(redis_url, prefix=prefix, ttl=30) as store:
+        await store.save(sample_state("r", 1))
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            keys = sorted([key async for key in client.scan_iter(match=f"{prefix}*")])
+            assert keys == [f"{prefix}run:r".encode(), f"{prefix}runs".encode()]
+            assert 0 < await client.pttl(f"{prefix}run:r") <= 30_000
+        finally:
+            await client.aclose()
+
+
+async def test_damaged_newest_record_falls_back(store: RedisCheckpoint) -> None:
+    previous = CheckpointState(run_id="r", iteration=1)
+    await store.save(previous)
+    await store.save(sample_state("r", 2))
+    client = store._client
+    key = f"{store.prefix}run:r"
+    data: bytes = await client.hget(key, "2")
+    rng = random.Random(3)
+    damaged = [data[: rng.randrange(len(data))] for _ in range(50)]
+    for bit in rng.sample(range(len(data) * 8), 150):
+        flipped = bytearray(data)
+        flipped[bit // 8] ^= 1 << (bit % 8)
+        damaged.append(bytes(flipped))
+    for bad in damaged:
+        await client.hset(key, "2", bad)
+        assert await store.load("r") == previous
+    await client.hdel(key, "1")
+    with pytest.raises(CheckpointCorruptError):
+        await store.load("r")
+
+
+async def test_code_reviving_payloads_raise_serialization_error(
+    store: RedisCheckpoint, forge: Callable[[bytes, int, int], bytes], reviving_payload: bytes
+) -> None:
+    await store.save(CheckpointState(run_id="r"))
+    key = f"{store.prefix}run:r"
+    record = forge(reviving_payload, 2, int(time.time() * 1000))
+    await store._client.hset(key, mapping={"2": record, "head": "2"})
+    with pytest.raises(SerializationError) as caught:
+        await store.load("r")
+    assert not isinstance(caught.value, CheckpointCorruptError)
+
+
+async def _kill(redis_url: str, name: str) -> int:
+    """Kill every connection named ``name`` from another client (not the whole server)."""
+    killer = aioredis.Redis.from_url(redis_url)
+    try:
+        clients = await killer.client_list()
+        ids = [c["id"] for c in clients if c.get("name") == name]
+        for client_id in ids:
+            await killer.client_kill_filter(_id=client_id)
+        return len(ids)
+    finally:
+        await killer.aclose()
+
+
+@pytest.mark.parametrize("client", ["url", "bare-client"])
+async def test_a_killed_connection_loses_no_acknowledged_save(
+    redis_url: str, prefix: str, client: str
+) -> None:
+    """Kill this handle's connection every 5 saves, from another client.
+
+    Built from a URL, the handle reconnects and retries: every save succeeds. Given a client
+    without a retry policy, a save right after a kill raises redis' ``ConnectionError``; either
+    way every acknowledged save is kept.
+    """
+    name = f"daimon-test-{uuid.uuid4().hex[:12]}"
+    url = f"{redis_url}?client_name={name}"
+    store = RedisCheckpoint(url if client == "url" else aioredis.Redis.from_url(url), prefix=prefix)
+    acknowledged: list[int] = []
+    failures: list[Exception] = []
+    killed = 0
+    try:
+        for iteration in range(60):
+            if iteration % 5 == 0:
+                killed += await _kill(redis_url, name)
+            try:
+                await store.save(CheckpointState(run_id="r", iteration=iteration))
+            except redis.exceptions.ConnectionError as exc:
+                failures.append(exc)
+                await store.load("r")
+            else:
+                acknowledged.append(iteration)
+        assert killed >= 11
+        history = [s.iteration for s in await store.history("r")]
+        assert [i for i in history if i in acknowledged] == acknowledged
+        assert len(history) == len(acknowledged)
+        if client == "url":
+            assert failures == []
+        else:
+            assert len(failures) >= 10
+    finally:
+        await store.aclose()
+        await store._client.aclose()
+
+
+async def test_a_save_replayed_after_a_lost_reply_is_not_a_conflict(store: RedisCheckpoint) -> None:
+    """redis-py retries a command whose reply was lost; the script must accept its own write."""
+    from daimon.core import checkpoint_records as _base
+
+    record = _base.encode(CheckpointState(run_id="r", iteration=1), 1, 1_700_000_000_000)
+    keys = [f"{store.prefix}run:r", f"{store.prefix}runs"]
+    args = [0, record, 1_700_000_000_000, 0, 0, "r"]
+    assert await store._save_script(keys=keys, args=args) == 0
+    assert await store._save_script(keys=keys, args=args) == 0  # the replay
+    other = _base.encode(CheckpointState(run_id="r", iteration=2), 1, 1_700_000_000_001)
+    assert await store._save_script(keys=keys, args=[0, other, 1, 0, 0, "r"]) == 1  # a rival
+    assert [s.iteration for s in await store.history("r")] == [1]
