@@ -88,7 +88,7 @@ _PROVIDERS: Mapping[str, _Provider] = MappingProxyType(
         "azure": _Provider("daimon.models.openai", "AzureOpenAIModel", "openai"),
         "bedrock": _Provider("daimon.models.bedrock", "BedrockModel", "bedrock"),
         "gemini": _Provider("daimon.models.gemini", "GeminiModel", "gemini"),
-        "local": _Provider("daimon.models.local", "LocalModel", "local"),
+        "local": _Provider("daimon.models.local", "LlamaCppModel", "local"),
         "ollama": _Provider("daimon.models.ollama", "OllamaModel", "ollama"),
         "openai": _Provider("daimon.models.openai", "OpenAIModel", "openai"),
         "openai-compatible": _Provider(

@@ -1,0 +1,211 @@
+"""Anthropic models: Claude through the Messages API.
+
+Needs the ``anthropic`` extra (``pip install "daimon[anthropic]"``). The SDK's own retries are
+off: wrap a model in :class:`~daimon.models.retry.RetryingModel` to retry.
+
+Mapping notes:
+
+* System messages become the top-level ``system`` text; tool results become ``tool_result``
+  blocks of a user turn (consecutive results share one turn), with ``is_error`` kept.
+* ``response_format`` is sent as ``output_config.format`` (Anthropic's JSON-schema structured
+  output). Models that predate it answer with a 400: for those, ask for structured output
+  through a tool instead.
+* Tool-call arguments that were not a JSON object (kept raw by daimon) go back to the API as
+  ``{"raw_arguments": "<the model's text>"}``, as ``tool_use`` input must be an object.
+* ``temperature`` is sent only when the request sets it: newer Claude models reject it.
+* ``usage.input_tokens`` counts cache reads and cache writes too (Anthropic reports them apart);
+  ``cached_tokens`` is the cache reads.
+* Thinking blocks (``settings={"thinking": ...}``) are not kept in the conversation: with
+  extended thinking on, a tool-use turn sent back without them is refused by the API.
+* ``settings`` are sent as extra JSON fields of the request body (``top_k``, ``thinking``,
+  ``metadata``, ...), except ``timeout``, ``extra_headers`` and ``extra_query``, which are
+  options of the call (``timeout`` in seconds for this call alone). An ``output_config``
+  setting is merged with the one ``response_format`` makes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, ClassVar, Self
+
+from daimon.core.chat import ChatRequest, ChatResponse
+from daimon.core.errors import BuilderError, ModelError, StreamClosedError
+from daimon.core.events import StreamEvent
+from daimon.core.optional import require
+from daimon.models.anthropic._mapping import (
+    ERROR_STATUS,
+    REQUEST_OPTIONS,
+    Clients,
+    EventDecoder,
+    is_retryable_status,
+    request_body,
+    response_from_wire,
+    retry_after,
+)
+
+anthropic = require("anthropic", extra="anthropic")
+httpx2 = require("httpx2", extra="anthropic")  # the SDK's HTTP client: raw errors mid-stream
+
+__all__ = ("AnthropicModel",)
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    data: dict[str, Any] = obj.model_dump(warnings=False)
+    return data
+
+
+def _error_fields(body: object) -> tuple[str | None, str | None]:
+    """The error's ``type`` and ``message`` from an Anthropic error body."""
+    error = body.get("error", body) if isinstance(body, Mapping) else None
+    if not isinstance(error, Mapping):
+        return None, body if isinstance(body, str) and body else None
+    kind, message = error.get("type"), error.get("message")
+    return (str(kind) if kind else None), (str(message) if message else None)
+
+
+def _model_error(exc: Exception) -> ModelError:
+    """The :class:`ModelError` for an SDK error, keeping Anthropic's own message."""
+    if isinstance(exc, anthropic.APIStatusError):
+        kind, message = _error_fields(exc.body)
+        status: int = exc.status_code
+        if status < 400:  # an error event inside a 200 stream: its type says what happened
+            status = ERROR_STATUS.get(kind or "", 500)
+        return ModelError(
+            f"anthropic returned HTTP {status}: {message or exc.message}",
+            status_code=status,
+            retryable=is_retryable_status(status),
+            retry_after=retry_after(exc.response.headers),
+            provider="anthropic",
+        )
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ModelError("anthropic request timed out", retryable=True, provider="anthropic")
+    if isinstance(exc, anthropic.APIConnectionError):
+        cause = exc.__cause__ or exc
+        return ModelError(
+            f"could not reach anthropic: {cause}", retryable=True, provider="anthropic"
+        )
+    return ModelError(f"anthropic failed: {exc}", provider="anthropic")
+
+
+def _no_factory() -> Any:
+    raise AssertionError("a model given a client never builds one")
+
+
+class AnthropicModel:
+    """A Claude model behind the Anthropic Messages API.
+
+    Args:
+        model_name: The model id, e.g. ``"claude-sonnet-4-5"``.
+        api_key: Defaults to ``ANTHROPIC_API_KEY``.
+        base_url: Defaults to ``ANTHROPIC_BASE_URL``, else Anthropic's API.
+        timeout: Seconds per call; a request's ``settings["timeout"]`` overrides it.
+        max_tokens_default: ``max_tokens`` for requests that set none (the API requires one).
+        client: A ready ``anthropic.AsyncAnthropic`` to use instead of building one; you close it.
+    """
+
+    provider: ClassVar[str] = "anthropic"
+    __slots__ = ("_clients", "_max_tokens", "model_name")
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_tokens_default: int = 4096,
+        client: Any = None,
+    ) -> None:
+        if not model_name:
+            raise BuilderError("AnthropicModel needs a model name")
+        if type(max_tokens_default) is not int or max_tokens_default < 1:
+            raise BuilderError(
+                f"max_tokens_default must be a positive integer, got {max_tokens_default!r}"
+            )
+        factory = _no_factory
+        if client is None:
+            key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+            url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+            if not key:
+                raise BuilderError(
+                    "AnthropicModel needs an API key: pass api_key= or set ANTHROPIC_API_KEY"
+                )
+
+            def factory() -> Any:
+                return anthropic.AsyncAnthropic(
+                    api_key=key, base_url=url, timeout=timeout, max_retries=0
+                )
+
+        self.model_name = model_name
+        self._max_tokens = max_tokens_default
+        self._clients = Clients(factory, client)
+
+    def _call(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        body = request_body(request, max_tokens=self._max_tokens)
+        messages, max_tokens = body.pop("messages"), body.pop("max_tokens")
+        options: dict[str, Any] = {}
+        for key, value in (request.settings or {}).items():
+            if key == "extra_body":
+                body.update(value)
+            elif key in REQUEST_OPTIONS:
+                options[key] = value
+            elif key == "output_config" and "output_config" in body:
+                body["output_config"] = {**value, **body["output_config"]}
+            else:
+                body[key] = value
+        return {
+            "model": self.model_name,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "stream": stream,
+            "extra_body": body,
+            **options,
+        }
+
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        """Answer ``request`` in one piece."""
+        client = await self._clients.get()
+        try:
+            message = await client.messages.create(**self._call(request, stream=False))
+        except anthropic.AnthropicError as exc:
+            raise _model_error(exc) from exc
+        return response_from_wire(_as_dict(message))
+
+    async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Answer ``request`` as events; :class:`StreamClosedError` if the stream breaks off."""
+        client = await self._clients.get()
+        try:
+            stream = await client.messages.create(**self._call(request, stream=True))
+        except anthropic.AnthropicError as exc:
+            raise _model_error(exc) from exc
+        decoder = EventDecoder()
+        async with stream:
+            try:
+                async for event in stream:
+                    for out in decoder.feed(_as_dict(event)):
+                        yield out
+            except (httpx2.TransportError, anthropic.APIConnectionError) as exc:
+                cause = exc.__cause__ or exc
+                raise StreamClosedError(
+                    f"anthropic stream broke off: {cause}", provider="anthropic"
+                ) from exc
+            except anthropic.AnthropicError as exc:
+                raise _model_error(exc) from exc
+        for out in decoder.finish():
+            yield out
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model opened (not one it was given). Idempotent."""
+        await self._clients.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self.model_name!r})"

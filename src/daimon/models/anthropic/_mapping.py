@@ -1,0 +1,370 @@
+"""Messages API wire format: daimon requests to JSON, JSON responses and events to daimon.
+
+Plain data both ways, plus the client plumbing; no SDK import. Only
+:mod:`daimon.models.anthropic` uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import time
+import weakref
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
+from daimon.core.errors import StreamClosedError
+from daimon.core.events import (
+    Done,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageEvent,
+)
+from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+
+__all__ = (
+    "Clients",
+    "ERROR_STATUS",
+    "EventDecoder",
+    "REQUEST_OPTIONS",
+    "is_retryable_status",
+    "messages_to_wire",
+    "request_body",
+    "response_from_wire",
+    "retry_after",
+)
+
+REQUEST_OPTIONS = frozenset({"timeout", "extra_headers", "extra_query", "extra_body"})
+"""Settings that are options of the SDK call rather than fields of the JSON body."""
+
+_STOP_REASONS = {
+    "end_turn": StopReason.END_TURN,
+    "stop_sequence": StopReason.END_TURN,
+    "pause_turn": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_USE,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "model_context_window_exceeded": StopReason.MAX_TOKENS,
+    "refusal": StopReason.CONTENT_FILTER,
+}
+
+ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+"""The HTTP status each error type stands for, for errors that arrive inside a stream."""
+
+
+def request_body(request: ChatRequest, *, max_tokens: int) -> dict[str, Any]:
+    """The JSON fields of a Messages request, apart from ``model`` and ``stream``."""
+    system = "\n\n".join(m.text for m in request.messages if m.role is Role.SYSTEM)
+    body: dict[str, Any] = {
+        "messages": messages_to_wire(request.messages),
+        "max_tokens": request.max_tokens if request.max_tokens is not None else max_tokens,
+    }
+    if system:
+        body["system"] = system
+    if request.tools:
+        body["tools"] = [
+            {"name": s.name, "description": s.description, "input_schema": dict(s.parameters)}
+            for s in request.tools
+        ]
+    if request.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.temperature is not None:
+        # Newer Claude models reject temperature with a 400; it is sent only when asked for.
+        body["temperature"] = request.temperature
+    if request.response_format is not None:
+        body["output_config"] = {
+            "format": {"type": "json_schema", "schema": dict(request.response_format.schema)}
+        }
+    return body
+
+
+def _tool_choice(choice: str) -> dict[str, Any]:
+    if choice == "auto":
+        return {"type": "auto"}
+    if choice == "required":
+        return {"type": "any"}
+    if choice == "none":
+        return {"type": "none"}
+    return {"type": "tool", "name": choice}
+
+
+def messages_to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The conversation as Messages API turns (system messages go to the top-level ``system``).
+
+    Tool results become ``tool_result`` blocks of a user turn; consecutive ones share one turn.
+    """
+    turns: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] | None = None
+    for message in messages:
+        if message.role is Role.TOOL:
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id or "",
+                "content": message.text,
+            }
+            if message.is_error:
+                block["is_error"] = True
+            if results is None:
+                results = []
+                turns.append({"role": "user", "content": results})
+            results.append(block)
+            continue
+        results = None
+        if message.role is Role.USER:
+            content: Any = message.content
+            if not isinstance(content, str):
+                content = [_part(p) for p in content]
+            turns.append({"role": "user", "content": content})
+        elif message.role is Role.ASSISTANT:
+            blocks: list[dict[str, Any]] = []
+            if message.text:
+                blocks.append({"type": "text", "text": message.text})
+            for call in message.tool_calls:
+                arguments = call.arguments
+                if isinstance(arguments, str):
+                    # The API wants an object: keep the model's unparseable text inside one.
+                    arguments = {"raw_arguments": arguments}
+                blocks.append(
+                    {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
+                )
+            if blocks:  # the API rejects empty turns
+                turns.append({"role": "assistant", "content": blocks})
+    return turns
+
+
+def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if part.data is not None:
+        data = base64.b64encode(part.data).decode("ascii")
+        source = {"type": "base64", "media_type": part.media_type, "data": data}
+    elif part.url is not None and part.url.startswith("data:") and ";base64," in part.url:
+        media_type, _, data = part.url[5:].partition(";base64,")
+        source = {"type": "base64", "media_type": media_type, "data": data}
+    else:
+        source = {"type": "url", "url": part.url or ""}
+    return {"type": "image", "source": source}
+
+
+def response_from_wire(data: Mapping[str, Any]) -> ChatResponse:
+    """A :class:`ChatResponse` from a ``message`` object."""
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    for block in data.get("content") or ():
+        if block.get("type") == "text":
+            text.append(block.get("text") or "")
+        elif block.get("type") == "tool_use":
+            arguments = block.get("input")
+            calls.append(
+                ToolCall(
+                    id=block.get("id") or "", name=block.get("name") or "", arguments=arguments
+                )
+                if isinstance(arguments, dict)
+                else ToolCall.from_json(
+                    block.get("id") or "", block.get("name") or "", str(arguments)
+                )
+            )
+    return ChatResponse(
+        message=Message.assistant("".join(text), calls),
+        stop_reason=_stop_reason(data.get("stop_reason"), has_calls=bool(calls)),
+        usage=_usage(data.get("usage")),
+        model=data.get("model") or None,
+    )
+
+
+def _stop_reason(reason: str | None, *, has_calls: bool) -> StopReason:
+    stop = _STOP_REASONS.get(reason or "", StopReason.END_TURN)
+    return StopReason.TOOL_USE if has_calls and stop is StopReason.END_TURN else stop
+
+
+def _usage(usage: Mapping[str, Any] | None) -> Usage:
+    """Usage from Anthropic's counts, whose ``input_tokens`` leave out cache reads and writes."""
+    if not usage:
+        return Usage(requests=1)
+    read = usage.get("cache_read_input_tokens") or 0
+    written = usage.get("cache_creation_input_tokens") or 0
+    return Usage(
+        input_tokens=(usage.get("input_tokens") or 0) + read + written,
+        output_tokens=usage.get("output_tokens") or 0,
+        cached_tokens=read,
+        requests=1,
+    )
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    id: str
+    name: str
+    index: int
+    arguments: list[str] = field(default_factory=list[str])
+
+
+class EventDecoder:
+    """Turns Messages stream events into daimon stream events.
+
+    A stream that ends before ``message_stop`` was cut short.
+    """
+
+    __slots__ = ("_calls", "_model", "_saw_calls", "_stop", "_stopped", "_tool_count", "_usage")
+
+    def __init__(self) -> None:
+        self._calls: dict[int, _PendingCall] = {}
+        self._tool_count = 0
+        self._model: str | None = None
+        self._usage: dict[str, Any] = {}
+        self._stop: str | None = None
+        self._stopped = False
+        self._saw_calls = False
+
+    def feed(self, event: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        """The events one stream event carries."""
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta" and delta.get("text"):
+                yield TextDelta(text=delta["text"])
+            elif delta.get("type") == "input_json_delta" and delta.get("partial_json"):
+                call = self._calls.get(event.get("index", 0))
+                if call is not None:
+                    call.arguments.append(delta["partial_json"])
+                    yield ToolCallDelta(
+                        call_id=call.id, arguments_delta=delta["partial_json"], index=call.index
+                    )
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                call = _PendingCall(
+                    id=block.get("id") or "", name=block.get("name") or "", index=self._tool_count
+                )
+                self._tool_count += 1
+                self._saw_calls = True
+                self._calls[event.get("index", 0)] = call
+                yield ToolCallStart(call_id=call.id, name=call.name, index=call.index)
+            elif block.get("type") == "text" and block.get("text"):
+                yield TextDelta(text=block["text"])
+        elif kind == "content_block_stop":
+            call = self._calls.pop(event.get("index", 0), None)
+            if call is not None:
+                yield _end(call)
+        elif kind == "message_start":
+            message = event.get("message") or {}
+            self._model = message.get("model") or None
+            self._merge_usage(message.get("usage"))
+        elif kind == "message_delta":
+            self._stop = (event.get("delta") or {}).get("stop_reason") or self._stop
+            self._merge_usage(event.get("usage"))
+        elif kind == "message_stop":
+            self._stopped = True
+            for index in sorted(self._calls):
+                yield _end(self._calls[index])
+            self._calls.clear()
+
+    def _merge_usage(self, usage: Mapping[str, Any] | None) -> None:
+        # message_delta counts are cumulative; a field it leaves out keeps message_start's value.
+        for key, value in (usage or {}).items():
+            if value is not None:
+                self._usage[key] = value
+
+    def finish(self) -> Iterator[StreamEvent]:
+        """The closing events; :class:`StreamClosedError` if the stream never finished."""
+        if not self._stopped:
+            raise StreamClosedError(
+                "anthropic stream ended before message_stop", provider="anthropic"
+            )
+        yield UsageEvent(usage=_usage(self._usage))
+        yield Done(
+            stop_reason=_stop_reason(self._stop, has_calls=self._saw_calls), model=self._model
+        )
+
+
+def _end(call: _PendingCall) -> ToolCallEnd:
+    return ToolCallEnd(
+        call=ToolCall.from_json(call.id, call.name, "".join(call.arguments)), index=call.index
+    )
+
+
+def is_retryable_status(status: int) -> bool:
+    """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class Clients:
+    """SDK clients, one per event loop (connection pools belong to the loop that opened them).
+
+    Each client is closed by :meth:`aclose`, or else when its event loop shuts down
+    (``asyncio.run`` and ``asyncio.Runner`` finalize async generators, and a guard generator
+    closes the client then), so no connection outlives its loop.
+    """
+
+    __slots__ = ("_client", "_factory", "_given", "_guard", "_loop")
+
+    def __init__(self, factory: Callable[[], Any], given: Any) -> None:
+        self._factory = factory
+        self._given = given
+        self._client: Any = None
+        self._guard: AsyncGenerator[None] | None = None
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+
+    async def get(self) -> Any:
+        """The client for the running loop."""
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is None or self._loop() is not loop:
+            client = self._factory()
+            guard = _close_with_loop(client)
+            await anext(guard)  # the loop now tracks the guard, and finalizes it at shutdown
+            self._client, self._guard, self._loop = client, guard, weakref.ref(loop)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client built for the running loop, if any."""
+        guard, loop = self._guard, self._loop
+        self._client = self._guard = self._loop = None
+        if guard is not None and loop is not None and loop() is asyncio.get_running_loop():
+            await guard.aclose()
+
+
+async def _close_with_loop(client: Any) -> AsyncGenerator[None]:
+    try:
+        yield
+    finally:
+        await client.close()

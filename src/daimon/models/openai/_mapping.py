@@ -1,0 +1,337 @@
+"""Chat Completions wire format: daimon requests to JSON, JSON responses and chunks to daimon.
+
+Plain data both ways, plus the client plumbing; no SDK import. Only :mod:`daimon.models.openai`
+uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import time
+import weakref
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
+from daimon.core.errors import ModelError, StreamClosedError
+from daimon.core.events import (
+    Done,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageEvent,
+)
+from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+
+__all__ = (
+    "ChunkDecoder",
+    "Clients",
+    "REQUEST_OPTIONS",
+    "as_dict",
+    "detail",
+    "is_retryable_status",
+    "message_to_wire",
+    "request_body",
+    "response_from_wire",
+    "retry_after",
+)
+
+REQUEST_OPTIONS = frozenset({"timeout", "extra_headers", "extra_query", "extra_body"})
+"""Settings that are options of the SDK call rather than fields of the JSON body."""
+
+_STOP_REASONS = {
+    "stop": StopReason.END_TURN,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,
+    "length": StopReason.MAX_TOKENS,
+    "content_filter": StopReason.CONTENT_FILTER,
+}
+
+
+def request_body(request: ChatRequest, *, max_tokens_param: str) -> dict[str, Any]:
+    """The JSON fields of a Chat Completions request, apart from ``model`` and ``stream``."""
+    body: dict[str, Any] = {"messages": [message_to_wire(m) for m in request.messages]}
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "parameters": dict(spec.parameters),
+                },
+            }
+            for spec in request.tools
+        ]
+    if request.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(request.tool_choice)
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        body[max_tokens_param] = request.max_tokens
+    if request.response_format is not None:
+        fmt = request.response_format
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": fmt.name, "schema": dict(fmt.schema), "strict": fmt.strict},
+        }
+    return body
+
+
+def _tool_choice(choice: str) -> Any:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def message_to_wire(message: Message) -> dict[str, Any]:
+    """One message as a Chat Completions message."""
+    if message.role is Role.TOOL:
+        # Chat Completions has no error flag on tool results: the content says what went wrong.
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.text}
+    if message.role is Role.ASSISTANT:
+        wire: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+        if message.tool_calls:
+            wire["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments_json},
+                }
+                for call in message.tool_calls
+            ]
+        elif wire["content"] is None:
+            wire["content"] = ""
+        return wire
+    if message.role is Role.USER and not isinstance(message.content, str):
+        return {"role": "user", "content": [_part(p) for p in message.content]}
+    return {"role": message.role.value, "content": message.text}
+
+
+def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if part.url is not None:
+        url = part.url
+    else:
+        assert part.data is not None
+        url = f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatResponse:
+    """A :class:`ChatResponse` from a ``chat.completion`` object."""
+    choices = data.get("choices") or []
+    if not choices:
+        raise ModelError(f"{provider} returned no choices", provider=provider)
+    choice = choices[0]
+    message = choice.get("message") or {}
+    text = message.get("content") or message.get("refusal") or ""
+    calls = [
+        ToolCall.from_json(
+            call.get("id") or f"call_{index}",
+            (call.get("function") or {}).get("name") or "",
+            (call.get("function") or {}).get("arguments") or "",
+        )
+        for index, call in enumerate(message.get("tool_calls") or [])
+    ]
+    return ChatResponse(
+        message=Message.assistant(text, calls),
+        stop_reason=_stop_reason(choice.get("finish_reason"), has_calls=bool(calls)),
+        usage=_usage(data.get("usage")),
+        model=data.get("model") or None,
+    )
+
+
+def _stop_reason(reason: str | None, *, has_calls: bool) -> StopReason:
+    stop = _STOP_REASONS.get(reason or "", StopReason.END_TURN)
+    if has_calls and stop is StopReason.END_TURN:
+        # Some OpenAI-compatible servers answer tool calls with finish_reason "stop".
+        return StopReason.TOOL_USE
+    return stop
+
+
+def _usage(usage: Mapping[str, Any] | None) -> Usage:
+    if not usage:
+        return Usage(requests=1)
+    details = usage.get("prompt_tokens_details") or {}
+    return Usage(
+        input_tokens=usage.get("prompt_tokens") or 0,
+        output_tokens=usage.get("completion_tokens") or 0,
+        cached_tokens=details.get("cached_tokens") or 0,
+        requests=1,
+    )
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    id: str
+    name: str
+    index: int
+    arguments: list[str] = field(default_factory=list[str])
+
+
+class ChunkDecoder:
+    """Turns ``chat.completion.chunk`` objects into daimon stream events.
+
+    Tool calls stream by ``index``: the first chunk of a call carries its id and name, later ones
+    pieces of the arguments. Calls end (and are parsed) when the choice's ``finish_reason``
+    arrives; a stream that ends without one was cut short.
+    """
+
+    __slots__ = ("_calls", "_finish", "_model", "_provider", "_saw_calls", "_usage")
+
+    def __init__(self, *, provider: str) -> None:
+        self._provider = provider
+        self._calls: dict[int, _PendingCall] = {}
+        self._finish: str | None = None
+        self._model: str | None = None
+        self._usage: Usage | None = None
+        self._saw_calls = False
+
+    def feed(self, chunk: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        """The events one chunk carries."""
+        if self._model is None and chunk.get("model"):
+            self._model = chunk["model"]
+        if chunk.get("usage"):
+            self._usage = _usage(chunk["usage"])
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                yield TextDelta(text=delta["content"])
+            for piece in delta.get("tool_calls") or ():
+                yield from self._tool_piece(piece)
+            if choice.get("finish_reason"):
+                self._finish = choice["finish_reason"]
+                yield from self._end_calls()
+
+    def _tool_piece(self, piece: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        index = piece.get("index")
+        if not isinstance(index, int):
+            index = len(self._calls)
+        function = piece.get("function") or {}
+        call = self._calls.get(index)
+        if call is None:
+            call = _PendingCall(
+                id=piece.get("id") or f"call_{index}", name=function.get("name") or "", index=index
+            )
+            self._calls[index] = call
+            self._saw_calls = True
+            yield ToolCallStart(call_id=call.id, name=call.name, index=index)
+        elif function.get("name") and function["name"] != call.name:
+            call.name += function["name"]
+        if function.get("arguments"):
+            call.arguments.append(function["arguments"])
+            yield ToolCallDelta(call_id=call.id, arguments_delta=function["arguments"], index=index)
+
+    def _end_calls(self) -> Iterator[StreamEvent]:
+        for index in sorted(self._calls):
+            call = self._calls[index]
+            yield ToolCallEnd(
+                call=ToolCall.from_json(call.id, call.name, "".join(call.arguments)), index=index
+            )
+        self._calls.clear()
+
+    def finish(self) -> Iterator[StreamEvent]:
+        """The closing events; :class:`StreamClosedError` if the stream never finished."""
+        if self._finish is None:
+            raise StreamClosedError(
+                f"{self._provider} stream ended before its finish_reason", provider=self._provider
+            )
+        yield UsageEvent(usage=self._usage or Usage(requests=1))
+        stop = _stop_reason(self._finish, has_calls=self._saw_calls)
+        yield Done(stop_reason=stop, model=self._model)
+
+
+def is_retryable_status(status: int) -> bool:
+    """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class Clients:
+    """SDK clients, one per event loop (connection pools belong to the loop that opened them).
+
+    Each client is closed by :meth:`aclose`, or else when its event loop shuts down
+    (``asyncio.run`` and ``asyncio.Runner`` finalize async generators, and a guard generator
+    closes the client then), so no connection outlives its loop.
+    """
+
+    __slots__ = ("_client", "_factory", "_given", "_guard", "_loop")
+
+    def __init__(self, factory: Callable[[], Any], given: Any) -> None:
+        self._factory = factory
+        self._given = given
+        self._client: Any = None
+        self._guard: AsyncGenerator[None] | None = None
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+
+    async def get(self) -> Any:
+        """The client for the running loop."""
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is None or self._loop() is not loop:
+            client = self._factory()
+            guard = _close_with_loop(client)
+            await anext(guard)  # the loop now tracks the guard, and finalizes it at shutdown
+            self._client, self._guard, self._loop = client, guard, weakref.ref(loop)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client built for the running loop, if any."""
+        guard, loop = self._guard, self._loop
+        self._client = self._guard = self._loop = None
+        if guard is not None and loop is not None and loop() is asyncio.get_running_loop():
+            await guard.aclose()
+
+
+async def _close_with_loop(client: Any) -> AsyncGenerator[None]:
+    try:
+        yield
+    finally:
+        await client.close()
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    """A plain dict of an SDK model (or mapping)."""
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    data: dict[str, Any] = obj.model_dump(warnings=False)
+    return data
+
+
+def detail(body: object) -> str | None:
+    """The provider's own message in an error body."""
+    if isinstance(body, Mapping):
+        message = body.get("message") or body.get("error")
+        return str(message) if message else None
+    return body if isinstance(body, str) and body else None

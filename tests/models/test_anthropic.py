@@ -1,0 +1,325 @@
+"""Anthropic over real HTTP: the official SDK against a local Messages API wire-format server."""
+
+from __future__ import annotations
+
+import base64
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from daimon import (
+    BuilderError,
+    ChatRequest,
+    ChatResponse,
+    Message,
+    MissingDependencyError,
+    ModelError,
+    ResponseFormat,
+    StopReason,
+    ToolSpec,
+)
+from daimon.core.messages import ImagePart, TextPart, ToolCall
+from daimon.core.protocols import Model
+from daimon.core.streaming import StreamAccumulator
+from daimon.models import infer_model
+from daimon.models.anthropic import AnthropicModel
+from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks, sample_request
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+_STOP = {
+    StopReason.END_TURN: "end_turn",
+    StopReason.TOOL_USE: "tool_use",
+    StopReason.MAX_TOKENS: "max_tokens",
+    StopReason.CONTENT_FILTER: "refusal",
+}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+_FORMAT_NAME = "response"
+"""The Messages API sends a schema only: decoded formats get this name."""
+
+
+def _usage(response: ChatResponse, *, output: int | None = None) -> dict[str, Any]:
+    usage = response.usage
+    return {
+        "input_tokens": usage.input_tokens - usage.cached_tokens,
+        "output_tokens": usage.output_tokens if output is None else output,
+        "cache_read_input_tokens": usage.cached_tokens,
+        "cache_creation_input_tokens": 0,
+    }
+
+
+def _event(kind: str, **fields: Any) -> SSE:
+    return SSE(event=kind, data={"type": kind, **fields})
+
+
+def _image(source: dict[str, Any]) -> ImagePart:
+    if source["type"] == "base64":
+        return ImagePart(data=base64.b64decode(source["data"]), media_type=source["media_type"])
+    return ImagePart(url=source["url"])
+
+
+def _tool_choice(choice: dict[str, Any] | None) -> str | None:
+    if choice is None:
+        return None
+    return {"auto": "auto", "any": "required", "none": "none"}.get(
+        choice["type"], choice.get("name")
+    )
+
+
+def decode_messages_request(body: dict[str, Any]) -> ChatRequest:
+    """A Messages API request body back into a ChatRequest."""
+    messages: list[Message] = []
+    if body.get("system"):
+        messages.append(Message.system(body["system"]))
+    for turn in body["messages"]:
+        content = turn["content"]
+        if turn["role"] == "assistant":
+            text = "".join(b["text"] for b in content if b["type"] == "text")
+            calls = [
+                ToolCall(id=b["id"], name=b["name"], arguments=b["input"])
+                for b in content
+                if b["type"] == "tool_use"
+            ]
+            messages.append(Message.assistant(text, calls))
+        elif isinstance(content, str):
+            messages.append(Message.user(content))
+        elif all(b["type"] == "tool_result" for b in content):
+            messages += [
+                Message.tool(b["tool_use_id"], b["content"], is_error=b.get("is_error", False))
+                for b in content
+            ]
+        else:
+            parts = [
+                TextPart(text=b["text"]) if b["type"] == "text" else _image(b["source"])
+                for b in content
+            ]
+            messages.append(Message.user(parts))
+    fmt = (body.get("output_config") or {}).get("format")
+    return ChatRequest(
+        messages=tuple(messages),
+        tools=tuple(
+            ToolSpec(name=t["name"], description=t["description"], parameters=t["input_schema"])
+            for t in body.get("tools") or []
+        ),
+        temperature=body.get("temperature"),
+        max_tokens=body.get("max_tokens"),
+        tool_choice=_tool_choice(body.get("tool_choice")),
+        response_format=ResponseFormat(name=_FORMAT_NAME, schema=fmt["schema"]) if fmt else None,
+    )
+
+
+class TestAnthropicModel(ModelConformance):
+    provider: ClassVar[str] = "anthropic"
+
+    def make_model(self, base_url: str) -> Model:
+        return AnthropicModel("claude-test", api_key="sk-ant-test", base_url=base_url)
+
+    def encode_response(self, response: ChatResponse) -> Any:
+        content: list[dict[str, Any]] = []
+        if response.text:
+            content.append({"type": "text", "text": response.text, "citations": None})
+        for call in response.message.tool_calls:
+            content.append(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+            )
+        return {
+            "id": "msg_01",
+            "type": "message",
+            "role": "assistant",
+            "model": response.model,
+            "content": content,
+            "stop_reason": _STOP[response.stop_reason],
+            "stop_sequence": None,
+            "usage": _usage(response),
+        }
+
+    def encode_stream(self, response: ChatResponse, *, finished: bool = True) -> list[SSE]:
+        message = self.encode_response(response) | {"content": [], "stop_reason": None}
+        message["usage"] = _usage(response, output=1)
+        events = [_event("message_start", message=message), _event("ping")]
+        index = 0
+        if response.text:
+            events.append(
+                _event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+            )
+            events += [
+                _event("content_block_delta", index=0, delta={"type": "text_delta", "text": t})
+                for t in iter_chunks(response.text, 3)
+            ]
+            events.append(_event("content_block_stop", index=0))
+            index = 1
+        for call in response.message.tool_calls:
+            block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+            events.append(_event("content_block_start", index=index, content_block=block))
+            events += [
+                _event(
+                    "content_block_delta",
+                    index=index,
+                    delta={"type": "input_json_delta", "partial_json": piece},
+                )
+                for piece in ["", *iter_chunks(call.arguments_json, 2)]
+            ]
+            events.append(_event("content_block_stop", index=index))
+            index += 1
+        if finished:
+            delta = {"stop_reason": _STOP[response.stop_reason], "stop_sequence": None}
+            usage = {"output_tokens": response.usage.output_tokens}
+            events += [_event("message_delta", delta=delta, usage=usage), _event("message_stop")]
+        return events
+
+    def encode_error(self, status: int, message: str) -> Any:
+        return {"type": "error", "error": {"type": _ERROR_TYPES[status], "message": message}}
+
+    def decode_request(self, body: Any) -> ChatRequest:
+        return decode_messages_request(body)
+
+    def expected_request(self, request: ChatRequest) -> ChatRequest:
+        expected = super().expected_request(request)
+        if expected.response_format is None:
+            return expected
+        schema = expected.response_format.schema
+        return ChatRequest(
+            messages=expected.messages,
+            tools=expected.tools,
+            temperature=expected.temperature,
+            max_tokens=expected.max_tokens,
+            tool_choice=expected.tool_choice,
+            response_format=ResponseFormat(name=_FORMAT_NAME, schema=schema),
+        )
+
+    # ------------------------------------------------------------ the exact wire shapes
+    async def test_request_wire_shape(self, model: Model, wire_server: WireServer) -> None:
+        wire_server.reply_json(self.encode_response(self._text()))
+        await model.generate(sample_request())
+        sent = wire_server.last
+        assert sent.path == "/v1/messages"
+        assert "anthropic-version" in sent.headers
+        key = sent.headers.get("x-api-key") or sent.headers["authorization"].removeprefix("Bearer ")
+        assert key == "sk-ant-test"
+        body = sent.body
+        assert body["model"] == "claude-test"
+        assert body["system"] == "You are terse."
+        assert [m["role"] for m in body["messages"]] == [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+        ]
+        assert body["messages"][0]["content"][2]["source"] == {
+            "type": "base64",
+            "media_type": "image/png",
+            "data": "iVBORw0KGgoA/w==",
+        }
+        assert body["messages"][0]["content"][1]["source"] == {
+            "type": "url",
+            "url": "https://example.com/cat.png",
+        }
+        assert body["messages"][2]["content"] == [
+            {"type": "tool_result", "tool_use_id": "call_1", "content": "sunny"},
+            {
+                "type": "tool_result",
+                "tool_use_id": "call_2",
+                "content": "no such city",
+                "is_error": True,
+            },
+        ]
+        assert body["tool_choice"] == {"type": "tool", "name": "get_weather"}
+        assert body["tools"][0]["input_schema"]["required"] == ["city"]
+        schema = {"type": "object", "properties": {"text": {"type": "string"}}}
+        assert body["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
+
+    async def test_defaults_and_odd_turns(self, model: Model, wire_server: WireServer) -> None:
+        """max_tokens defaults, temperature stays out, empty turns drop, raw arguments wrap."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        request = ChatRequest(
+            messages=(
+                Message.user("x"),
+                Message.assistant(""),
+                Message.user("y"),
+                Message.assistant("", [ToolCall(id="c", name="f", arguments="{oops")]),
+                Message.tool("c", "bad arguments", is_error=True),
+                Message.system("Be brief."),
+            ),
+            response_format=ResponseFormat(name="r", schema={"type": "object"}),
+            settings={"output_config": {"effort": "low"}, "top_k": 5},
+        )
+        await model.generate(request)
+        body = wire_server.last.body
+        assert body["max_tokens"] == 4096
+        assert "temperature" not in body
+        assert body["system"] == "Be brief."
+        assert [m["role"] for m in body["messages"]] == ["user", "user", "assistant", "user"]
+        assert body["messages"][2]["content"][0]["input"] == {"raw_arguments": "{oops"}
+        assert body["output_config"] == {
+            "effort": "low",
+            "format": {"type": "json_schema", "schema": {"type": "object"}},
+        }
+        assert body["top_k"] == 5
+
+    async def test_error_event_inside_a_stream(self, model: Model, wire_server: WireServer) -> None:
+        """An ``overloaded_error`` event mid-stream is a retryable 529."""
+        events = self.encode_stream(self._text())[:3]
+        error = {"type": "overloaded_error", "message": "Overloaded"}
+        wire_server.reply_sse([*events, _event("error", error=error)])
+        with pytest.raises(ModelError, match="Overloaded") as caught:
+            [e async for e in model.generate_stream(ChatRequest(messages=(Message.user("x"),)))]
+        assert (caught.value.status_code, caught.value.retryable) == (529, True)
+
+    async def test_documented_stream_transcript(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """A stream as Anthropic documents it: ping, text, a tool call, cumulative usage."""
+        raw = (FIXTURES / "anthropic_stream_tool_use.sse").read_text()
+        events = []
+        for block in raw.strip().split("\n\n"):
+            head, data = block.split("\n", 1)
+            events.append(SSE(event=head.removeprefix("event: "), data=data[len("data: ") :]))
+        wire_server.reply_sse(events)
+        accumulator = StreamAccumulator()
+        async for event in model.generate_stream(ChatRequest(messages=(Message.user("x"),))):
+            accumulator.add(event)
+        response = accumulator.response()
+        assert response.text == "Okay, let's check the weather for San Francisco, CA:"
+        assert response.message.tool_calls == (
+            ToolCall(
+                id="toolu_01T1x1fJ34qAmk2tNTrN7Up6",
+                name="get_weather",
+                arguments={"location": "San Francisco, CA", "unit": "fahrenheit"},
+            ),
+        )
+        assert response.stop_reason is StopReason.TOOL_USE
+        assert response.usage.input_tokens == 472 + 100
+        assert response.usage.cached_tokens == 100
+        assert response.usage.output_tokens == 89
+        assert response.model == "claude-sonnet-4-5"
+
+
+# ---------------------------------------------------------------- configuration
+def test_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(BuilderError, match="ANTHROPIC_API_KEY"):
+        AnthropicModel("claude-x")
+    with pytest.raises(BuilderError, match="max_tokens_default"):
+        AnthropicModel("claude-x", api_key="k", max_tokens_default=0)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-env")
+    model = infer_model("anthropic:claude-sonnet-4-5", timeout=5.0)
+    assert isinstance(model, AnthropicModel)
+    assert model.model_name == "claude-sonnet-4-5"
+
+
+def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    monkeypatch.delitem(sys.modules, "daimon.models.anthropic")
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[anthropic\]"'):
+        infer_model("anthropic:claude-x", api_key="k")
