@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         MissingDependencyError,
         ModelError,
         OrchestrationError,
+        OutputValidationError,
         PromptTemplateError,
         RunCancelled,
         SchemaValidationError,
@@ -68,6 +69,8 @@ if TYPE_CHECKING:
     )
     from daimon.core.results import (
         AgentResponse,
+        ApprovalDecision,
+        ApprovalRequest,
     )
     from daimon.core.tools import (
         ToolOutput,
@@ -98,6 +101,7 @@ if TYPE_CHECKING:
         RunState,
     )
     from daimon.tools import (
+        EndRun,
         ModelRetry,
         RunContext,
         Tool,
@@ -112,6 +116,8 @@ _LAZY: dict[str, str] = {
     "AgentHook": "daimon.hooks",
     "AgentResponse": "daimon.core.results",
     "AgentRunError": "daimon.core.errors",
+    "ApprovalDecision": "daimon.core.results",
+    "ApprovalRequest": "daimon.core.results",
     "BudgetExceededError": "daimon.core.errors",
     "BuilderError": "daimon.core.errors",
     "CancelToken": "daimon.core.cancel",
@@ -124,6 +130,7 @@ _LAZY: dict[str, str] = {
     "DaimonError": "daimon.core.errors",
     "Done": "daimon.core.events",
     "DuplicateToolError": "daimon.core.errors",
+    "EndRun": "daimon.tools",
     "ErrorEvent": "daimon.core.events",
     "GuardrailBlockedError": "daimon.core.errors",
     "GuardrailResult": "daimon.guardrails",
@@ -139,6 +146,7 @@ _LAZY: dict[str, str] = {
     "ModelRetry": "daimon.tools",
     "OrchestrationError": "daimon.core.errors",
     "OutputGuardrail": "daimon.guardrails",
+    "OutputValidationError": "daimon.core.errors",
     "PriceTable": "daimon.cost",
     "PromptTemplate": "daimon.prompt",
     "PromptTemplateError": "daimon.core.errors",
@@ -178,6 +186,8 @@ __all__ = (
     "AgentHook",
     "AgentResponse",
     "AgentRunError",
+    "ApprovalDecision",
+    "ApprovalRequest",
     "BudgetExceededError",
     "BuilderError",
     "CancelToken",
@@ -190,6 +200,7 @@ __all__ = (
     "DaimonError",
     "Done",
     "DuplicateToolError",
+    "EndRun",
     "ErrorEvent",
     "GuardrailBlockedError",
     "GuardrailResult",
@@ -205,6 +216,7 @@ __all__ = (
     "ModelRetry",
     "OrchestrationError",
     "OutputGuardrail",
+    "OutputValidationError",
     "PriceTable",
     "PromptTemplate",
     "PromptTemplateError",

@@ -21,6 +21,7 @@ from daimon.core.errors import (
     MissingDependencyError,
     ModelError,
     OrchestrationError,
+    OutputValidationError,
     PromptTemplateError,
     RunCancelled,
     SchemaValidationError,
@@ -53,6 +54,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     RunCancelled: (AgentRunError,),
     TimeoutError: (AgentRunError, builtins.TimeoutError),
     OrchestrationError: (AgentRunError,),
+    OutputValidationError: (AgentRunError,),
     MCPError: (DaimonError,),
 }
 
@@ -202,3 +204,9 @@ def test_checkpoint_conflict_error_names_the_run_and_both_positions() -> None:
     error = CheckpointConflictError("run-1", 3, 5)
     assert (error.run_id, error.expected, error.found) == ("run-1", 3, 5)
     assert "run-1" in str(error) and "checkpoint 3" in str(error) and "checkpoint 5" in str(error)
+
+
+def test_output_validation_error_lists_errors_and_attempts() -> None:
+    error = OutputValidationError(["city: required"], attempts=3)
+    assert error.errors == ("city: required",) and error.attempts == 3
+    assert "after 3 attempt(s)" in str(error) and "city: required" in str(error)

@@ -12,6 +12,7 @@ def test_all_is_sorted_and_complete() -> None:
     assert list(names) == sorted(names)
     assert set(names) == {
         "FunctionTool",
+        "EndRun",
         "ModelRetry",
         "RunContext",
         "Tool",

@@ -9,12 +9,13 @@ from types import MappingProxyType
 from typing import Any, TypeAlias
 
 from daimon.agent._loop import run_events
+from daimon.agent._output import OutputSpec
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, DaimonError
 from daimon.core.events import Done, StreamEvent
-from daimon.core.messages import Message
+from daimon.core.messages import Message, ToolCall
 from daimon.core.protocols import Checkpoint, Memory, Model
-from daimon.core.results import AgentResponse
+from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.cost import CostModel
 from daimon.guardrails import InputGuardrail, OutputGuardrail
 from daimon.hooks import AgentHook
@@ -61,7 +62,10 @@ class Agent:
         "model",
         "model_settings",
         "name",
+        "native_output",
+        "output",
         "output_guardrails",
+        "output_retries",
         "system_prompt",
         "temperature",
         "tool_retry_policy",
@@ -91,6 +95,8 @@ class Agent:
         examples: Sequence[tuple[str, str]] = (),
         model_settings: Mapping[str, Any] | None = None,
         checkpoint: Checkpoint | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> None:
         if model is None:
             raise BuilderError("Agent needs a model")
@@ -142,6 +148,13 @@ class Agent:
         self.max_tokens = max_tokens
         self.examples: tuple[Message, ...] = _examples(examples) if examples else ()
         self.checkpoint = checkpoint
+        if type(output_retries) is not int or output_retries < 0:
+            raise BuilderError(
+                f"output_retries must be a non-negative integer, got {output_retries!r}"
+            )
+        self.output_retries = output_retries
+        self.output = OutputSpec(output_type) if output_type is not None else None
+        self.native_output = bool(getattr(model, "supports_json_schema", False))
         self.model_settings = (
             MappingProxyType(dict(model_settings)) if model_settings else _NO_SETTINGS
         )
@@ -219,6 +232,59 @@ class Agent:
             deps=deps,
             cancel=cancel,
         )
+
+    async def resume(
+        self,
+        paused: AgentResponse | str,
+        approvals: Mapping[str, ApprovalDecision | bool] | None = None,
+        *,
+        deps: Any = None,
+        cancel: CancelToken | None = None,
+    ) -> AgentResponse:
+        """Continue a paused or interrupted run.
+
+        Args:
+            paused: The paused run's response, or its run id (which needs a ``checkpoint``).
+            approvals: Decisions by approval id (``True``/``False`` or an
+                :class:`ApprovalDecision` with a reason); any subset, in any order. The run goes
+                on once every pending call is decided, and pauses again otherwise.
+            deps: Dependencies for the tools, as in :meth:`prompt`.
+            cancel: A cancel token for the rest of the run.
+        """
+        decisions = {
+            key: value if isinstance(value, ApprovalDecision) else ApprovalDecision(approved=value)
+            for key, value in (approvals or {}).items()
+        }
+        if isinstance(paused, str):
+            if self.checkpoint is None:
+                raise BuilderError("resuming by run id needs an agent with a checkpoint")
+            state, run_id = None, paused
+        else:
+            if paused.state is None:
+                raise BuilderError("this response is not a paused run: it has no state to resume")
+            state, run_id = paused.state, paused.run_id
+        response: AgentResponse | None = None
+        async for event in run_events(
+            self,
+            None,
+            stream=False,
+            session_id=None,
+            run_id=run_id,
+            deps=deps,
+            cancel=cancel,
+            resume=state,
+            decisions=decisions,
+        ):
+            if type(event) is Done:
+                response = event.response
+        if response is None:  # pragma: no cover - the loop always ends with Done or raises
+            raise DaimonError("the run ended without a response")
+        return response
+
+    def requires_approval(self, call: ToolCall) -> bool:
+        """Whether a call must wait for a person's approval before it runs."""
+        found = self.tools.get(call.name)
+        return bool(getattr(found, "requires_approval", False))
 
     def prompt_sync(
         self,

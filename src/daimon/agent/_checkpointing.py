@@ -33,24 +33,39 @@ class Restored:
     """Index of the run's first own message (after system, examples and history)."""
     memory_mark: int
     """Index of the first message not yet written to memory."""
+    output_attempts: int
+    """Structured-output answers already refused."""
 
 
 class RunCheckpointer:
-    """Writes one run's checkpoints, one at a time, each a complete snapshot."""
+    """Snapshots one run; writes them, one at a time, when the agent has a checkpoint store."""
 
     __slots__ = ("_checkpoint", "_lock", "_state")
 
-    def __init__(self, checkpoint: Checkpoint, state: RunState) -> None:
+    def __init__(self, checkpoint: Checkpoint | None, state: RunState) -> None:
         self._checkpoint = checkpoint
         self._state = state
         self._lock = asyncio.Lock()
 
-    async def restore(self) -> Restored | None:
-        """Load the run's last checkpoint into the run state; ``None`` for a new run."""
+    @property
+    def enabled(self) -> bool:
+        """Whether snapshots are written to a store."""
+        return self._checkpoint is not None
+
+    async def restore(self, saved: CheckpointState | None = None) -> Restored | None:
+        """Put a saved state (given, or the run's last checkpoint) into the run state.
+
+        ``None`` when there is nothing to resume: a new run.
+        """
         state = self._state
-        saved = await self._checkpoint.load(state.run_id)
         if saved is None:
-            return None
+            if self._checkpoint is None:
+                return None
+            saved = await self._checkpoint.load(state.run_id)
+            if saved is None:
+                return None
+        elif saved.run_id != state.run_id:
+            state.run_id = saved.run_id
         info = _bookkeeping(saved)
         state.messages[:] = saved.messages
         state.iteration = saved.iteration
@@ -76,28 +91,32 @@ class RunCheckpointer:
             completed=dict(saved.completed_tool_results),
             new_start=new_start,
             memory_mark=info["memory_mark"],
+            output_attempts=int(info.get("output_attempts", 0)),
         )
+
+    def snapshot(
+        self,
+        pending: Sequence[ToolCall],
+        completed: Mapping[str, ToolOutput],
+        marks: Mapping[str, int],
+    ) -> CheckpointState:
+        """The run in progress as a CheckpointState (also what a paused run hands back)."""
+        return self._state_of(pending, completed, {"status": "running", **marks})
 
     async def save(
         self,
         pending: Sequence[ToolCall],
         completed: Mapping[str, ToolOutput],
-        new_start: int,
-        memory_mark: int,
+        marks: Mapping[str, int],
     ) -> None:
-        """Snapshot a run in progress."""
-        info = {"status": "running", "new_start": new_start, "memory_mark": memory_mark}
-        await self._write(pending, completed, info)
+        """Store a snapshot of the run in progress (when there is a store)."""
+        if self._checkpoint is not None:
+            await self._write(pending, completed, {"status": "running", **marks})
 
-    async def finish(self, response: AgentResponse, new_start: int, memory_mark: int) -> None:
+    async def finish(self, response: AgentResponse, marks: Mapping[str, int]) -> None:
         """Record that the run finished, with its answer, so a repeat call returns it."""
-        info = {
-            "status": "completed",
-            "new_start": new_start,
-            "memory_mark": memory_mark,
-            "text": response.text,
-        }
-        await self._write((), {}, info)
+        if self._checkpoint is not None:
+            await self._write((), {}, {"status": "completed", **marks, "text": response.text})
 
     async def _write(
         self,
@@ -105,21 +124,28 @@ class RunCheckpointer:
         completed: Mapping[str, ToolOutput],
         info: dict[str, Any],
     ) -> None:
-        state = self._state
+        assert self._checkpoint is not None
         async with self._lock:
-            await self._checkpoint.save(
-                CheckpointState(
-                    run_id=state.run_id,
-                    messages=tuple(state.messages),
-                    iteration=state.iteration,
-                    usage=state.usage,
-                    cost=state.cost,
-                    pending_tool_calls=tuple(pending),
-                    completed_tool_results=dict(completed),
-                    custom={_KEY: info},
-                    session_id=state.session_id,
-                )
-            )
+            await self._checkpoint.save(self._state_of(pending, completed, info))
+
+    def _state_of(
+        self,
+        pending: Sequence[ToolCall],
+        completed: Mapping[str, ToolOutput],
+        info: dict[str, Any],
+    ) -> CheckpointState:
+        state = self._state
+        return CheckpointState(
+            run_id=state.run_id,
+            messages=tuple(state.messages),
+            iteration=state.iteration,
+            usage=state.usage,
+            cost=state.cost,
+            pending_tool_calls=tuple(pending),
+            completed_tool_results=dict(completed),
+            custom={_KEY: info},
+            session_id=state.session_id,
+        )
 
 
 def _bookkeeping(saved: CheckpointState) -> dict[str, Any]:

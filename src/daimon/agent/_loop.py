@@ -5,13 +5,20 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from daimon.agent._checkpointing import RunCheckpointer
+from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
 from daimon.core.cancel import CancelToken
-from daimon.core.chat import ChatRequest, ChatResponse
-from daimon.core.errors import BudgetExceededError, MaxIterationsError, RunCancelled
+from daimon.core.chat import ChatRequest, ChatResponse, Usage
+from daimon.core.checkpoints import CheckpointState
+from daimon.core.errors import (
+    BudgetExceededError,
+    MaxIterationsError,
+    OutputValidationError,
+    RunCancelled,
+)
 from daimon.core.events import (
     Done,
     StreamEvent,
@@ -23,13 +30,13 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.messages import Message, ToolCall
-from daimon.core.results import AgentResponse
+from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
 from daimon.core.streaming import StreamAccumulator
 from daimon.core.tools import ToolOutput
 from daimon.cost import CostTracker
 from daimon.guardrails import check_input, check_output
 from daimon.state import RunState
-from daimon.tools import RunContext
+from daimon.tools import EndRun, RunContext
 
 if TYPE_CHECKING:
     from daimon.agent._agent import Agent
@@ -70,6 +77,15 @@ class _Interrupt:
         return True
 
 
+class _Ended(Exception):
+    """A tool raised EndRun; carries the call it came from (internal)."""
+
+    def __init__(self, end: EndRun, call: ToolCall) -> None:
+        super().__init__(str(end))
+        self.end = end
+        self.call = call
+
+
 async def run_events(
     agent: Agent,
     prompt: str | Message | None,
@@ -79,13 +95,15 @@ async def run_events(
     run_id: str | None,
     deps: Any,
     cancel: CancelToken | None,
+    resume: CheckpointState | None = None,
+    decisions: Mapping[str, ApprovalDecision] | None = None,
 ) -> AsyncIterator[StreamEvent]:
     """Run ``agent`` on ``prompt``, yielding events; the last is ``Done`` with the response.
 
-    With a checkpoint configured and a ``run_id`` that has one, the run continues from its last
-    checkpoint instead (``prompt`` may then be ``None``).
+    A run continues instead of starting when ``resume`` holds a paused run's state, or when the
+    agent has a checkpoint store holding ``run_id``; ``decisions`` answer pending approvals.
     """
-    run_id = run_id or uuid.uuid4().hex
+    run_id = run_id or (resume.run_id if resume is not None else uuid.uuid4().hex)
     memory = agent.memory if session_id is not None else None
     state = RunState(
         run_id=run_id,
@@ -102,21 +120,29 @@ async def run_events(
     state.cancel = cancel
     interrupt = _Interrupt(asyncio.current_task())
     detach = cancel.on_cancel(interrupt)
-    checkpointer = RunCheckpointer(agent.checkpoint, state) if agent.checkpoint else None
+    checkpointer = RunCheckpointer(agent.checkpoint, state)
+    decisions = decisions or {}
+    output = agent.output
     try:
         messages = state.messages
         pending: tuple[ToolCall, ...] = ()
         completed: dict[str, ToolOutput] = {}
-        restored = await checkpointer.restore() if checkpointer is not None else None
+        output_attempts = 0
+        restored = None
+        if resume is not None or agent.checkpoint is not None:
+            restored = await checkpointer.restore(resume)
         if restored is not None:
             if restored.finished is not None:
                 yield Done(response=restored.finished)
                 return
             pending, completed = restored.pending, restored.completed
             new_start, memory_mark = restored.new_start, restored.memory_mark
+            output_attempts = restored.output_attempts
+            session_id = state.session_id
+            memory = agent.memory if session_id is not None else None
         else:
             if prompt is None:
-                raise ValueError(f"run {run_id!r} has no checkpoint to resume; give a prompt")
+                raise ValueError(f"run {run_id!r} has no saved state to resume; give a prompt")
             history: Sequence[Message] = (
                 await memory.get_messages(session_id) if memory is not None else ()  # type: ignore[arg-type]
             )
@@ -135,11 +161,37 @@ async def run_events(
             new_start = memory_mark = len(messages)
             messages.append(user)
         tracker = CostTracker(agent.cost_model) if agent.cost_model is not None else None
-        base_cost = state.cost
+        rollup = _Rollup(state, tracker)
         hooks = agent.hooks
         middleware = agent.middleware
         model = agent.model
+        tools = agent.tools.specs
+        response_format = None
+        if output is not None:
+            if agent.native_output:
+                response_format = output.response_format
+            else:
+                tools = (*tools, output.tool_spec)
         last_output_tokens = 0
+
+        def marks() -> dict[str, int]:
+            return {
+                "new_start": new_start,
+                "memory_mark": memory_mark,
+                "output_attempts": output_attempts,
+            }
+
+        def finish(text: str, value: Any) -> AgentResponse:
+            return AgentResponse(
+                text=text,
+                messages=tuple(messages[new_start:]),
+                iterations=state.iteration,
+                usage=state.usage,
+                cost=state.cost,
+                run_id=run_id,
+                session_id=session_id,
+                output=value,
+            )
 
         while True:
             if not pending:
@@ -154,9 +206,10 @@ async def run_events(
                     await hook.on_iteration_start(state)
                 request = ChatRequest(
                     messages=tuple(messages),
-                    tools=agent.tools.specs,
+                    tools=tools,
                     temperature=agent.temperature,
                     max_tokens=agent.max_tokens,
+                    response_format=response_format,
                     settings=agent.model_settings,
                 )
                 response: ChatResponse | None = None
@@ -185,12 +238,8 @@ async def run_events(
                         interrupt.armed = False
                 state.iteration += 1
                 usage = response.usage
-                state.usage = state.usage + usage
                 last_output_tokens = usage.output_tokens
-                call_cost = 0.0
-                if tracker is not None:
-                    call_cost = tracker.record(response.model or model.model_name, usage)
-                    state.cost = base_cost + tracker.total
+                call_cost = rollup.model_call(response.model or model.model_name, usage)
                 yield UsageEvent(usage=usage, cost=call_cost)
                 if middleware:
                     response = await middleware.on_response(response, state)
@@ -199,6 +248,40 @@ async def run_events(
                 assistant = response.message
                 messages.append(assistant)
                 pending = assistant.tool_calls
+
+                # ------------------------------------------------------- structured output
+                if output is not None:
+                    answer_call, value, failure = _read_output(output, assistant)
+                    if failure is None and (answer_call is not None or not pending):
+                        text = answer_call.arguments_json if answer_call else assistant.text
+                        for call in pending:  # close every call so the history stays valid
+                            note = "Final answer accepted." if call is answer_call else "Not run."
+                            messages.append(Message.tool(call.id, note, name=call.name))
+                        pending = ()
+                        if memory is not None:
+                            await memory.add_messages(session_id, messages[memory_mark:])  # type: ignore[arg-type]
+                            memory_mark = len(messages)
+                        result = finish(text, value)
+                        await checkpointer.finish(result, marks())
+                        yield Done(
+                            stop_reason=response.stop_reason, model=response.model, response=result
+                        )
+                        return
+                    if failure is not None:
+                        output_attempts += 1
+                        if output_attempts > agent.output_retries:
+                            raise OutputValidationError([failure], output_attempts)
+                        if answer_call is not None:
+                            completed[answer_call.id] = ToolOutput.error(
+                                f"Error: invalid final result: {failure}. Call {OUTPUT_TOOL} "
+                                "again with corrected arguments."
+                            )
+                        else:
+                            messages.append(
+                                Message.user(_retry_prompt(failure, agent.native_output))
+                            )
+                            continue
+
                 if not pending:
                     text = assistant.text
                     if agent.output_guardrails:
@@ -206,49 +289,90 @@ async def run_events(
                     if memory is not None:
                         await memory.add_messages(session_id, messages[memory_mark:])  # type: ignore[arg-type]
                         memory_mark = len(messages)
-                    result = AgentResponse(
-                        text=text,
-                        messages=tuple(messages[new_start:]),
-                        iterations=state.iteration,
-                        usage=state.usage,
-                        cost=state.cost,
-                        run_id=run_id,
-                        session_id=session_id,
-                    )
-                    if checkpointer is not None:
-                        await checkpointer.finish(result, new_start, memory_mark)
+                    result = finish(text, None)
+                    await checkpointer.finish(result, marks())
                     yield Done(
                         stop_reason=response.stop_reason, model=response.model, response=result
                     )
                     return
-                if checkpointer is not None:
-                    await checkpointer.save(pending, completed, new_start, memory_mark)
+                await checkpointer.save(pending, completed, marks())
 
             # --------------------------------------------------------------- the tools' turn
             calls = pending
-            interrupt.armed = True
-            try:
-                results = await _run_tools(
-                    agent, calls, state, cancel, completed, checkpointer, new_start, memory_mark
+            waiting = _apply_decisions(agent, calls, completed, decisions)
+            runnable = [c for c in calls if c.id not in completed and c not in waiting]
+            durations: dict[str, float] = {}
+            ended: _Ended | None = None
+            if runnable:
+                interrupt.armed = True
+                try:
+                    await _run_tools(
+                        agent, runnable, state, cancel, completed, durations, checkpointer,
+                        calls, marks(), rollup,
+                    )  # fmt: skip
+                except _Ended as exc:
+                    ended = exc
+                except asyncio.CancelledError:
+                    if interrupt.absorb():
+                        raise RunCancelled(cancel.reason) from None
+                    raise
+                except RunCancelled:
+                    interrupt.absorb()
+                    raise
+                finally:
+                    interrupt.armed = False
+            if waiting:
+                await checkpointer.save(calls, completed, marks())
+                paused = AgentResponse(
+                    text="",
+                    messages=tuple(messages[new_start:]),
+                    iterations=state.iteration,
+                    usage=state.usage,
+                    cost=state.cost,
+                    run_id=run_id,
+                    session_id=session_id,
+                    pending_approvals=tuple(
+                        ApprovalRequest(id=c.id, call=c, run_id=run_id) for c in waiting
+                    ),
+                    state=checkpointer.snapshot(calls, completed, marks()),
                 )
-            except asyncio.CancelledError:
-                if interrupt.absorb():
-                    raise RunCancelled(cancel.reason) from None
-                raise
-            finally:
-                interrupt.armed = False
-            for call, (output, duration) in zip(calls, results, strict=True):
+                yield Done(response=paused)
+                return
+            for call in calls:
+                if ended is not None and call is ended.call:
+                    result_output = ToolOutput.text(ended.end.text or "Done.")
+                else:
+                    result_output = completed.get(call.id) or ToolOutput.error(
+                        "Not run: the run ended."
+                    )
                 messages.append(
-                    Message.tool(call.id, output.content, name=call.name, is_error=output.is_error)
+                    Message.tool(
+                        call.id,
+                        result_output.content,
+                        name=call.name,
+                        is_error=result_output.is_error,
+                    )
                 )
-                yield ToolResult(call_id=call.id, name=call.name, output=output, duration=duration)
+                if call.id in durations or (ended is not None and call is ended.call):
+                    yield ToolResult(
+                        call_id=call.id,
+                        name=call.name,
+                        output=result_output,
+                        duration=durations.get(call.id, 0.0),
+                    )
             pending = ()
             completed = {}
             if memory is not None:
                 await memory.add_messages(session_id, messages[memory_mark:])  # type: ignore[arg-type]
                 memory_mark = len(messages)
-            if checkpointer is not None:
-                await checkpointer.save((), completed, new_start, memory_mark)
+            if ended is not None:
+                end = ended.end
+                text = end.text if end.text is not None else _as_text(end.output)
+                result = finish(text, end.output)
+                await checkpointer.finish(result, marks())
+                yield Done(response=result)
+                return
+            await checkpointer.save((), completed, marks())
             for hook in hooks:
                 await hook.on_iteration_end(state)
     except Exception as exc:
@@ -257,6 +381,33 @@ async def run_events(
         raise
     finally:
         detach()
+
+
+class _Rollup:
+    """Keeps the run's usage and cost: its own model calls plus what tools report."""
+
+    __slots__ = ("_extra_cost", "_state", "_tracker")
+
+    def __init__(self, state: RunState, tracker: CostTracker | None) -> None:
+        self._state = state
+        self._tracker = tracker
+        self._extra_cost = state.cost  # a resumed run starts from its saved cost
+
+    def model_call(self, model_id: str, usage: Usage) -> float:
+        state = self._state
+        state.usage = state.usage + usage
+        if self._tracker is None:
+            return 0.0
+        cost = self._tracker.record(model_id, usage)
+        state.cost = self._extra_cost + self._tracker.total
+        return cost
+
+    def report(self, usage: Usage, cost: float) -> None:
+        """Usage and cost of nested work (a sub-agent) reported by a tool."""
+        state = self._state
+        state.usage = state.usage + usage
+        self._extra_cost += cost
+        state.cost = self._extra_cost + (self._tracker.total if self._tracker else 0.0)
 
 
 def _check_budget(
@@ -274,47 +425,71 @@ def _check_budget(
         raise BudgetExceededError(spent, limit)
 
 
+def _apply_decisions(
+    agent: Agent,
+    calls: Sequence[ToolCall],
+    completed: dict[str, ToolOutput],
+    decisions: Mapping[str, ApprovalDecision],
+) -> list[ToolCall]:
+    """Record rejections as results; the calls still waiting for a decision."""
+    waiting: list[ToolCall] = []
+    for call in calls:
+        if call.id in completed or not agent.requires_approval(call):
+            continue
+        decision = decisions.get(call.id)
+        if decision is None:
+            waiting.append(call)
+        elif not decision.approved:
+            reason = f": {decision.reason}" if decision.reason else "."
+            completed[call.id] = ToolOutput.error(f"The user rejected this call{reason}")
+    return waiting
+
+
 async def _run_tools(
     agent: Agent,
     calls: Sequence[ToolCall],
     state: RunState,
     cancel: CancelToken,
     completed: dict[str, ToolOutput],
-    checkpointer: RunCheckpointer | None,
-    new_start: int,
-    memory_mark: int,
-) -> list[tuple[ToolOutput, float]]:
-    """Run one turn's calls concurrently; results keep the calls' order.
+    durations: dict[str, float],
+    checkpointer: RunCheckpointer,
+    turn: Sequence[ToolCall],
+    marks: dict[str, int],
+    rollup: _Rollup,
+) -> None:
+    """Run calls concurrently, recording each result in ``completed`` (and its checkpoint)."""
+    save = checkpointer.enabled
 
-    Calls whose results a checkpoint already holds are not run again.
-    """
-
-    async def one(call: ToolCall) -> tuple[ToolOutput, float]:
-        done = completed.get(call.id)
-        if done is not None:
-            return done, 0.0
-        output, duration = await _run_one(agent, call, state, cancel)
-        if checkpointer is not None:
-            completed[call.id] = output
-            await checkpointer.save(calls, completed, new_start, memory_mark)
-        return output, duration
+    async def one(call: ToolCall) -> None:
+        try:
+            result, duration = await _run_one(agent, call, state, cancel, rollup)
+        except EndRun as end:
+            raise _Ended(end, call) from None
+        completed[call.id] = result
+        durations[call.id] = duration
+        if save:
+            await checkpointer.save(turn, completed, marks)
 
     if len(calls) == 1:
-        return [await one(calls[0])]
+        await one(calls[0])
+        return
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(call)) for call in calls]
+            for call in calls:
+                group.create_task(one(call))
     except BaseExceptionGroup as failures:
-        # Tools report their own errors as results, so only a hook or middleware failure (or the
-        # process going down) lands here: surface a lone error as itself, not as a group.
+        # Tools report their own errors as results, so only a signal, a hook or middleware
+        # failure (or the process going down) lands here: surface a lone one as itself.
         if len(failures.exceptions) == 1:
             raise failures.exceptions[0] from failures
+        ended = [e for e in failures.exceptions if isinstance(e, _Ended)]
+        if ended:
+            raise ended[0] from failures
         raise
-    return [task.result() for task in tasks]
 
 
 async def _run_one(
-    agent: Agent, call: ToolCall, state: RunState, cancel: CancelToken
+    agent: Agent, call: ToolCall, state: RunState, cancel: CancelToken, rollup: _Rollup
 ) -> tuple[ToolOutput, float]:
     started = time.perf_counter()
     for hook in agent.hooks:
@@ -336,6 +511,7 @@ async def _run_one(
             tool_name=call.name,
             session_id=state.session_id,
             iteration=state.iteration,
+            on_usage=rollup.report,
         )
         output = await agent.tools.run(
             call,
@@ -346,3 +522,33 @@ async def _run_one(
     for hook in agent.hooks:
         await hook.on_tool_result(call, output, state)
     return output, time.perf_counter() - started
+
+
+def _read_output(output: OutputSpec, assistant: Message) -> tuple[ToolCall | None, Any, str | None]:
+    """The output-tool call (if any), the typed answer, and why it was refused (if it was)."""
+    answer_call = next((c for c in assistant.tool_calls if c.name == OUTPUT_TOOL), None)
+    try:
+        if answer_call is not None:
+            if isinstance(answer_call.arguments, str):
+                raise InvalidOutput("the arguments were not a JSON object")
+            return answer_call, output.parse(answer_call.arguments), None
+        if not assistant.tool_calls:
+            return None, output.parse_text(assistant.text), None
+    except InvalidOutput as exc:
+        return answer_call, None, str(exc)
+    return None, None, None
+
+
+def _retry_prompt(failure: str, native: bool) -> str:
+    how = (
+        "Reply again with only the JSON object."
+        if native
+        else f"Give your final answer by calling the {OUTPUT_TOOL} tool."
+    )
+    return f"Your answer did not match the required output format: {failure}. {how}"
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return "" if value is None else repr(value)

@@ -22,6 +22,7 @@ from daimon.core.errors import (
     MissingDependencyError,
     ModelError,
     OrchestrationError,
+    OutputValidationError,
     PromptTemplateError,
     RunCancelled,
     SchemaValidationError,
@@ -53,7 +54,7 @@ from daimon.core.protocols import (
     TokenCounter,
     VectorStore,
 )
-from daimon.core.results import AgentResponse
+from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
 from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
 from daimon.core.tokens import CharacterTokenCounter, message_tokens
 from daimon.core.tools import ToolOutput, ToolSpec
@@ -62,6 +63,8 @@ __all__ = (
     "AgentResponse",
     "AgentRunError",
     "AgentTask",
+    "ApprovalDecision",
+    "ApprovalRequest",
     "BudgetExceededError",
     "BuilderError",
     "CancelToken",
@@ -90,6 +93,7 @@ __all__ = (
     "Model",
     "ModelError",
     "OrchestrationError",
+    "OutputValidationError",
     "PromptTemplateError",
     "ResponseFormat",
     "Role",

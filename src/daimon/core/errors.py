@@ -20,6 +20,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   ├── MaxIterationsError
     │   ├── BudgetExceededError
     │   ├── GuardrailBlockedError
+    │   ├── OutputValidationError     structured output never matched its type
     │   ├── RunCancelled
     │   ├── TimeoutError              (also the builtin TimeoutError)
     │   └── OrchestrationError
@@ -48,6 +49,7 @@ __all__ = (
     "MissingDependencyError",
     "ModelError",
     "OrchestrationError",
+    "OutputValidationError",
     "PromptTemplateError",
     "RunCancelled",
     "SchemaValidationError",
@@ -228,6 +230,17 @@ class GuardrailBlockedError(AgentRunError):
         super().__init__(f"{prefix}: {reason}")
         self.reason = reason
         self.guardrail = guardrail
+
+
+class OutputValidationError(AgentRunError):
+    """The model's answer never matched the requested output type, after every retry."""
+
+    def __init__(self, errors: Sequence[str], attempts: int) -> None:
+        super().__init__(
+            f"structured output failed validation after {attempts} attempt(s): " + "; ".join(errors)
+        )
+        self.errors = tuple(errors)
+        self.attempts = attempts
 
 
 class RunCancelled(AgentRunError):

@@ -27,10 +27,17 @@ class FunctionModel:
     ``function`` maps a :class:`ChatRequest` to a :class:`ChatResponse` (or plain text), sync or
     async. ``stream_function`` yields stream events (plain strings are text deltas), sync or async;
     a final ``Done`` is added when it does not yield one. Give either or both: each mode falls back
-    on the other.
+    on the other. ``supports_json_schema`` makes agents with an ``output_type`` ask this model for
+    native JSON output (as they do with providers that have it) rather than an output tool.
     """
 
-    __slots__ = ("_function", "_is_async", "_stream_function", "model_name")
+    __slots__ = (
+        "_function",
+        "_is_async",
+        "_stream_function",
+        "model_name",
+        "supports_json_schema",
+    )
 
     def __init__(
         self,
@@ -38,6 +45,7 @@ class FunctionModel:
         *,
         stream_function: StreamFunction | None = None,
         model_name: str = "function",
+        supports_json_schema: bool = False,
     ) -> None:
         if function is None and stream_function is None:
             raise BuilderError("FunctionModel needs a function or a stream_function")
@@ -45,6 +53,8 @@ class FunctionModel:
         self._is_async = function is not None and inspect.iscoroutinefunction(function)
         self._stream_function = stream_function
         self.model_name = model_name
+        self.supports_json_schema = supports_json_schema
+        """Ask agents for native JSON-schema output (``response_format``) instead of a tool."""
 
     async def generate(self, request: ChatRequest) -> ChatResponse:
         """Call the function (or drain the stream function) for one answer."""

@@ -10,9 +10,10 @@ from daimon.tools._function import FunctionTool
 from daimon.tools._protocol import Tool
 from daimon.tools._registry import ToolRegistry
 from daimon.tools._retry import ToolRetryPolicy
-from daimon.tools._signals import ModelRetry
+from daimon.tools._signals import EndRun, ModelRetry
 
 __all__ = (
+    "EndRun",
     "FunctionTool",
     "ModelRetry",
     "RunContext",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -30,6 +31,13 @@ class RunContext(Generic[DepsT]):
     tool_name: str = ""
     session_id: str | None = None
     iteration: int = 0
+    on_usage: Callable[[Usage, float], None] | None = field(default=None, repr=False)
+    """Where :meth:`report_usage` sends usage (set by the agent loop)."""
+
+    def report_usage(self, usage: Usage, cost: float = 0.0) -> None:
+        """Add a sub-agent's (or any nested model call's) usage and cost to this run's totals."""
+        if self.on_usage is not None:
+            self.on_usage(usage, cost)
 
     @property
     def idempotency_key(self) -> str:

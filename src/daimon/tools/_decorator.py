@@ -24,6 +24,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     retry_policy: ToolRetryPolicy | None = None,
+    requires_approval: bool = False,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -34,6 +35,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     retry_policy: ToolRetryPolicy | None = None,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -45,6 +47,7 @@ def tool(
     description: str | None = None,
     timeout: float | None = None,
     retry_policy: ToolRetryPolicy | None = None,
+    requires_approval: bool = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a sync or async function a tool; use as ``@tool`` or ``@tool(name=..., ...)``.
 
@@ -62,6 +65,7 @@ def tool(
         description: What the tool does; defaults to the docstring's description.
         timeout: Seconds a call may take before it fails with a timeout error.
         retry_policy: Retries when the tool raises; defaults to the agent's policy.
+        requires_approval: Pause the run before each call until a person approves or rejects it.
 
     Raises:
         BuilderError: A type hint cannot be described in JSON Schema, or an option is invalid.
@@ -85,6 +89,7 @@ def tool(
             description=description,
             timeout=timeout,
             retry_policy=retry_policy,
+            requires_approval=requires_approval,
             localns=localns,
         )
 

@@ -46,6 +46,7 @@ class FunctionTool(Generic[P, R]):
         description: What the tool does; defaults to the docstring's description.
         timeout: Seconds a call may take.
         retry_policy: Retries when the tool raises.
+        requires_approval: Each call waits for a person's approval before it runs.
         localns: Extra names for resolving string annotations (the decorating scope's locals).
 
     Raises:
@@ -66,6 +67,7 @@ class FunctionTool(Generic[P, R]):
         "function",
         "name",
         "parameters_schema",
+        "requires_approval",
         "retry_policy",
         "spec",
         "timeout",
@@ -83,6 +85,8 @@ class FunctionTool(Generic[P, R]):
     """Seconds one call may take, or ``None`` for no limit."""
     retry_policy: ToolRetryPolicy | None
     """Retries for this tool, or ``None`` to use the agent's default."""
+    requires_approval: bool
+    """Whether each call waits for a person's approval before it runs."""
     function: Callable[P, R]
     """The decorated function."""
 
@@ -94,6 +98,7 @@ class FunctionTool(Generic[P, R]):
         description: str | None = None,
         timeout: float | None = None,
         retry_policy: ToolRetryPolicy | None = None,
+        requires_approval: bool = False,
         localns: Mapping[str, Any] | None = None,
     ) -> None:
         if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
@@ -109,6 +114,7 @@ class FunctionTool(Generic[P, R]):
         if retry_policy is not None and not isinstance(retry_policy, ToolRetryPolicy):
             raise BuilderError(f"tool {self.name!r}: retry_policy must be a ToolRetryPolicy")
         self.retry_policy = retry_policy
+        self.requires_approval = bool(requires_approval)
         doc = parse_doc(inspect.getdoc(_unpartial(function)))
         self.description = description if description is not None else doc.description
         self._is_async = _is_async(function)

@@ -21,7 +21,7 @@ from daimon.tools._context import RunContext
 from daimon.tools._function import FunctionTool
 from daimon.tools._protocol import Tool
 from daimon.tools._retry import ToolRetryPolicy
-from daimon.tools._signals import ModelRetry
+from daimon.tools._signals import EndRun, ModelRetry
 from daimon.tools._validation import Validator, describe_failure, validator_for
 
 __all__ = ("ToolRegistry",)
@@ -133,7 +133,7 @@ class ToolRegistry:
                 return await found.execute(arguments, ctx)
             except ModelRetry as exc:
                 return ToolOutput.error(exc.message)
-            except RunCancelled:
+            except (RunCancelled, EndRun):
                 raise
             except Exception as exc:  # the model reads what went wrong
                 return _failed(exc)
@@ -163,7 +163,7 @@ async def _run_with_policy(
                 return await found.execute(arguments, ctx)
         except ModelRetry as exc:
             return ToolOutput.error(exc.message)
-        except RunCancelled:
+        except (RunCancelled, EndRun):
             raise
         except Exception as exc:  # the model reads what went wrong
             timed_out = deadline is not None and deadline.expired()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ("ModelRetry",)
+from typing import Any
+
+__all__ = ("EndRun", "ModelRetry")
 
 
 class ModelRetry(Exception):  # a signal, not an error; the name says what it asks
@@ -26,3 +28,20 @@ class ModelRetry(Exception):  # a signal, not an error; the name says what it as
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class EndRun(Exception):  # a signal, not an error: the run ends successfully
+    """Raised by a tool to end the run at once, with this tool's result as the run's result.
+
+    The run returns an ``AgentResponse`` whose ``output`` is ``output`` and whose ``text`` is
+    ``text`` (or ``output`` as text); no further model call is made. Other calls of the same turn
+    that are still running are cancelled. Multi-agent handoffs and output tools build on it.
+    """
+
+    output: Any
+    text: str | None
+
+    def __init__(self, output: Any = None, *, text: str | None = None) -> None:
+        super().__init__(text if text is not None else repr(output))
+        self.output = output
+        self.text = text

@@ -107,6 +107,8 @@ class AnthropicModel:
     """
 
     provider: ClassVar[str] = "anthropic"
+    supports_json_schema: ClassVar[bool] = True
+    """Agents with an ``output_type`` use native structured output (``output_config``)."""
     __slots__ = ("_clients", "_max_tokens", "model_name")
 
     def __init__(

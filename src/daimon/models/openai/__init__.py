@@ -96,6 +96,8 @@ class _ChatCompletions:
     """What OpenAI and Azure OpenAI chat models share: the Chat Completions calls."""
 
     provider: ClassVar[str] = "openai"
+    supports_json_schema: ClassVar[bool] = True
+    """Agents with an ``output_type`` use ``response_format`` (JSON schema) with these models."""
     __slots__ = ("_clients", "_max_tokens_param", "model_name")
 
     def __init__(self, model_name: str, clients: Clients, max_tokens_param: str) -> None:
