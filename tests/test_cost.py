@@ -254,3 +254,14 @@ def test_child_records_roll_up_into_the_parent() -> None:
 def test_tracker_rejects_something_that_is_not_a_cost_model() -> None:
     with pytest.raises(BuilderError, match="cost_per_token"):
         CostTracker({"gpt-4o": 1.0})  # type: ignore[arg-type]
+
+
+def test_builtin_prices_cover_the_providers_and_say_when_they_were_read() -> None:
+    from daimon.cost import builtin_prices
+
+    table = builtin_prices()
+    assert table.as_of
+    mini = table.price("openai:gpt-4o-mini-2024-07-18")
+    assert mini is not None and 0 < mini.input < mini.output
+    assert table.price("anthropic:claude-sonnet-4-5") is not None
+    assert table.cost("gpt-4o-mini", Usage(input_tokens=1_000_000)) == mini.input

@@ -16,7 +16,14 @@ from typing import Protocol, runtime_checkable
 from daimon.core.chat import Usage
 from daimon.core.errors import BuilderError
 
-__all__ = ("CostModel", "CostTracker", "ModelPrice", "PriceTable", "TokenDirection")
+__all__ = (
+    "CostModel",
+    "CostTracker",
+    "ModelPrice",
+    "PriceTable",
+    "TokenDirection",
+    "builtin_prices",
+)
 
 _PER_MILLION = 1_000_000
 _CACHE_LIMIT = 1024
@@ -302,3 +309,17 @@ class CostTracker:
 
     def __repr__(self) -> str:
         return f"CostTracker(total={self._total!r}, models={len(self._accounts)})"
+
+
+def builtin_prices() -> PriceTable:
+    """List prices of the providers' current models, as shipped with this daimon version.
+
+    The table's ``as_of`` says when they were read; prices change, so check before billing.
+    """
+    from daimon.models import prices
+
+    table = {
+        model: ModelPrice(input=rates[0], output=rates[1], cached_input=rates[2])
+        for model, rates in prices.PRICES.items()
+    }
+    return PriceTable(table, as_of=prices.AS_OF)

@@ -76,6 +76,7 @@ PLUGIN_FOLDERS = (
     "daimon.checkpoint",
     "daimon.rag.stores",
     "daimon.distributed.brokers",
+    "daimon.embeddings",
 )
 """Packages that hold plugins and nothing else."""
 

@@ -14,7 +14,7 @@ from daimon.tools._hints import UnsupportedTypeError
 from daimon.tools._schema import SchemaBuilder
 from daimon.tools._validation import describe_failure, validator_for
 
-__all__ = ("OUTPUT_TOOL", "InvalidOutput", "OutputSpec")
+__all__ = ("InvalidOutput", "OUTPUT_TOOL", "OutputSpec")
 
 OUTPUT_TOOL = "final_result"
 """The name of the tool through which a model without native JSON output gives its answer."""
