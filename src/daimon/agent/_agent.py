@@ -6,7 +6,7 @@ import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from daimon.agent._loop import run_events
 from daimon.agent._output import OutputSpec
@@ -14,7 +14,6 @@ from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, DaimonError
 from daimon.core.events import Done, StreamEvent
 from daimon.core.messages import Message, ToolCall
-from daimon.core.protocols import Checkpoint, Memory, Model
 from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.cost import CostModel
 from daimon.guardrails import InputGuardrail, OutputGuardrail
@@ -22,6 +21,9 @@ from daimon.hooks import AgentHook
 from daimon.middleware import Middleware, MiddlewareStack
 from daimon.state import RunState
 from daimon.tools import Tool, ToolRegistry, ToolRetryPolicy
+
+if TYPE_CHECKING:
+    from daimon.core.protocols import Checkpoint, Memory, Model
 
 __all__ = ("Agent", "SystemPrompt")
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daimon.core.checkpoints import CheckpointState
 from daimon.core.errors import CheckpointCorruptError
 from daimon.core.messages import ToolCall
-from daimon.core.protocols import Checkpoint
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
 from daimon.state import RunState
+
+if TYPE_CHECKING:
+    from daimon.core.protocols import Checkpoint
 
 __all__ = ("Restored", "RunCheckpointer")
 

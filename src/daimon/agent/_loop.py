@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +103,7 @@ async def run_events(
     A run continues instead of starting when ``resume`` holds a paused run's state, or when the
     agent has a checkpoint store holding ``run_id``; ``decisions`` answer pending approvals.
     """
-    run_id = run_id or (resume.run_id if resume is not None else uuid.uuid4().hex)
+    run_id = run_id or (resume.run_id if resume is not None else os.urandom(16).hex())
     memory = agent.memory if session_id is not None else None
     state = RunState(
         run_id=run_id,

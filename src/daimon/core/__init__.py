@@ -4,60 +4,172 @@ Shared types, protocols and errors. Standard library only: a provider, store, br
 backend needs nothing else of daimon.
 """
 
-from daimon.core.cancel import CancelToken
-from daimon.core.chat import ChatRequest, ChatResponse, ResponseFormat, StopReason, Usage
-from daimon.core.checkpoints import CheckpointState
-from daimon.core.documents import Document, ScoredDocument
-from daimon.core.errors import (
-    AgentRunError,
-    BudgetExceededError,
-    BuilderError,
-    CheckpointConflictError,
-    CheckpointCorruptError,
-    DaimonError,
-    DuplicateToolError,
-    GuardrailBlockedError,
-    MaxIterationsError,
-    MCPError,
-    MissingDependencyError,
-    ModelError,
-    OrchestrationError,
-    OutputValidationError,
-    PromptTemplateError,
-    RunCancelled,
-    SchemaValidationError,
-    SerializationError,
-    StreamClosedError,
-    TimeoutError,  # noqa: A004 - daimon's, also a subclass of the builtin
-    ToolError,
-    ToolExecutionError,
-    ToolNotFoundError,
-)
-from daimon.core.events import (
-    Done,
-    ErrorEvent,
-    StreamEvent,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    ToolResult,
-    UsageEvent,
-)
-from daimon.core.messages import Content, ContentPart, ImagePart, Message, Role, TextPart, ToolCall
-from daimon.core.protocols import (
-    Checkpoint,
-    EmbeddingModel,
-    Memory,
-    Model,
-    TaskBroker,
-    TokenCounter,
-    VectorStore,
-)
-from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
-from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
-from daimon.core.tokens import CharacterTokenCounter, message_tokens
-from daimon.core.tools import ToolOutput, ToolSpec
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from daimon.core.cancel import (
+        CancelToken,
+    )
+    from daimon.core.chat import (
+        ChatRequest,
+        ChatResponse,
+        ResponseFormat,
+        StopReason,
+        Usage,
+    )
+    from daimon.core.checkpoints import (
+        CheckpointState,
+    )
+    from daimon.core.documents import (
+        Document,
+        ScoredDocument,
+    )
+    from daimon.core.errors import (
+        AgentRunError,
+        BudgetExceededError,
+        BuilderError,
+        CheckpointConflictError,
+        CheckpointCorruptError,
+        DaimonError,
+        DuplicateToolError,
+        GuardrailBlockedError,
+        MaxIterationsError,
+        MCPError,
+        MissingDependencyError,
+        ModelError,
+        OrchestrationError,
+        OutputValidationError,
+        PromptTemplateError,
+        RunCancelled,
+        SchemaValidationError,
+        SerializationError,
+        StreamClosedError,
+        TimeoutError,  # noqa: A004
+        ToolError,
+        ToolExecutionError,
+        ToolNotFoundError,
+    )
+    from daimon.core.events import (
+        Done,
+        ErrorEvent,
+        StreamEvent,
+        TextDelta,
+        ToolCallDelta,
+        ToolCallEnd,
+        ToolCallStart,
+        ToolResult,
+        UsageEvent,
+    )
+    from daimon.core.messages import (
+        Content,
+        ContentPart,
+        ImagePart,
+        Message,
+        Role,
+        TextPart,
+        ToolCall,
+    )
+    from daimon.core.protocols import (
+        Checkpoint,
+        EmbeddingModel,
+        Memory,
+        Model,
+        TaskBroker,
+        TokenCounter,
+        VectorStore,
+    )
+    from daimon.core.results import (
+        AgentResponse,
+        ApprovalDecision,
+        ApprovalRequest,
+    )
+    from daimon.core.tasks import (
+        AgentTask,
+        TaskResult,
+        TaskState,
+        TaskStatus,
+    )
+    from daimon.core.tokens import (
+        CharacterTokenCounter,
+        message_tokens,
+    )
+    from daimon.core.tools import (
+        ToolOutput,
+        ToolSpec,
+    )
+
+_LAZY: dict[str, str] = {
+    "AgentResponse": "daimon.core.results",
+    "AgentRunError": "daimon.core.errors",
+    "AgentTask": "daimon.core.tasks",
+    "ApprovalDecision": "daimon.core.results",
+    "ApprovalRequest": "daimon.core.results",
+    "BudgetExceededError": "daimon.core.errors",
+    "BuilderError": "daimon.core.errors",
+    "CancelToken": "daimon.core.cancel",
+    "CharacterTokenCounter": "daimon.core.tokens",
+    "ChatRequest": "daimon.core.chat",
+    "ChatResponse": "daimon.core.chat",
+    "Checkpoint": "daimon.core.protocols",
+    "CheckpointConflictError": "daimon.core.errors",
+    "CheckpointCorruptError": "daimon.core.errors",
+    "CheckpointState": "daimon.core.checkpoints",
+    "Content": "daimon.core.messages",
+    "ContentPart": "daimon.core.messages",
+    "DaimonError": "daimon.core.errors",
+    "Document": "daimon.core.documents",
+    "Done": "daimon.core.events",
+    "DuplicateToolError": "daimon.core.errors",
+    "EmbeddingModel": "daimon.core.protocols",
+    "ErrorEvent": "daimon.core.events",
+    "GuardrailBlockedError": "daimon.core.errors",
+    "ImagePart": "daimon.core.messages",
+    "MCPError": "daimon.core.errors",
+    "MaxIterationsError": "daimon.core.errors",
+    "Memory": "daimon.core.protocols",
+    "Message": "daimon.core.messages",
+    "MissingDependencyError": "daimon.core.errors",
+    "Model": "daimon.core.protocols",
+    "ModelError": "daimon.core.errors",
+    "OrchestrationError": "daimon.core.errors",
+    "OutputValidationError": "daimon.core.errors",
+    "PromptTemplateError": "daimon.core.errors",
+    "ResponseFormat": "daimon.core.chat",
+    "Role": "daimon.core.messages",
+    "RunCancelled": "daimon.core.errors",
+    "SchemaValidationError": "daimon.core.errors",
+    "ScoredDocument": "daimon.core.documents",
+    "SerializationError": "daimon.core.errors",
+    "StopReason": "daimon.core.chat",
+    "StreamClosedError": "daimon.core.errors",
+    "StreamEvent": "daimon.core.events",
+    "TaskBroker": "daimon.core.protocols",
+    "TaskResult": "daimon.core.tasks",
+    "TaskState": "daimon.core.tasks",
+    "TaskStatus": "daimon.core.tasks",
+    "TextDelta": "daimon.core.events",
+    "TextPart": "daimon.core.messages",
+    "TimeoutError": "daimon.core.errors",
+    "TokenCounter": "daimon.core.protocols",
+    "ToolCall": "daimon.core.messages",
+    "ToolCallDelta": "daimon.core.events",
+    "ToolCallEnd": "daimon.core.events",
+    "ToolCallStart": "daimon.core.events",
+    "ToolError": "daimon.core.errors",
+    "ToolExecutionError": "daimon.core.errors",
+    "ToolNotFoundError": "daimon.core.errors",
+    "ToolOutput": "daimon.core.tools",
+    "ToolResult": "daimon.core.events",
+    "ToolSpec": "daimon.core.tools",
+    "Usage": "daimon.core.chat",
+    "UsageEvent": "daimon.core.events",
+    "VectorStore": "daimon.core.protocols",
+    "message_tokens": "daimon.core.tokens",
+}
+"""Where each public name lives; loaded on first use so plugins pay only for what they use."""
 
 __all__ = (
     "AgentResponse",
@@ -127,3 +239,16 @@ __all__ = (
     "VectorStore",
     "message_tokens",
 )
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'daimon.core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
