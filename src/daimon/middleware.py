@@ -56,6 +56,11 @@ class MiddlewareStack:
     def __init__(self, middleware: Iterable[Middleware] = ()) -> None:
         self._middleware = tuple(middleware)
 
+    @property
+    def middleware(self) -> tuple[Middleware, ...]:
+        """The middleware, in the order they run."""
+        return self._middleware
+
     def __bool__(self) -> bool:
         return bool(self._middleware)
 

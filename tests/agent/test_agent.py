@@ -122,3 +122,17 @@ async def test_model_settings_temperature_and_max_tokens_reach_the_model() -> No
         64,
         {"top_p": 0.9},
     )
+
+
+async def test_replace_copies_the_configuration_with_changes_and_validates_them() -> None:
+    base = Agent(ScriptedModel(["a"]), name="base", system_prompt="Be kind.", tools=[ping],
+                 max_iterations=3, examples=[("hi", "hello")])  # fmt: skip
+    memory = SlidingWindowMemory()
+    copy = base.replace(name="copy", memory=memory)
+    assert (copy.name, copy.system_prompt, copy.max_iterations) == ("copy", "Be kind.", 3)
+    assert copy.memory is memory and base.memory is not memory
+    assert copy.tools.names == ("ping",) and copy.examples == base.examples
+    with pytest.raises(BuilderError, match="max_iterations"):
+        base.replace(max_iterations=0)
+    with pytest.raises(BuilderError, match="no setting"):
+        base.replace(colour="red")

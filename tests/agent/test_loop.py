@@ -334,3 +334,32 @@ async def test_prompt_sync_refuses_to_run_inside_a_loop() -> None:
 
     with pytest.raises(DaimonError, match="await prompt"):
         Agent(ScriptedModel(["x"])).prompt_sync("hi")
+
+
+async def test_parallel_tools_that_all_honour_the_token_give_one_run_cancelled() -> None:
+    token = CancelToken()
+    both_running = asyncio.Barrier(2)
+
+    @tool
+    async def careful(ctx: RunContext[None], label: str) -> str:
+        """Stops when the run is cancelled."""
+        await both_running.wait()
+        if label == "a":
+            ctx.cancel.cancel("stop")
+        await asyncio.sleep(0)
+        ctx.cancel.raise_if_cancelled()
+        return label
+
+    turn = ChatResponse.tool_use(
+        call("careful", {"label": "a"}, "a"), call("careful", {"label": "b"}, "b")
+    )
+
+    async def runner() -> str:
+        try:
+            await Agent(ScriptedModel([turn, "never"]), tools=[careful]).prompt("go", cancel=token)
+        except RunCancelled:
+            await asyncio.sleep(0.01)  # no cancel request was left on this task
+            return "cancelled once"
+        return "not cancelled"
+
+    assert await asyncio.create_task(runner()) == "cancelled once"

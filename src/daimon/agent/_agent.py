@@ -283,6 +283,43 @@ class Agent:
             raise DaimonError("the run ended without a response")
         return response
 
+    def replace(self, **changes: Any) -> Agent:
+        """A new agent with this one's configuration and ``changes`` (checked like the constructor).
+
+        Example: ``agent.replace(tools=[*agent.tools, handoff], memory=SQLiteMemory("a.db"))``.
+        """
+        settings: dict[str, Any] = {
+            "model": self.model,
+            "name": self.name,
+            "system_prompt": self.system_prompt,
+            "tools": self.tools,
+            "memory": self._memory,
+            "max_iterations": self.max_iterations,
+            "hooks": self.hooks,
+            "middleware": self.middleware.middleware,
+            "input_guardrails": self.input_guardrails,
+            "output_guardrails": self.output_guardrails,
+            "cost_model": self.cost_model,
+            "max_budget": self.max_budget,
+            "validate_tool_inputs": self.validate_tool_inputs,
+            "tool_retry_policy": self.tool_retry_policy,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "examples": [
+                (self.examples[i].text, self.examples[i + 1].text)
+                for i in range(0, len(self.examples), 2)
+            ],
+            "model_settings": self.model_settings,
+            "checkpoint": self.checkpoint,
+            "output_type": self.output.output_type if self.output is not None else None,
+            "output_retries": self.output_retries,
+        }
+        unknown = set(changes) - set(settings)
+        if unknown:
+            raise BuilderError(f"Agent has no setting(s): {', '.join(sorted(unknown))}")
+        settings.update(changes)
+        return Agent(**settings)
+
     def requires_approval(self, call: ToolCall) -> bool:
         """Whether a call must wait for a person's approval before it runs."""
         found = self.tools.get(call.name)

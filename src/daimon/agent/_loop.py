@@ -485,6 +485,9 @@ async def _run_tools(
         ended = [e for e in failures.exceptions if isinstance(e, _Ended)]
         if ended:
             raise ended[0] from failures
+        cancelled = [e for e in failures.exceptions if isinstance(e, RunCancelled)]
+        if cancelled:  # several calls honoured the same cancelled token: one cancellation
+            raise cancelled[0] from failures
         raise
 
 

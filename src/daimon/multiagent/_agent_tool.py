@@ -1,0 +1,212 @@
+"""AgentTool: an agent offered to another agent as a tool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from daimon.agent import Agent
+from daimon.core import (
+    AgentResponse,
+    BuilderError,
+    Done,
+    RunCancelled,
+    ToolOutput,
+    Usage,
+    UsageEvent,
+)
+from daimon.tools import RunContext
+
+__all__ = ("AgentTool", "SessionId", "run_sub_agent")
+
+SessionId = str | Callable[[RunContext[Any]], str | None] | None
+"""A sub-agent's session: none (each call is a fresh conversation), a fixed id, or a function of
+the calling run's context (``lambda ctx: f"{ctx.session_id}:research"``)."""
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_MAX_ERROR_CHARS = 2000
+
+TASK_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "task": {
+            "type": "string",
+            "description": (
+                "The task, with everything needed to do it: the agent does not see this "
+                "conversation."
+            ),
+        }
+    },
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+
+class AgentTool:
+    """An agent as a tool: calling the tool prompts the agent and returns its answer.
+
+    The sub-agent runs as its own conversation: it sees only the task (no history of the calling
+    run, and no session unless ``session_id`` asks for one). It gets the caller's ``deps`` and
+    cancel token, so cancelling the caller stops it at once, and its usage and cost are added to
+    the caller's (through :meth:`RunContext.report_usage`), so the caller's ``max_budget`` counts
+    them too, even when the sub-agent fails.
+
+    A sub-agent that fails gives the calling model an error result naming it and the error; the
+    calling run goes on. A sub-agent cannot pause for approvals: if one of its tools needs
+    approval, the call returns an error result saying so and those calls do not run (give the
+    approval-gated tools to the calling agent instead).
+
+    The sub-agent runs in streaming mode (``prompt_stream``), so the usage of a run that fails
+    half-way is still known.
+
+    Args:
+        agent: The agent to run.
+        name: The tool's name, as the calling model sees it.
+        description: What the agent does, for the calling model.
+        input_schema: JSON Schema of the tool's arguments; by default ``{"task": string}``, and the
+            task is the sub-agent's prompt. With a schema of your own, the prompt is the arguments
+            as a JSON object.
+        session_id: Keep the sub-agent's conversation across calls in its memory: a fixed session
+            id, or a function of the calling run's context returning one (or ``None``).
+
+    Raises:
+        BuilderError: The name is not a valid tool name, or an argument has the wrong type.
+
+    Example::
+
+        researcher = Agent(model, name="researcher", tools=[search])
+        writer = Agent(
+            model,
+            tools=[AgentTool(researcher, name="research", description="Finds sources on a topic")],
+        )
+    """
+
+    __slots__ = (
+        "_custom_schema",
+        "_session_id",
+        "agent",
+        "description",
+        "name",
+        "parameters_schema",
+    )
+
+    agent: Agent
+    """The sub-agent."""
+    name: str
+    """The tool's name."""
+    description: str
+    """What the tool does, for the model."""
+    parameters_schema: Mapping[str, Any]
+    """JSON Schema of the tool's arguments."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        name: str,
+        description: str,
+        input_schema: Mapping[str, Any] | None = None,
+        session_id: SessionId = None,
+    ) -> None:
+        if not isinstance(agent, Agent):
+            raise BuilderError(f"AgentTool needs an Agent, not {type(agent).__name__}")
+        if not isinstance(name, str) or _TOOL_NAME.fullmatch(name) is None:
+            raise BuilderError(
+                f"AgentTool name {name!r} is not a valid tool name: use 1 to 64 letters, "
+                "digits, '_' or '-'"
+            )
+        if not isinstance(description, str) or not description.strip():
+            raise BuilderError(f"AgentTool {name!r} needs a description, for the calling model")
+        if input_schema is not None and not (
+            isinstance(input_schema, Mapping) and input_schema.get("type") == "object"
+        ):
+            raise BuilderError(f"AgentTool {name!r}: input_schema must be a JSON Schema object")
+        if session_id is not None and not (isinstance(session_id, str) or callable(session_id)):
+            raise BuilderError(
+                f"AgentTool {name!r}: session_id must be a string or a function of the context"
+            )
+        self.agent = agent
+        self.name = name
+        self.description = description
+        self.parameters_schema = input_schema if input_schema is not None else TASK_SCHEMA
+        self._custom_schema = input_schema is not None
+        self._session_id = session_id
+
+    def __repr__(self) -> str:
+        return f"AgentTool(name={self.name!r}, agent={self.agent!r})"
+
+    async def execute(self, arguments: dict[str, Any], ctx: RunContext[Any]) -> ToolOutput:
+        """Prompt the sub-agent with the task; its answer (or what went wrong) is the result."""
+        if self._custom_schema:
+            prompt = json.dumps(arguments, ensure_ascii=False)
+        else:
+            prompt = str(arguments.get("task", ""))
+        session = self._session_id
+        if callable(session):
+            session = session(ctx)
+        return await run_sub_agent(self.agent, self.name, prompt, ctx, session_id=session)
+
+
+async def run_sub_agent(
+    agent: Agent,
+    label: str,
+    prompt: str,
+    ctx: RunContext[Any],
+    *,
+    session_id: str | None = None,
+) -> ToolOutput:
+    """Run ``agent`` on ``prompt`` for a tool call: its answer, or an error result naming ``label``.
+
+    Usage and cost go to ``ctx.report_usage``: the response's totals when the run finishes, and
+    what its own model calls used when it fails. Cancellation of the caller's token propagates:
+    as :class:`asyncio.CancelledError` when this task is itself being cancelled (the caller's
+    loop turns that into one :class:`RunCancelled`, even for parallel calls), else as
+    :class:`RunCancelled`.
+    """
+    usage = Usage()
+    cost = 0.0
+    response: AgentResponse | None = None
+    try:
+        async for event in agent.prompt_stream(
+            prompt, session_id=session_id, deps=ctx.deps, cancel=ctx.cancel
+        ):
+            if type(event) is UsageEvent:
+                usage = usage + event.usage
+                cost += event.cost
+            elif type(event) is Done:
+                response = event.response
+    except RunCancelled as exc:
+        if not ctx.cancel.cancelled:  # raised by a tool of its own accord: just a failure
+            return _failed(label, exc)
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # Someone (the caller's run, or the task group running parallel calls) is cancelling
+            # this task: end as cancelled, and let them turn it into RunCancelled once.
+            raise asyncio.CancelledError(exc.reason) from exc
+        raise
+    except Exception as exc:  # the calling model reads what went wrong and carries on
+        return _failed(label, exc)
+    finally:
+        if response is None:  # failed or cancelled: count what its model calls used
+            ctx.report_usage(usage, cost)
+    if response is None:  # pragma: no cover - an agent stream always ends with Done or raises
+        return ToolOutput.error(f"Error: agent {label!r} ended without an answer")
+    ctx.report_usage(response.usage, response.cost)
+    if response.paused:
+        names = ", ".join(sorted({r.call.name for r in response.pending_approvals}))
+        return ToolOutput.error(
+            f"Error: agent {label!r} needs a person's approval to run {names}, and a delegated "
+            "agent cannot wait for approval; those calls did not run."
+        )
+    return ToolOutput(content=response.text)
+
+
+def _failed(label: str, exc: Exception) -> ToolOutput:
+    message = str(exc)
+    if len(message) > _MAX_ERROR_CHARS:
+        message = message[:_MAX_ERROR_CHARS] + "... (truncated)"
+    what = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return ToolOutput.error(f"Error: agent {label!r} failed: {what}")

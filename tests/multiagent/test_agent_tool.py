@@ -1,0 +1,293 @@
+"""AgentTool: an agent as a tool, with isolation, roll-up of usage and cost, and failures."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from daimon import (
+    Agent,
+    BudgetExceededError,
+    CancelToken,
+    ChatRequest,
+    ChatResponse,
+    Role,
+    RunCancelled,
+    RunContext,
+    ToolCall,
+    tool,
+)
+from daimon.models import FunctionModel, ScriptedModel
+from daimon.multiagent import AgentTool
+from daimon.tools import Tool
+
+from .support import PRICES, calls, other_tasks, reply, requests_of, scripted, used
+
+
+def research_tool(agent: Agent, **options: Any) -> AgentTool:
+    return AgentTool(agent, name="research", description="Finds facts.", **options)
+
+
+async def test_the_parent_gets_the_answer_and_the_sub_agents_usage_and_cost() -> None:
+    sub = scripted(reply("owls hunt at night", 5, 3), name="researcher")
+    parent = scripted(
+        calls(("research", {"task": "when do owls hunt?"}), input_tokens=10, output_tokens=2),
+        reply("At night.", 20, 4),
+        tools=[research_tool(sub)],
+    )
+    response = await parent.prompt("Tell me about owls")
+
+    assert response.text == "At night."
+    tool_message = requests_of(parent)[1].messages[-1]
+    assert (tool_message.role, tool_message.text) == (Role.TOOL, "owls hunt at night")
+    assert not tool_message.is_error
+    # parent 10+20 in, 2+4 out; sub 5 in, 3 out; each token is $1 in and $2 out
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (35, 9)
+    assert response.usage.requests == 3
+    assert response.cost == pytest.approx(35 + 2 * 9)
+
+
+async def test_the_sub_agent_sees_only_its_task() -> None:
+    sub = scripted(reply("done"), name="researcher", system_prompt="You research.")
+    parent = scripted(
+        calls(("research", {"task": "find X"})),
+        reply("ok"),
+        tools=[research_tool(sub)],
+        system_prompt="You lead.",
+    )
+    await parent.prompt("the user's secret question")
+    [request] = requests_of(sub)
+    assert [(m.role, m.text) for m in request.messages] == [
+        (Role.SYSTEM, "You research."),
+        (Role.USER, "find X"),
+    ]
+
+
+async def test_the_tool_describes_a_task_argument_by_default() -> None:
+    agent_tool = research_tool(scripted("x"))
+    assert isinstance(agent_tool, Tool)
+    assert agent_tool.name == "research"
+    assert agent_tool.description == "Finds facts."
+    assert agent_tool.parameters_schema["required"] == ["task"]
+    assert agent_tool.parameters_schema["properties"]["task"]["type"] == "string"
+
+
+async def test_a_custom_input_schema_sends_the_arguments_as_json() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"],
+    }
+    sub = scripted(reply("sunny"))
+    parent = scripted(
+        calls(("forecast", {"city": "Oslo", "days": 2})),
+        reply("It will be sunny."),
+        tools=[AgentTool(sub, name="forecast", description="Weather.", input_schema=schema)],
+    )
+    await parent.prompt("weather?")
+    assert requests_of(sub)[0].messages[-1].text == '{"city": "Oslo", "days": 2}'
+    assert requests_of(parent)[0].tools[0].parameters == schema
+
+
+async def test_deps_and_the_cancel_token_reach_the_sub_agents_tools() -> None:
+    seen: list[tuple[Any, CancelToken]] = []
+
+    @tool
+    def lookup(ctx: RunContext[dict[str, str]]) -> str:
+        """Look up."""
+        seen.append((ctx.deps, ctx.cancel))
+        return "found"
+
+    sub = scripted(calls(("lookup", {})), reply("found it"), tools=[lookup])
+    parent = scripted(calls(("research", {"task": "t"})), reply("ok"), tools=[research_tool(sub)])
+    token = CancelToken()
+    deps = {"db": "prod"}
+    await parent.prompt("go", deps=deps, cancel=token)
+    assert seen == [(deps, token)]
+
+
+async def test_without_a_session_each_call_is_a_fresh_conversation() -> None:
+    sub = scripted(reply("first"), reply("second"))
+    parent = scripted(
+        calls(("research", {"task": "one"})),
+        calls(("research", {"task": "two"})),
+        reply("ok"),
+        tools=[research_tool(sub)],
+    )
+    await parent.prompt("go", session_id="user-1")
+    assert [m.text for m in requests_of(sub)[1].messages] == ["two"]
+
+
+async def test_a_session_keeps_the_sub_agents_conversation_across_calls() -> None:
+    sub = scripted(reply("first"), reply("second"))
+    agent_tool = research_tool(sub, session_id=lambda ctx: f"{ctx.session_id}:research")
+    parent = scripted(
+        calls(("research", {"task": "one"})),
+        calls(("research", {"task": "two"})),
+        reply("ok"),
+        tools=[agent_tool],
+    )
+    await parent.prompt("go", session_id="user-1")
+    assert [m.text for m in requests_of(sub)[1].messages] == ["one", "first", "two"]
+    assert [m.text for m in await sub.memory.get_messages("user-1:research")][-1] == "second"
+
+
+async def test_a_failing_sub_agent_is_an_error_result_naming_it_and_the_parent_goes_on() -> None:
+    sub = scripted(name="researcher")  # no scripted answers: its first model call fails
+    parent = scripted(
+        calls(("research", {"task": "t"})), reply("Sorry, research failed."),
+        tools=[research_tool(sub)],
+    )  # fmt: skip
+    response = await parent.prompt("go")
+    assert response.text == "Sorry, research failed."
+    tool_message = requests_of(parent)[1].messages[-1]
+    assert tool_message.is_error
+    assert tool_message.text.startswith("Error: agent 'research' failed: ModelError: ")
+    assert "ran out of responses" in tool_message.text
+
+
+async def test_a_failing_sub_agent_still_reports_what_it_spent() -> None:
+    def flaky(request: ChatRequest) -> ChatResponse:
+        if len(request.messages) == 1:
+            return ChatResponse.tool_use(
+                ToolCall(id="n", name="note", arguments={}), usage=used(7, 1), model="m"
+            )
+        raise RuntimeError("provider exploded")
+
+    @tool
+    def note() -> str:
+        """Take a note."""
+        return "noted"
+
+    sub = Agent(FunctionModel(flaky, model_name="m"), tools=[note], cost_model=PRICES)
+    parent = scripted(
+        calls(("research", {"task": "t"}), input_tokens=1, output_tokens=1),
+        reply("gave up", 1, 1),
+        tools=[research_tool(sub)],
+    )
+    response = await parent.prompt("go")
+    assert "RuntimeError: provider exploded" in requests_of(parent)[1].messages[-1].text
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (9, 3)
+    assert response.cost == pytest.approx(9 + 2 * 3)
+
+
+async def test_a_sub_agent_that_needs_approval_is_an_error_result() -> None:
+    ran: list[str] = []
+
+    @tool(requires_approval=True)
+    def refund(amount: int) -> str:
+        """Refund money."""
+        ran.append("refund")
+        return "refunded"
+
+    sub = scripted(calls(("refund", {"amount": 5})), reply("done"), tools=[refund])
+    parent = scripted(calls(("research", {"task": "t"})), reply("ok"), tools=[research_tool(sub)])
+    await parent.prompt("go")
+    message = requests_of(parent)[1].messages[-1]
+    assert message.is_error
+    assert "needs a person's approval to run refund" in message.text
+    assert ran == []
+
+
+async def test_the_parents_budget_counts_what_the_sub_agent_spent() -> None:
+    # The parent's own first call costs $3; the sub-agent's answer costs 10 + 2*5 = $20.
+    def family(sub_priced: bool) -> Agent:
+        sub = Agent(
+            ScriptedModel([reply("fact", 10, 5)], model_name="m"),
+            cost_model=PRICES if sub_priced else None,
+        )
+        return scripted(
+            calls(("research", {"task": "t"}), input_tokens=1, output_tokens=1),
+            reply("done", 1, 1),
+            tools=[research_tool(sub)],
+            max_budget=20.0,
+        )
+
+    assert (await family(sub_priced=False).prompt("go")).text == "done"  # $3 + $0: within budget
+    with pytest.raises(BudgetExceededError) as raised:
+        await family(sub_priced=True).prompt("go")
+    assert raised.value.spent == pytest.approx(23.0)
+    assert raised.value.limit == 20.0
+
+
+async def test_cancelling_the_parent_stops_the_sub_agent_at_once() -> None:
+    started = asyncio.Event()
+    stopped: list[str] = []
+
+    async def stuck(request: ChatRequest) -> ChatResponse:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # never answers
+        except asyncio.CancelledError:
+            stopped.append("sub-agent model call")
+            raise
+        raise AssertionError("unreachable")
+
+    sub = Agent(FunctionModel(stuck))
+    parent = scripted(calls(("research", {"task": "t"})), reply("x"), tools=[research_tool(sub)])
+    token = CancelToken()
+
+    async def cancel_once_started() -> None:
+        await started.wait()
+        token.cancel("user left")
+
+    canceller = asyncio.create_task(cancel_once_started())
+    with pytest.raises(RunCancelled, match="user left"):
+        await parent.prompt("go", cancel=token)
+    await canceller
+    assert stopped == ["sub-agent model call"]
+    assert other_tasks() == set()
+    # no cancellation request is left on the caller's task to hit its next await
+    this = asyncio.current_task()
+    assert this is not None and this.cancelling() == 0
+    await asyncio.sleep(0)
+
+
+async def test_a_sub_agents_tool_cancelling_the_token_cancels_the_parent() -> None:
+    @tool
+    def stop(ctx: RunContext[None]) -> str:
+        """Stop everything."""
+        ctx.cancel.cancel("enough")
+        return "stopping"
+
+    sub = scripted(calls(("stop", {})), reply("never"), tools=[stop])
+    parent = scripted(calls(("research", {"task": "t"})), reply("x"), tools=[research_tool(sub)])
+    with pytest.raises(RunCancelled, match="enough"):
+        await parent.prompt("go", cancel=CancelToken())
+    assert len(requests_of(parent)) == len(requests_of(sub)) == 1
+    this = asyncio.current_task()
+    assert this is not None and this.cancelling() == 0
+
+
+async def test_a_sub_agent_raising_run_cancelled_by_itself_is_a_failure() -> None:
+    @tool
+    def quit_() -> str:
+        """Give up."""
+        raise RunCancelled("tool gave up")
+
+    sub = scripted(calls(("quit_", {})), reply("never"), tools=[quit_])
+    parent = scripted(calls(("research", {"task": "t"})), reply("ok"), tools=[research_tool(sub)])
+    assert (await parent.prompt("go")).text == "ok"
+    error = requests_of(parent)[1].messages[-1]
+    assert error.is_error and "RunCancelled" in error.text
+
+
+async def test_a_sub_agent_with_an_output_type_answers_with_json() -> None:
+    from dataclasses import dataclass
+
+    @dataclass
+    class Fact:
+        claim: str
+        confidence: float
+
+    sub = scripted(
+        calls(("final_result", {"claim": "owls hunt at night", "confidence": 0.9})),
+        output_type=Fact,
+    )
+    parent = scripted(calls(("research", {"task": "t"})), reply("ok"), tools=[research_tool(sub)])
+    await parent.prompt("go")
+    result = requests_of(parent)[1].messages[-1]
+    assert not result.is_error
+    assert result.text == '{"claim":"owls hunt at night","confidence":0.9}'
