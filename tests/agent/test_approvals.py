@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,18 @@ async def test_resume_needs_a_paused_run() -> None:
         await agent.resume(finished, {})
     with pytest.raises(BuilderError, match="checkpoint"):
         await agent.resume("some-run-id", {})
+
+
+async def test_approvals_resume_by_run_id_from_a_checkpoint_in_a_new_process(tmp_path: Path) -> None:
+    from daimon.checkpoint import FileCheckpoint
+
+    first = Agent(FunctionModel(planner), tools=[delete_file, list_files],
+                  checkpoint=FileCheckpoint(tmp_path))  # fmt: skip
+    paused = await first.prompt("clean up", run_id="job-1")
+    assert [a.id for a in paused.pending_approvals] == ["del-a", "del-b"]
+    # another process: a fresh agent on the same store knows the run only by its id
+    second = Agent(FunctionModel(planner), tools=[delete_file, list_files],
+                   checkpoint=FileCheckpoint(tmp_path))  # fmt: skip
+    done = await second.resume("job-1", {"del-a": True, "del-b": True})
+    assert done.text == "deleted a.txt | a.txt b.txt c.txt | deleted b.txt"
+    assert ran == Counter({"list": 1, "a.txt": 1, "b.txt": 1})
