@@ -88,7 +88,9 @@ async def test_resume_needs_a_paused_run() -> None:
         await agent.resume("some-run-id", {})
 
 
-async def test_approvals_resume_by_run_id_from_a_checkpoint_in_a_new_process(tmp_path: Path) -> None:
+async def test_approvals_resume_by_run_id_from_a_checkpoint_in_a_new_process(
+    tmp_path: Path,
+) -> None:
     from daimon.checkpoint import FileCheckpoint
 
     first = Agent(FunctionModel(planner), tools=[delete_file, list_files],
