@@ -2,7 +2,16 @@ from __future__ import annotations
 
 import pytest
 
-from daimon import Agent, AgentHook, ChatResponse, RunState, ToolCall, ToolOutput, tool
+from daimon import (
+    Agent,
+    AgentHook,
+    AgentResponse,
+    ChatResponse,
+    RunState,
+    ToolCall,
+    ToolOutput,
+    tool,
+)
 from daimon.models import ScriptedModel
 
 
@@ -15,6 +24,12 @@ def double(x: int) -> int:
 class Recorder(AgentHook):
     def __init__(self) -> None:
         self.calls: list[str] = []
+
+    async def on_run_start(self, state: RunState) -> None:
+        self.calls.append("run")
+
+    async def on_run_end(self, response: AgentResponse, state: RunState) -> None:
+        self.calls.append(f"done:{response.text}")
 
     async def on_iteration_start(self, state: RunState) -> None:
         self.calls.append(f"start:{state.iteration}")
@@ -42,6 +57,7 @@ async def test_hooks_fire_in_the_seed_order() -> None:
     )
     await Agent(model, tools=[double], hooks=[recorder]).prompt("q")
     assert recorder.calls == [
+        "run",
         "start:0",
         "response:1",
         "tool:double",
@@ -49,6 +65,7 @@ async def test_hooks_fire_in_the_seed_order() -> None:
         "end:1",
         "start:1",
         "response:0",
+        "done:8",
     ]
 
 
@@ -56,7 +73,7 @@ async def test_on_error_sees_the_failure_and_a_raising_hook_fails_the_run() -> N
     recorder = Recorder()
     with pytest.raises(Exception, match="ran out"):
         await Agent(ScriptedModel([]), hooks=[recorder]).prompt("q")
-    assert recorder.calls == ["start:0", "error:ModelError"]
+    assert recorder.calls == ["run", "start:0", "error:ModelError"]
 
     class Broken(AgentHook):
         async def on_iteration_start(self, state: RunState) -> None:

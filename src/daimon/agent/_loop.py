@@ -163,6 +163,8 @@ async def run_events(
         tracker = CostTracker(agent.cost_model) if agent.cost_model is not None else None
         rollup = _Rollup(state, tracker)
         hooks = agent.hooks
+        for hook in hooks:
+            await hook.on_run_start(state)
         middleware = agent.middleware
         model = agent.model
         tools = agent.tools.specs
@@ -263,6 +265,8 @@ async def run_events(
                             memory_mark = len(messages)
                         result = finish(text, value)
                         await checkpointer.finish(result, marks())
+                        for hook in hooks:
+                            await hook.on_run_end(result, state)
                         yield Done(
                             stop_reason=response.stop_reason, model=response.model, response=result
                         )
@@ -291,6 +295,8 @@ async def run_events(
                         memory_mark = len(messages)
                     result = finish(text, None)
                     await checkpointer.finish(result, marks())
+                    for hook in hooks:
+                        await hook.on_run_end(result, state)
                     yield Done(
                         stop_reason=response.stop_reason, model=response.model, response=result
                     )
@@ -336,6 +342,8 @@ async def run_events(
                     ),
                     state=checkpointer.snapshot(calls, completed, marks()),
                 )
+                for hook in hooks:
+                    await hook.on_run_end(paused, state)
                 yield Done(response=paused)
                 return
             for call in calls:
@@ -370,6 +378,8 @@ async def run_events(
                 text = end.text if end.text is not None else _as_text(end.output)
                 result = finish(text, end.output)
                 await checkpointer.finish(result, marks())
+                for hook in hooks:
+                    await hook.on_run_end(result, state)
                 yield Done(response=result)
                 return
             await checkpointer.save((), completed, marks())
