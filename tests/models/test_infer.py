@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
@@ -52,17 +51,38 @@ def test_bad_strings(model: str, message: str) -> None:
         infer_model(model)
 
 
-@pytest.mark.parametrize("prefix", ["gemini", "vertex", "bedrock", "ollama"])
-def test_later_providers_are_listed_but_not_available_yet(prefix: str) -> None:
-    if importlib.util.find_spec(f"daimon.models.{'gemini' if prefix == 'vertex' else prefix}"):
-        pytest.skip(f"daimon.models has a {prefix} provider now")
-    with pytest.raises(BuilderError, match=f"provider '{prefix}' is not available"):
-        infer_model(f"{prefix}:some-model")
+def test_every_provider_prefix_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
+    from daimon.models.bedrock import BedrockModel
+    from daimon.models.gemini import GeminiModel
+    from daimon.models.ollama import OllamaModel
+
+    monkeypatch.setenv("GEMINI_API_KEY", "g-env")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    gemini = infer_model("gemini:gemini-2.5-flash")
+    assert isinstance(gemini, GeminiModel) and gemini.model_name == "gemini-2.5-flash"
+    vertex = infer_model("vertex:gemini-2.5-pro", project="p", location="us-central1")
+    assert isinstance(vertex, GeminiModel) and vertex.provider == "vertex"
+    bedrock = infer_model("bedrock:anthropic.claude-haiku-4-5", region="eu-west-1")
+    assert isinstance(bedrock, BedrockModel)
+    assert isinstance(infer_model("ollama:llama3.2"), OllamaModel)
 
 
-def test_local_without_its_extra_names_the_extra() -> None:
-    if importlib.util.find_spec("llama_cpp") is not None:
-        pytest.skip("llama-cpp-python is installed")
+def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the SDK hidden, building the model names the extra that installs it."""
+
+    class Block:
+        def find_spec(self, name: str, *args: object) -> None:
+            if name == "llama_cpp" or name.startswith("llama_cpp."):
+                raise ImportError(f"blocked {name}")
+
+    for name in [
+        m
+        for m in sys.modules
+        if m == "llama_cpp" or m.startswith(("llama_cpp.", "daimon.models.local"))
+    ]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [Block(), *sys.meta_path])
     with pytest.raises(MissingDependencyError, match=r"daimon\[local\]"):
         infer_model("local:smollm2")
 

@@ -21,15 +21,24 @@ from daimon.models.scripted import ScriptedModel
 
 if TYPE_CHECKING:
     from daimon.models.anthropic import AnthropicModel
+    from daimon.models.bedrock import BedrockEmbeddingModel, BedrockModel
     from daimon.models.fallback import FallbackModel
+    from daimon.models.gemini import GeminiEmbeddingModel, GeminiModel
+    from daimon.models.ollama import OllamaEmbeddingModel, OllamaModel
     from daimon.models.openai import AzureOpenAIModel, OpenAIEmbeddingModel, OpenAIModel
     from daimon.models.retry import RetryingModel
 
 __all__ = (
     "AnthropicModel",
     "AzureOpenAIModel",
+    "BedrockEmbeddingModel",
+    "BedrockModel",
     "FallbackModel",
     "FunctionModel",
+    "GeminiEmbeddingModel",
+    "GeminiModel",
+    "OllamaEmbeddingModel",
+    "OllamaModel",
     "OpenAIEmbeddingModel",
     "OpenAIModel",
     "RetryingModel",
@@ -40,7 +49,13 @@ __all__ = (
 _LAZY = {
     "AnthropicModel": "daimon.models.anthropic",
     "AzureOpenAIModel": "daimon.models.openai",
+    "BedrockEmbeddingModel": "daimon.models.bedrock",
+    "BedrockModel": "daimon.models.bedrock",
     "FallbackModel": "daimon.models.fallback",
+    "GeminiEmbeddingModel": "daimon.models.gemini",
+    "GeminiModel": "daimon.models.gemini",
+    "OllamaEmbeddingModel": "daimon.models.ollama",
+    "OllamaModel": "daimon.models.ollama",
     "OpenAIEmbeddingModel": "daimon.models.openai",
     "OpenAIModel": "daimon.models.openai",
     "RetryingModel": "daimon.models.retry",
@@ -98,7 +113,12 @@ _PROVIDERS: Mapping[str, _Provider] = MappingProxyType(
             defaults=MappingProxyType({"max_tokens_param": "max_tokens"}),
             parse=_model_at_url,
         ),
-        "vertex": _Provider("daimon.models.gemini", "VertexModel", "gemini"),
+        "vertex": _Provider(
+            "daimon.models.gemini",
+            "GeminiModel",
+            "gemini",
+            defaults=MappingProxyType({"vertexai": True}),
+        ),
     }
 )
 """Model-string prefix to the provider class that serves it; modules load only when asked."""

@@ -1,4 +1,4 @@
-"""List prices of OpenAI and Anthropic models, as plain data.
+"""List prices of OpenAI, Anthropic, Gemini and Amazon Bedrock models, as plain data.
 
 Each entry is ``(input, output, cached_input)`` in dollars per million tokens; ``cached_input``
 is the price of input tokens read from the provider's prompt cache (``None``: same as input).
@@ -12,6 +12,16 @@ public trackers of them, not read from the live pages. Check them before billing
 Not priced: Anthropic cache writes (billed at 1.25x input for the 5-minute cache; counted here at
 the input price) and OpenAI reasoning tokens (billed as output, and reported as output by the
 API, so already priced).
+
+Gemini (the Gemini API's paid tier; Vertex AI lists the same rates for these models): prices are
+for prompts up to 200k tokens (the Pro models charge more above), text/image/video input, thinking
+tokens billed as output (daimon reports them as output). Context-cache storage is not priced.
+
+Bedrock: on-demand rates in us-east-1, keyed by Bedrock model id; cross-region inference profiles
+(``us.``, ``eu.``, ``apac.``, ``global.``, ... before the model id) are priced as the model itself,
+although AWS bills some geographic profiles of the newest models up to 10% more. Bedrock cache
+writes are counted at the input price, as Anthropic's are. Ollama models run on your own hardware
+and have no entry: they cost nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +32,8 @@ AS_OF = "2026-11-30"
 """When the prices below were read."""
 
 SOURCE = (
-    "openai.com/api/pricing and platform.claude.com/docs/en/about-claude/pricing "
+    "openai.com/api/pricing, platform.claude.com/docs/en/about-claude/pricing, "
+    "ai.google.dev/gemini-api/docs/pricing and aws.amazon.com/bedrock/pricing "
     "(standard tier, per million tokens)"
 )
 """Where the prices come from."""
@@ -73,5 +84,62 @@ _ANTHROPIC: dict[str, _Price] = {
     "claude-3-haiku": (0.25, 1.25, 0.03),
 }
 
-PRICES: dict[str, tuple[float, float, float | None]] = {**_OPENAI, **_ANTHROPIC}
+# Gemini 2.5 Flash is a prefix of 2.5 Flash-Lite: each has its own entry, and the longer one wins.
+_GEMINI: dict[str, _Price] = {
+    "gemini-3.5-flash": (1.50, 9.00, 0.15),
+    "gemini-3.1-pro": (2.00, 12.00, 0.20),
+    "gemini-3.1-flash-lite": (0.25, 1.50, 0.025),
+    "gemini-3-pro": (2.00, 12.00, 0.20),
+    "gemini-3-flash": (0.50, 3.00, 0.05),
+    "gemini-2.5-pro": (1.25, 10.00, 0.125),
+    "gemini-2.5-flash": (0.30, 2.50, 0.03),
+    "gemini-2.5-flash-lite": (0.10, 0.40, 0.01),
+    "gemini-2.0-flash": (0.10, 0.40, 0.025),
+    "gemini-2.0-flash-lite": (0.075, 0.30, None),
+    "gemini-embedding-001": (0.15, 0.0, None),
+}
+
+# As for Anthropic, no bare family ids ("anthropic.claude-opus-4"): they would price later 4.x
+# releases at the old rate.
+_BEDROCK_MODELS: dict[str, _Price] = {
+    "anthropic.claude-opus-4-6": (5.00, 25.00, 0.50),
+    "anthropic.claude-opus-4-5": (5.00, 25.00, 0.50),
+    "anthropic.claude-opus-4-1": (15.00, 75.00, 1.50),
+    "anthropic.claude-opus-4-20250514": (15.00, 75.00, 1.50),
+    "anthropic.claude-sonnet-4-6": (3.00, 15.00, 0.30),
+    "anthropic.claude-sonnet-4-5": (3.00, 15.00, 0.30),
+    "anthropic.claude-sonnet-4-20250514": (3.00, 15.00, 0.30),
+    "anthropic.claude-3-7-sonnet": (3.00, 15.00, 0.30),
+    "anthropic.claude-haiku-4-5": (1.00, 5.00, 0.10),
+    "anthropic.claude-3-5-haiku": (0.80, 4.00, 0.08),
+    "anthropic.claude-3-haiku": (0.25, 1.25, None),
+    "amazon.nova-premier": (2.50, 12.50, None),
+    "amazon.nova-pro": (0.80, 3.20, 0.20),
+    "amazon.nova-lite": (0.06, 0.24, 0.015),
+    "amazon.nova-micro": (0.035, 0.14, 0.00875),
+    "meta.llama3-3-70b-instruct": (0.72, 0.72, None),
+    "amazon.titan-embed-text-v2": (0.02, 0.0, None),
+    "amazon.titan-embed-text-v1": (0.10, 0.0, None),
+    "cohere.embed-english-v3": (0.10, 0.0, None),
+    "cohere.embed-multilingual-v3": (0.10, 0.0, None),
+}
+
+_BEDROCK_PROFILES = ("us", "eu", "apac", "global", "jp", "au")
+"""Prefixes of Bedrock's cross-region inference profiles (``us.anthropic.claude-...``)."""
+
+_BEDROCK: dict[str, _Price] = {
+    **_BEDROCK_MODELS,
+    **{
+        f"{profile}.{model}": price
+        for profile in _BEDROCK_PROFILES
+        for model, price in _BEDROCK_MODELS.items()
+    },
+}
+
+PRICES: dict[str, tuple[float, float, float | None]] = {
+    **_OPENAI,
+    **_ANTHROPIC,
+    **_GEMINI,
+    **_BEDROCK,
+}
 """Model id (or id prefix) to ``(input, output, cached_input)`` dollars per million tokens."""

@@ -1,0 +1,441 @@
+"""Bedrock Converse wire format: daimon requests to Converse parameters, responses to daimon.
+
+Plain data both ways (the shapes ``botocore`` takes and returns), plus the client plumbing; no SDK
+import. Only :mod:`daimon.models.bedrock` uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import json
+import time
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
+from daimon.core.errors import ModelError, StreamClosedError
+from daimon.core.events import (
+    Done,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageEvent,
+)
+from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+
+__all__ = (
+    "Clients",
+    "ERROR_STATUS",
+    "EventDecoder",
+    "MERGED_FIELDS",
+    "RETRYABLE_ERRORS",
+    "is_retryable_status",
+    "messages_to_wire",
+    "request_params",
+    "response_from_wire",
+    "retry_after",
+)
+
+MERGED_FIELDS = frozenset({"inferenceConfig", "outputConfig", "additionalModelRequestFields"})
+"""Converse fields a setting is merged into rather than replacing what daimon sends."""
+
+_STOP_REASONS = {
+    "end_turn": StopReason.END_TURN,
+    "stop_sequence": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_USE,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "model_context_window_exceeded": StopReason.MAX_TOKENS,
+    "guardrail_intervened": StopReason.CONTENT_FILTER,
+    "content_filtered": StopReason.CONTENT_FILTER,
+}
+
+ERROR_STATUS = {
+    "validationexception": 400,
+    "servicequotaexceededexception": 400,
+    "unrecognizedclientexception": 403,
+    "accessdeniedexception": 403,
+    "resourcenotfoundexception": 404,
+    "modeltimeoutexception": 408,
+    "modelerrorexception": 424,
+    "modelstreamerrorexception": 424,
+    "throttlingexception": 429,
+    "modelnotreadyexception": 429,
+    "internalserverexception": 500,
+    "serviceunavailableexception": 503,
+}
+"""The HTTP status each Bedrock error code stands for (lower-cased), for errors that arrive inside
+an event stream, where there is no status."""
+
+RETRYABLE_ERRORS = frozenset(
+    {
+        "throttlingexception",
+        "serviceunavailableexception",
+        "modelnotreadyexception",
+        "internalserverexception",
+        "modeltimeoutexception",
+        "modelstreamerrorexception",
+    }
+)
+"""Error codes (lower-cased) worth retrying whatever their status."""
+
+_FORMATS = {
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "image/jpg": "jpeg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+
+
+# ---------------------------------------------------------------- requests
+def request_params(request: ChatRequest) -> dict[str, Any]:
+    """The Converse parameters for ``request``, apart from ``modelId`` and settings."""
+    system, messages = messages_to_wire(request.messages)
+    params: dict[str, Any] = {"messages": messages}
+    if system:
+        params["system"] = system
+    inference: dict[str, Any] = {}
+    if request.max_tokens is not None:
+        inference["maxTokens"] = request.max_tokens
+    if request.temperature is not None:
+        inference["temperature"] = request.temperature
+    if inference:
+        params["inferenceConfig"] = inference
+    if request.tools and not (request.tool_choice == "none" and not _uses_tools(messages)):
+        tool_config: dict[str, Any] = {
+            "tools": [
+                {
+                    "toolSpec": {
+                        "name": spec.name,
+                        "description": spec.description,
+                        "inputSchema": {"json": dict(spec.parameters)},
+                    }
+                }
+                for spec in request.tools
+            ]
+        }
+        choice = _tool_choice(request.tool_choice)
+        if choice is not None:
+            tool_config["toolChoice"] = choice
+        params["toolConfig"] = tool_config
+    if request.response_format is not None:
+        fmt = request.response_format
+        schema = {"schema": json.dumps(dict(fmt.schema)), "name": fmt.name}
+        params["outputConfig"] = {
+            "textFormat": {"type": "json_schema", "structure": {"jsonSchema": schema}}
+        }
+    return params
+
+
+def _uses_tools(messages: Sequence[Mapping[str, Any]]) -> bool:
+    return any(
+        "toolUse" in block or "toolResult" in block
+        for message in messages
+        for block in message["content"]
+    )
+
+
+def _tool_choice(choice: str | None) -> dict[str, Any] | None:
+    # Converse has no "none": the tools are left out instead, unless the conversation already
+    # holds tool blocks (Converse then insists on the tool specs) and the model decides.
+    if choice is None or choice == "none":
+        return None
+    if choice == "auto":
+        return {"auto": {}}
+    if choice == "required":
+        return {"any": {}}
+    return {"tool": {"name": choice}}
+
+
+def messages_to_wire(
+    messages: Sequence[Message],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``system`` blocks and the ``messages`` of a Converse request.
+
+    Tool results become ``toolResult`` blocks of a user turn; turns of the same role are merged
+    (Converse wants them alternating) and empty text blocks are dropped (Converse refuses them).
+    """
+    system = [{"text": m.text} for m in messages if m.role is Role.SYSTEM and m.text]
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role is Role.SYSTEM:
+            continue
+        if message.role is Role.TOOL:
+            result: dict[str, Any] = {
+                "toolUseId": message.tool_call_id or "",
+                "content": [{"text": message.text}],
+            }
+            if message.is_error:
+                result["status"] = "error"
+            _append(turns, "user", [{"toolResult": result}])
+        elif message.role is Role.USER:
+            content = message.content
+            if isinstance(content, str):
+                _append(turns, "user", [{"text": content}] if content else [])
+            else:
+                _append(turns, "user", [_block(p) for p in content if _nonempty(p)])
+        elif message.role is Role.ASSISTANT:
+            blocks: list[dict[str, Any]] = []
+            if message.text:
+                blocks.append({"text": message.text})
+            for call in message.tool_calls:
+                arguments = call.arguments
+                if isinstance(arguments, str):
+                    # ``input`` must be an object: keep the model's unparseable text inside one.
+                    arguments = {"raw_arguments": arguments}
+                blocks.append(
+                    {"toolUse": {"toolUseId": call.id, "name": call.name, "input": arguments}}
+                )
+            _append(turns, "assistant", blocks)
+    return system, turns
+
+
+def _nonempty(part: TextPart | ImagePart) -> bool:
+    return not isinstance(part, TextPart) or bool(part.text)
+
+
+def _append(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    if not blocks:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1]["content"].extend(blocks)
+    else:
+        turns.append({"role": role, "content": blocks})
+
+
+def _block(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"text": part.text}
+    media_type, data, url = part.media_type, part.data, part.url or ""
+    if data is None and url.startswith("data:") and ";base64," in url:
+        media_type, _, encoded = url[5:].partition(";base64,")
+        data = base64.b64decode(encoded)
+    image_format = _FORMATS.get(media_type.lower())
+    if image_format is None:
+        raise ModelError(
+            f"bedrock takes png, jpeg, gif or webp images, not {media_type!r}", provider="bedrock"
+        )
+    if data is not None:
+        return {"image": {"format": image_format, "source": {"bytes": data}}}
+    if url.startswith("s3://"):
+        return {"image": {"format": image_format, "source": {"s3Location": {"uri": url}}}}
+    raise ModelError(
+        f"bedrock cannot fetch image URLs ({url[:60]!r}): give the image as bytes, a data: URL "
+        "or an s3:// URL",
+        provider="bedrock",
+    )
+
+
+# ---------------------------------------------------------------- responses
+def response_from_wire(data: Mapping[str, Any], *, model: str) -> ChatResponse:
+    """A :class:`ChatResponse` from a Converse response (which names no model: ``model`` does)."""
+    message = (data.get("output") or {}).get("message") or {}
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    for block in message.get("content") or ():
+        if "text" in block:
+            text.append(block["text"] or "")
+        elif "toolUse" in block:
+            use = block["toolUse"]
+            arguments = use.get("input")
+            tool_id, name = use.get("toolUseId") or "", use.get("name") or ""
+            calls.append(
+                ToolCall(id=tool_id, name=name, arguments=dict(arguments))
+                if isinstance(arguments, Mapping)
+                else ToolCall.from_json(
+                    tool_id, name, arguments if isinstance(arguments, str) else ""
+                )
+            )
+    return ChatResponse(
+        message=Message.assistant("".join(text), calls),
+        stop_reason=_stop_reason(data.get("stopReason"), has_calls=bool(calls)),
+        usage=_usage(data.get("usage")),
+        model=model,
+    )
+
+
+def _stop_reason(reason: str | None, *, has_calls: bool) -> StopReason:
+    stop = _STOP_REASONS.get(reason or "", StopReason.END_TURN)
+    return StopReason.TOOL_USE if has_calls and stop is StopReason.END_TURN else stop
+
+
+def _usage(usage: Mapping[str, Any] | None) -> Usage:
+    """Usage from Converse's counts, whose ``inputTokens`` leave out cache reads and writes."""
+    if not usage:
+        return Usage(requests=1)
+    read = usage.get("cacheReadInputTokens") or 0
+    written = usage.get("cacheWriteInputTokens") or 0
+    return Usage(
+        input_tokens=(usage.get("inputTokens") or 0) + read + written,
+        output_tokens=usage.get("outputTokens") or 0,
+        cached_tokens=read,
+        requests=1,
+    )
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    id: str
+    name: str
+    index: int
+    arguments: list[str] = field(default_factory=list[str])
+
+
+class EventDecoder:
+    """Turns ConverseStream events (``{"contentBlockDelta": {...}}``, ...) into daimon events.
+
+    A stream ends with ``messageStop`` then ``metadata`` (the usage); one that ends before both
+    was cut short.
+    """
+
+    __slots__ = ("_calls", "_count", "_model", "_stop", "_stopped", "_usage", "received")
+
+    def __init__(self, *, model: str) -> None:
+        self._model = model
+        self._calls: dict[int, _PendingCall] = {}
+        self._count = 0
+        self._stop: str | None = None
+        self._stopped = False
+        self._usage: Mapping[str, Any] | None = None
+        self.received = False
+        """Whether any event arrived."""
+
+    def feed(self, event: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        """The daimon events one stream event carries."""
+        self.received = True
+        if "contentBlockDelta" in event:
+            body = event["contentBlockDelta"]
+            delta = body.get("delta") or {}
+            if delta.get("text"):
+                yield TextDelta(text=delta["text"])
+            elif "toolUse" in delta:
+                piece = (delta["toolUse"] or {}).get("input") or ""
+                call = self._calls.get(body.get("contentBlockIndex", 0))
+                if call is not None and piece:
+                    call.arguments.append(piece)
+                    yield ToolCallDelta(call_id=call.id, arguments_delta=piece, index=call.index)
+        elif "contentBlockStart" in event:
+            body = event["contentBlockStart"]
+            use = (body.get("start") or {}).get("toolUse")
+            if use is not None:
+                call = _PendingCall(
+                    id=use.get("toolUseId") or "", name=use.get("name") or "", index=self._count
+                )
+                self._count += 1
+                self._calls[body.get("contentBlockIndex", 0)] = call
+                yield ToolCallStart(call_id=call.id, name=call.name, index=call.index)
+        elif "contentBlockStop" in event:
+            call = self._calls.pop(event["contentBlockStop"].get("contentBlockIndex", 0), None)
+            if call is not None:
+                yield _end(call)
+        elif "messageStop" in event:
+            self._stop = event["messageStop"].get("stopReason")
+            self._stopped = True
+            for index in sorted(self._calls):
+                yield _end(self._calls[index])
+            self._calls.clear()
+        elif "metadata" in event:
+            self._usage = event["metadata"].get("usage") or {}
+
+    def finish(self) -> Iterator[StreamEvent]:
+        """The closing events; :class:`StreamClosedError` if the stream never finished."""
+        if not self._stopped or self._usage is None:
+            missing = "messageStop" if not self._stopped else "its metadata"
+            raise StreamClosedError(f"bedrock stream ended before {missing}", provider="bedrock")
+        yield UsageEvent(usage=_usage(self._usage))
+        yield Done(
+            stop_reason=_stop_reason(self._stop, has_calls=self._count > 0), model=self._model
+        )
+
+
+def _end(call: _PendingCall) -> ToolCallEnd:
+    return ToolCallEnd(
+        call=ToolCall.from_json(call.id, call.name, "".join(call.arguments)), index=call.index
+    )
+
+
+# ---------------------------------------------------------------- errors
+def is_retryable_status(status: int) -> bool:
+    """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+# ---------------------------------------------------------------- clients
+class Clients:
+    """SDK clients, one per event loop (connection pools belong to the loop that opened them).
+
+    Each client is closed by :meth:`aclose`, or else when its event loop shuts down
+    (``asyncio.run`` and ``asyncio.Runner`` finalize async generators, and a guard generator
+    closes the client then), so no connection outlives its loop.
+    """
+
+    __slots__ = ("_client", "_close", "_factory", "_given", "_guard", "_loop")
+
+    def __init__(
+        self,
+        factory: Callable[[], Awaitable[Any]],
+        given: Any,
+        close: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        self._factory = factory
+        self._given = given
+        self._close = close
+        self._client: Any = None
+        self._guard: AsyncGenerator[None] | None = None
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+
+    async def get(self) -> Any:
+        """The client for the running loop."""
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is None or self._loop() is not loop:
+            client = await self._factory()
+            guard = _close_with_loop(client, self._close)
+            await anext(guard)  # the loop now tracks the guard, and finalizes it at shutdown
+            self._client, self._guard, self._loop = client, guard, weakref.ref(loop)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client built for the running loop, if any."""
+        guard, loop = self._guard, self._loop
+        self._client = self._guard = self._loop = None
+        if guard is not None and loop is not None and loop() is asyncio.get_running_loop():
+            await guard.aclose()
+
+
+async def _close_with_loop(
+    client: Any, close: Callable[[Any], Awaitable[None]]
+) -> AsyncGenerator[None]:
+    try:
+        yield
+    finally:
+        await close(client)

@@ -1,0 +1,463 @@
+"""Gemini ``generateContent`` wire format: daimon requests to SDK dicts, responses to daimon.
+
+Plain data both ways (the SDK's snake_case field names), plus the client plumbing; no SDK
+import. Only :mod:`daimon.models.gemini` uses it.
+
+Tool-call ids: Gemini gives a ``functionCall`` an ``id`` only on some models and APIs. A call
+without one gets a synthesized id (``gemini_<hex>``), unique and the same in every event of the
+stream and in the final response; it is never sent back to the API, which matches a
+``functionResponse`` to its call by function name and position instead. So tool results are sent
+in the order of the calls they answer. A ``thoughtSignature`` the model attaches to a call (Gemini
+3 refuses a tool turn sent back without it) travels inside the call id, after ``__ts__``, as
+URL-safe base64: the conversation keeps it through memory and checkpoints with no extra field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import email.utils
+import re
+import time
+import uuid
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
+from daimon.core.errors import ModelError, StreamClosedError
+from daimon.core.events import (
+    Done,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageEvent,
+)
+from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+
+__all__ = (
+    "ChunkDecoder",
+    "Clients",
+    "REQUEST_OPTIONS",
+    "call_id",
+    "contents_to_wire",
+    "is_retryable_status",
+    "new_call_id",
+    "request_config",
+    "response_from_wire",
+    "retry_after",
+    "retry_delay",
+    "split_call_id",
+)
+
+REQUEST_OPTIONS = frozenset({"timeout", "extra_headers", "extra_body"})
+"""Settings that are HTTP options of the call rather than fields of the request."""
+
+SYNTHETIC_PREFIX = "gemini_"
+"""Ids daimon made up for calls the API gave none; they are never sent back."""
+
+_SIGNATURE = "__ts__"
+
+_STOP_REASONS = {
+    "STOP": StopReason.END_TURN,
+    "MAX_TOKENS": StopReason.MAX_TOKENS,
+    "CONTINUATION": StopReason.MAX_TOKENS,
+    "SAFETY": StopReason.CONTENT_FILTER,
+    "RECITATION": StopReason.CONTENT_FILTER,
+    "LANGUAGE": StopReason.CONTENT_FILTER,
+    "BLOCKLIST": StopReason.CONTENT_FILTER,
+    "PROHIBITED_CONTENT": StopReason.CONTENT_FILTER,
+    "SPII": StopReason.CONTENT_FILTER,
+    "IMAGE_SAFETY": StopReason.CONTENT_FILTER,
+    "IMAGE_PROHIBITED_CONTENT": StopReason.CONTENT_FILTER,
+    "IMAGE_RECITATION": StopReason.CONTENT_FILTER,
+    "MODEL_ARMOR": StopReason.CONTENT_FILTER,
+    "ESCALATION": StopReason.CONTENT_FILTER,
+}
+
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)s\s*$")
+
+
+# ---------------------------------------------------------------- call ids
+def new_call_id() -> str:
+    """A fresh id for a call the API sent without one."""
+    return f"{SYNTHETIC_PREFIX}{uuid.uuid4().hex[:24]}"
+
+
+def call_id(api_id: str | None, signature: bytes | None) -> str:
+    """The daimon id of a call: the API's id (or a new one), with its thought signature."""
+    base = api_id or new_call_id()
+    if not signature:
+        return base
+    return base + _SIGNATURE + base64.urlsafe_b64encode(signature).decode("ascii").rstrip("=")
+
+
+def split_call_id(value: str) -> tuple[str | None, bytes | None]:
+    """The API's id (``None`` for a synthesized one) and the thought signature of a call id."""
+    base, found, encoded = value.partition(_SIGNATURE)
+    signature: bytes | None = None
+    if found and encoded:
+        try:
+            signature = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        except (binascii.Error, ValueError):
+            signature = None
+    if not base or base.startswith(SYNTHETIC_PREFIX):
+        return None, signature
+    return base, signature
+
+
+# ---------------------------------------------------------------- requests
+def contents_to_wire(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """The system text and the ``contents`` of a request.
+
+    Consecutive tool results become one ``user`` turn of ``function_response`` parts, in the
+    order of the calls they answer; turns of the same role are merged, as Gemini alternates them.
+    """
+    system = "\n\n".join(m.text for m in messages if m.role is Role.SYSTEM and m.text)
+    contents: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    order: dict[str, int] = {}
+    results: list[tuple[int, dict[str, Any]]] = []
+
+    def flush() -> None:
+        if results:
+            results.sort(key=lambda item: item[0])
+            _append(contents, "user", [part for _, part in results])
+            results.clear()
+
+    for message in messages:
+        if message.role is Role.SYSTEM:
+            continue
+        if message.role is Role.TOOL:
+            key = message.tool_call_id or ""
+            results.append((order.get(key, len(order) + len(results)), _result(message, names)))
+            continue
+        flush()
+        if message.role is Role.USER:
+            _append(contents, "user", _user_parts(message))
+        elif message.role is Role.ASSISTANT:
+            parts: list[dict[str, Any]] = []
+            if message.text:
+                parts.append({"text": message.text})
+            order.clear()
+            for position, call in enumerate(message.tool_calls):
+                names[call.id] = call.name
+                order[call.id] = position
+                parts.append(_call_part(call))
+            if parts:  # Gemini refuses a turn without parts
+                _append(contents, "model", parts)
+    flush()
+    return system, contents
+
+
+def _append(contents: list[dict[str, Any]], role: str, parts: list[dict[str, Any]]) -> None:
+    if not parts:
+        return
+    if contents and contents[-1]["role"] == role:
+        contents[-1]["parts"].extend(parts)
+    else:
+        contents.append({"role": role, "parts": parts})
+
+
+def _user_parts(message: Message) -> list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return [{"text": message.content}] if message.content else []
+    return [_part(p) for p in message.content]
+
+
+def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"text": part.text}
+    if part.data is not None:
+        return {"inline_data": {"mime_type": part.media_type, "data": part.data}}
+    url = part.url or ""
+    if url.startswith("data:") and ";base64," in url:
+        media_type, _, data = url[5:].partition(";base64,")
+        return {"inline_data": {"mime_type": media_type, "data": base64.b64decode(data)}}
+    return {"file_data": {"mime_type": part.media_type, "file_uri": url}}
+
+
+def _call_part(call: ToolCall) -> dict[str, Any]:
+    api_id, signature = split_call_id(call.id)
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        # ``args`` must be an object: keep the model's unparseable text inside one.
+        arguments = {"raw_arguments": arguments}
+    function_call: dict[str, Any] = {"name": call.name, "args": arguments}
+    if api_id is not None:
+        function_call["id"] = api_id
+    part: dict[str, Any] = {"function_call": function_call}
+    if signature is not None:
+        part["thought_signature"] = signature
+    return part
+
+
+def _result(message: Message, names: Mapping[str, str]) -> dict[str, Any]:
+    key = message.tool_call_id or ""
+    api_id, _ = split_call_id(key)
+    # Gemini's documented keys: "output" for a result, "error" for a failure.
+    response = {"error": message.text} if message.is_error else {"output": message.text}
+    function_response: dict[str, Any] = {
+        "name": message.name or names.get(key, ""),
+        "response": response,
+    }
+    if api_id is not None:
+        function_response["id"] = api_id
+    return {"function_response": function_response}
+
+
+def request_config(request: ChatRequest, system: str) -> dict[str, Any]:
+    """The ``config`` of a ``generate_content`` call, apart from settings."""
+    config: dict[str, Any] = {}
+    if system:
+        config["system_instruction"] = {"parts": [{"text": system}]}
+    if request.tools:
+        declarations = [
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters_json_schema": dict(spec.parameters),
+            }
+            for spec in request.tools
+        ]
+        config["tools"] = [{"function_declarations": declarations}]
+    if request.tool_choice is not None:
+        config["tool_config"] = {"function_calling_config": _tool_choice(request.tool_choice)}
+    if request.temperature is not None:
+        config["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        config["max_output_tokens"] = request.max_tokens
+    if request.response_format is not None:
+        config["response_mime_type"] = "application/json"
+        config["response_json_schema"] = dict(request.response_format.schema)
+    return config
+
+
+def _tool_choice(choice: str) -> dict[str, Any]:
+    if choice == "auto":
+        return {"mode": "AUTO"}
+    if choice == "none":
+        return {"mode": "NONE"}
+    if choice == "required":
+        return {"mode": "ANY"}
+    return {"mode": "ANY", "allowed_function_names": [choice]}
+
+
+# ---------------------------------------------------------------- responses
+def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatResponse:
+    """A :class:`ChatResponse` from a ``GenerateContentResponse`` dict."""
+    usage = _usage(data.get("usage_metadata"))
+    model = data.get("model_version") or None
+    candidates = data.get("candidates") or []
+    if not candidates:
+        if (data.get("prompt_feedback") or {}).get("block_reason"):
+            return ChatResponse(
+                message=Message.assistant(""),
+                stop_reason=StopReason.CONTENT_FILTER,
+                usage=usage,
+                model=model,
+            )
+        raise ModelError(f"{provider} returned no candidates", provider=provider)
+    candidate = candidates[0]
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    for part in (candidate.get("content") or {}).get("parts") or ():
+        if part.get("thought"):
+            continue
+        if part.get("text"):
+            text.append(part["text"])
+        if part.get("function_call"):
+            calls.append(_call(part["function_call"], part.get("thought_signature")))
+    return ChatResponse(
+        message=Message.assistant("".join(text), calls),
+        stop_reason=_stop_reason(candidate.get("finish_reason"), has_calls=bool(calls)),
+        usage=usage,
+        model=model,
+    )
+
+
+def _call(function_call: Mapping[str, Any], signature: bytes | None) -> ToolCall:
+    arguments = function_call.get("args")
+    return ToolCall(
+        id=call_id(function_call.get("id"), signature),
+        name=function_call.get("name") or "",
+        arguments=dict(arguments) if isinstance(arguments, Mapping) else {},
+    )
+
+
+def _enum(value: Any) -> str:
+    return str(getattr(value, "value", value) or "")
+
+
+def _stop_reason(reason: Any, *, has_calls: bool) -> StopReason:
+    stop = _STOP_REASONS.get(_enum(reason).upper(), StopReason.END_TURN)
+    return StopReason.TOOL_USE if has_calls and stop is StopReason.END_TURN else stop
+
+
+def _usage(usage: Mapping[str, Any] | None) -> Usage:
+    """Usage from ``usageMetadata``, whose prompt count already includes cached tokens."""
+    if not usage:
+        return Usage(requests=1)
+    return Usage(
+        input_tokens=(usage.get("prompt_token_count") or 0)
+        + (usage.get("tool_use_prompt_token_count") or 0),
+        # Thinking tokens are billed as output.
+        output_tokens=(usage.get("candidates_token_count") or 0)
+        + (usage.get("thoughts_token_count") or 0),
+        cached_tokens=usage.get("cached_content_token_count") or 0,
+        requests=1,
+    )
+
+
+class ChunkDecoder:
+    """Turns streamed ``GenerateContentResponse`` chunks into daimon stream events.
+
+    Gemini streams text in pieces but each function call whole: a call becomes a start, one
+    delta with all of its arguments, and an end, at once. A stream that ends before a chunk with a
+    ``finish_reason`` (or a blocked prompt) was cut short.
+    """
+
+    __slots__ = ("_calls", "_finish", "_model", "_provider", "_usage", "received")
+
+    def __init__(self, *, provider: str) -> None:
+        self._provider = provider
+        self._calls = 0
+        self._finish: str | None = None
+        self._model: str | None = None
+        self._usage: Mapping[str, Any] | None = None
+        self.received = False
+        """Whether any chunk arrived."""
+
+    def feed(self, chunk: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        """The events one chunk carries."""
+        self.received = True
+        if self._model is None and chunk.get("model_version"):
+            self._model = chunk["model_version"]
+        if chunk.get("usage_metadata"):
+            self._usage = chunk["usage_metadata"]
+        candidates = chunk.get("candidates") or []
+        if not candidates:
+            if (chunk.get("prompt_feedback") or {}).get("block_reason"):
+                self._finish = "SAFETY"
+            return
+        candidate = candidates[0]
+        for part in (candidate.get("content") or {}).get("parts") or ():
+            if part.get("thought"):
+                continue
+            if part.get("text"):
+                yield TextDelta(text=part["text"])
+            if part.get("function_call"):
+                call = _call(part["function_call"], part.get("thought_signature"))
+                index = self._calls
+                self._calls += 1
+                yield ToolCallStart(call_id=call.id, name=call.name, index=index)
+                yield ToolCallDelta(
+                    call_id=call.id, arguments_delta=call.arguments_json, index=index
+                )
+                yield ToolCallEnd(call=call, index=index)
+        if candidate.get("finish_reason"):
+            self._finish = _enum(candidate["finish_reason"])
+
+    def finish(self) -> Iterator[StreamEvent]:
+        """The closing events; :class:`StreamClosedError` if the stream never finished."""
+        if self._finish is None:
+            raise StreamClosedError(
+                f"{self._provider} stream ended before its finish_reason", provider=self._provider
+            )
+        yield UsageEvent(usage=_usage(self._usage))
+        yield Done(
+            stop_reason=_stop_reason(self._finish, has_calls=self._calls > 0), model=self._model
+        )
+
+
+# ---------------------------------------------------------------- errors
+def is_retryable_status(status: int) -> bool:
+    """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def retry_delay(body: Any) -> float | None:
+    """Seconds from a ``google.rpc.RetryInfo`` detail of an error body (``"retryDelay": "7s"``)."""
+    error = body.get("error", body) if isinstance(body, Mapping) else None
+    details = error.get("details") if isinstance(error, Mapping) else None
+    for detail in details if isinstance(details, list) else ():
+        if isinstance(detail, Mapping) and str(detail.get("@type", "")).endswith("RetryInfo"):
+            match = _DURATION.match(str(detail.get("retryDelay", "")))
+            if match:
+                return float(match[1])
+    return None
+
+
+# ---------------------------------------------------------------- clients
+class Clients:
+    """SDK clients, one per event loop (connection pools belong to the loop that opened them).
+
+    Each client is closed by :meth:`aclose`, or else when its event loop shuts down
+    (``asyncio.run`` and ``asyncio.Runner`` finalize async generators, and a guard generator
+    closes the client then), so no connection outlives its loop.
+    """
+
+    __slots__ = ("_client", "_close", "_factory", "_given", "_guard", "_loop")
+
+    def __init__(
+        self, factory: Callable[[], Any], given: Any, close: Callable[[Any], Awaitable[None]]
+    ) -> None:
+        self._factory = factory
+        self._given = given
+        self._close = close
+        self._client: Any = None
+        self._guard: AsyncGenerator[None] | None = None
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+
+    async def get(self) -> Any:
+        """The client for the running loop."""
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is None or self._loop() is not loop:
+            client = self._factory()
+            guard = _close_with_loop(client, self._close)
+            await anext(guard)  # the loop now tracks the guard, and finalizes it at shutdown
+            self._client, self._guard, self._loop = client, guard, weakref.ref(loop)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client built for the running loop, if any."""
+        guard, loop = self._guard, self._loop
+        self._client = self._guard = self._loop = None
+        if guard is not None and loop is not None and loop() is asyncio.get_running_loop():
+            await guard.aclose()
+
+
+async def _close_with_loop(
+    client: Any, close: Callable[[Any], Awaitable[None]]
+) -> AsyncGenerator[None]:
+    try:
+        yield
+    finally:
+        await close(client)
