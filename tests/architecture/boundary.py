@@ -41,6 +41,7 @@ OPTIONAL_LIBRARIES = frozenset(
         "tokenizers",
         "typer",
         "uvicorn",
+        "yaml",
     }
 )
 """Top-level import names of the libraries that only extras install (plus httpx, which several

@@ -1,0 +1,43 @@
+"""OpenTelemetry tracing for agents, following the GenAI semantic conventions (extra ``otel``).
+
+* :func:`instrument`: an agent whose runs, model calls and tool calls become spans
+  (``invoke_agent``, ``chat``, ``execute_tool``);
+* :func:`configure_otlp`: a tracer provider exporting over OTLP/HTTP, configured by the standard
+  ``OTEL_*`` environment variables;
+* :func:`inject_trace_context` / :func:`extract_trace_context`: carry the W3C trace context
+  (``traceparent``) across a transport (brokers, MCP, A2A).
+
+The namespace is lazy: importing it loads no OpenTelemetry library. The propagation helpers work
+without the extra and do nothing until OpenTelemetry is loaded, so transports call them always.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from daimon.telemetry._otel import configure_otlp, instrument
+    from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
+
+__all__ = ("configure_otlp", "extract_trace_context", "inject_trace_context", "instrument")
+
+_LAZY: dict[str, str] = {
+    "configure_otlp": "daimon.telemetry._otel",
+    "instrument": "daimon.telemetry._otel",
+    "extract_trace_context": "daimon.telemetry._propagation",
+    "inject_trace_context": "daimon.telemetry._propagation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -1,0 +1,418 @@
+"""Spans for agent runs, model calls and tool calls, after the OpenTelemetry GenAI conventions.
+
+A run is an ``invoke_agent`` span; each model call a ``chat`` span and each tool call an
+``execute_tool`` span, both children of the run's span (parents are given explicitly, looked up by
+run id and call id, so concurrent runs and parallel tool calls never mix). While a run executes,
+its span is the current span; while a tool runs, the tool's span is: a sub-agent started by the
+tool (or an HTTP call it makes, or a message it sends with
+:func:`~daimon.telemetry.inject_trace_context`) continues the trace under that tool call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import daimon
+from daimon.agent import Agent
+from daimon.core.chat import ChatResponse, StopReason, Usage
+from daimon.core.errors import BuilderError
+from daimon.core.messages import ImagePart, Message, Role, ToolCall
+from daimon.core.optional import require
+from daimon.core.results import AgentResponse
+from daimon.core.tools import ToolOutput
+from daimon.hooks import AgentHook
+from daimon.state import RunState
+
+trace = require("opentelemetry.trace", extra="otel")
+otel_context = require("opentelemetry.context", extra="otel")
+
+if TYPE_CHECKING:
+    from contextvars import Token
+
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+__all__ = ("CAPTURE_CONTENT_ENV", "configure_otlp", "instrument")
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The standard switch for recording message content on GenAI spans (``true`` turns it on)."""
+
+_FINISH_REASONS = {
+    StopReason.END_TURN: "stop",
+    StopReason.TOOL_USE: "tool_call",
+    StopReason.MAX_TOKENS: "length",
+    StopReason.CONTENT_FILTER: "content_filter",
+}
+
+_PROVIDERS = {
+    "openai": "openai",
+    "azure": "azure.ai.openai",
+    "anthropic": "anthropic",
+    "gemini": "gcp.gemini",
+    "vertex": "gcp.vertex_ai",
+    "bedrock": "aws.bedrock",
+}
+"""daimon provider names -> ``gen_ai.provider.name`` values; others are passed through."""
+
+_MAX_OPEN_RUNS = 10_000
+"""Runs a hook tracks at once. A run cancelled as a task (or a stream left unfinished) gets no
+hook call to end its spans; past this many, the oldest open run is ended as abandoned."""
+
+_Attributes: TypeAlias = dict[str, str | bool | int | float | Sequence[str]]
+
+
+def instrument(
+    agent: Agent,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    capture_content: bool | None = None,
+) -> Agent:
+    """A copy of ``agent`` whose runs are traced; the agent itself is left as it was.
+
+    Instrument each agent whose spans you want, sub-agents included (``AgentTool(instrument(a),
+    ...)``); a sub-agent's run nests under the tool call that started it. Instrumenting an
+    instrumented agent replaces its tracing rather than adding a second one.
+
+    Args:
+        agent: The agent to trace.
+        tracer_provider: Where spans go; by default the global provider (set one with
+            :func:`configure_otlp`, or your own SDK setup), looked up when spans start.
+        capture_content: Record prompts, answers, tool arguments and tool results on the spans
+            (``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.system_instructions``,
+            ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``). They may hold personal
+            data, so this is off unless switched on here or by
+            ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+    """
+    if capture_content is None:
+        capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+    tracer = trace.get_tracer("daimon", daimon.__version__, tracer_provider)
+    hook = _TracingHook(agent, tracer, capture_content=capture_content)
+    others = [h for h in agent.hooks if not isinstance(h, _TracingHook)]
+    # First, so that the run's span is current before other hooks run and ends as they fail.
+    return agent.replace(hooks=[hook, *others])
+
+
+def configure_otlp(*, service_name: str | None = None) -> SdkTracerProvider:
+    """Export spans over OTLP/HTTP, configured by the standard ``OTEL_*`` environment variables.
+
+    Sets (and returns) the global tracer provider: an SDK provider batching spans to an
+    ``OTLPSpanExporter``, which reads ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), ``OTEL_EXPORTER_OTLP_HEADERS``, ``..._TIMEOUT`` and
+    ``..._COMPRESSION``; the resource comes from ``OTEL_SERVICE_NAME`` and
+    ``OTEL_RESOURCE_ATTRIBUTES``; sampling from ``OTEL_TRACES_SAMPLER``;
+    ``OTEL_TRACES_EXPORTER`` may name ``otlp`` (the default), ``console`` or ``none``; and
+    ``OTEL_SDK_DISABLED=true`` turns tracing off. Call it once, early, and call the provider's
+    ``shutdown()`` before the process exits, so the last spans are sent.
+
+    Args:
+        service_name: ``service.name`` when ``OTEL_SERVICE_NAME`` does not set one.
+
+    Raises:
+        BuilderError: The environment asks for an exporter or OTLP protocol this does not offer
+            (only ``http/protobuf``).
+    """
+    sdk_trace = require("opentelemetry.sdk.trace", extra="otel")
+    sdk_export = require("opentelemetry.sdk.trace.export", extra="otel")
+    resources = require("opentelemetry.sdk.resources", extra="otel")
+    exporter = require("opentelemetry.exporter.otlp.proto.http.trace_exporter", extra="otel")
+    attributes: dict[str, str] = {}
+    named_by_env = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get(
+        "OTEL_RESOURCE_ATTRIBUTES", ""
+    )
+    if service_name and not named_by_env:
+        attributes["service.name"] = service_name
+    provider: SdkTracerProvider = sdk_trace.TracerProvider(
+        resource=resources.Resource.create(attributes)
+    )
+    for name in _exporters():
+        if name == "otlp":
+            span_exporter = exporter.OTLPSpanExporter()
+        elif name == "console":
+            span_exporter = sdk_export.ConsoleSpanExporter()
+        else:
+            continue
+        provider.add_span_processor(sdk_export.BatchSpanProcessor(span_exporter))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def _exporters() -> list[str]:
+    """The exporters ``OTEL_TRACES_EXPORTER`` names (``otlp`` by default), checked."""
+    names = [
+        n.strip().lower()
+        for n in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")
+        if n.strip()
+    ]
+    unknown = sorted(set(names) - {"otlp", "console", "none"})
+    if unknown:
+        raise BuilderError(
+            f"OTEL_TRACES_EXPORTER names {unknown}: configure_otlp offers otlp, console and none"
+        )
+    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
+    )
+    if "otlp" in names and protocol.strip() != "http/protobuf":
+        raise BuilderError(
+            f"OTLP protocol {protocol!r} is not offered: configure_otlp exports http/protobuf"
+        )
+    return names
+
+
+class _Scope:
+    """A span, its context, and the attachment that made it current (if any)."""
+
+    __slots__ = ("context", "span", "task", "token")
+
+    def __init__(self, span: Span, parent: Context | None, *, current: bool) -> None:
+        self.span = span
+        self.context: Context = trace.set_span_in_context(span, parent)
+        self.token: Token[Context] | None = None
+        self.task: asyncio.Task[Any] | None = None
+        if current:
+            self.token = otel_context.attach(self.context)
+            self.task = asyncio.current_task()
+
+    def release(self) -> None:
+        """Undo the attachment, where it was made (a context elsewhere is not ours to reset)."""
+        token, self.token = self.token, None
+        if token is not None and asyncio.current_task() is self.task:
+            otel_context.detach(token)
+
+    def fail(self, error: BaseException) -> None:
+        """Record ``error`` on the span (status, ``error.type``, exception event) and end it."""
+        span = self.span
+        span.record_exception(error)
+        span.set_attribute("error.type", _error_type(error))
+        span.set_status(trace.Status(trace.StatusCode.ERROR, str(error) or type(error).__name__))
+        span.end()
+
+
+class _Run:
+    __slots__ = ("chat", "cost_before", "scope", "tools")
+
+    def __init__(self, scope: _Scope) -> None:
+        self.scope = scope
+        self.chat: _Scope | None = None
+        self.cost_before = 0.0
+        self.tools: dict[str, _Scope] = {}
+
+
+class _TracingHook(AgentHook):
+    """Turns one agent's runs into spans (made by :func:`instrument`)."""
+
+    def __init__(self, agent: Agent, tracer: Tracer, *, capture_content: bool) -> None:
+        model = agent.model
+        self._tracer = tracer
+        self._capture = capture_content
+        self._tools = agent.tools
+        self._model_name: str = model.model_name
+        request: _Attributes = {"gen_ai.request.model": model.model_name}
+        provider = getattr(model, "provider", None)
+        if isinstance(provider, str) and provider:
+            request["gen_ai.provider.name"] = _PROVIDERS.get(provider, provider)
+        if agent.temperature is not None:
+            request["gen_ai.request.temperature"] = float(agent.temperature)
+        if agent.max_tokens is not None:
+            request["gen_ai.request.max_tokens"] = agent.max_tokens
+        self._request = request
+        self._runs: dict[str, _Run] = {}
+
+    # ------------------------------------------------------------------------------------ run
+    async def on_run_start(self, state: RunState) -> None:
+        attributes: _Attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": state.agent_name,
+            "daimon.run.id": state.run_id,
+            **self._request,
+        }
+        if state.session_id is not None:
+            attributes["gen_ai.conversation.id"] = state.session_id
+        parent = otel_context.get_current()
+        span = self._tracer.start_span(
+            f"invoke_agent {state.agent_name}",
+            context=parent,
+            kind=trace.SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        runs = self._runs
+        runs[state.run_id] = _Run(_Scope(span, parent, current=True))
+        if len(runs) > _MAX_OPEN_RUNS:
+            oldest = runs.pop(next(iter(runs)))
+            for scope in (*_open(oldest), oldest.scope):
+                scope.span.set_status(trace.Status(trace.StatusCode.ERROR, "abandoned"))
+                scope.span.end()
+
+    async def on_run_end(self, response: AgentResponse, state: RunState) -> None:
+        run = self._runs.pop(state.run_id, None)
+        if run is None:
+            return
+        for scope in _open(run):  # tool calls cut short by EndRun
+            scope.span.end()
+        span = run.scope.span
+        _set_usage(span, response.usage)
+        span.set_attribute("daimon.cost", response.cost)
+        span.set_attribute("daimon.iterations", response.iterations)
+        if response.paused:
+            span.set_attribute("daimon.run.paused", True)
+        if self._capture and not response.paused:
+            output = [{"role": "assistant", "parts": [{"type": "text", "content": response.text}]}]
+            span.set_attribute("gen_ai.output.messages", _json(output))
+        run.scope.release()
+        span.end()
+
+    async def on_error(self, error: BaseException, state: RunState) -> None:
+        run = self._runs.pop(state.run_id, None)
+        if run is None:
+            return
+        for scope in _open(run):
+            scope.fail(error)
+        _set_usage(run.scope.span, state.usage)
+        run.scope.span.set_attribute("daimon.cost", state.cost)
+        run.scope.release()
+        run.scope.fail(error)
+
+    # ------------------------------------------------------------------------- model calls
+    async def on_iteration_start(self, state: RunState) -> None:
+        run = self._runs.get(state.run_id)
+        if run is None:
+            return
+        attributes: _Attributes = {"gen_ai.operation.name": "chat", **self._request}
+        if state.session_id is not None:
+            attributes["gen_ai.conversation.id"] = state.session_id
+        if self._capture:
+            system = [m for m in state.messages if m.role is Role.SYSTEM]
+            if system:
+                attributes["gen_ai.system_instructions"] = _json(
+                    [{"type": "text", "content": m.text} for m in system]
+                )
+            attributes["gen_ai.input.messages"] = _json(
+                [_message(m) for m in state.messages if m.role is not Role.SYSTEM]
+            )
+        span = self._tracer.start_span(
+            f"chat {self._model_name}",
+            context=run.scope.context,
+            kind=trace.SpanKind.CLIENT,
+            attributes=attributes,
+        )
+        # Current during the call, so the provider's HTTP spans (if instrumented) nest under it.
+        run.chat = _Scope(span, run.scope.context, current=True)
+        run.cost_before = state.cost
+
+    async def on_model_response(self, response: ChatResponse, state: RunState) -> None:
+        run = self._runs.get(state.run_id)
+        if run is None or run.chat is None:
+            return
+        chat, run.chat = run.chat, None
+        span = chat.span
+        if response.model:
+            span.set_attribute("gen_ai.response.model", response.model)
+        finish = _FINISH_REASONS.get(response.stop_reason, str(response.stop_reason))
+        span.set_attribute("gen_ai.response.finish_reasons", (finish,))
+        _set_usage(span, response.usage)
+        span.set_attribute("daimon.cost", state.cost - run.cost_before)
+        if self._capture:
+            output = {**_message(response.message), "finish_reason": finish}
+            span.set_attribute("gen_ai.output.messages", _json([output]))
+        chat.release()
+        span.end()
+
+    # -------------------------------------------------------------------------- tool calls
+    async def on_tool_call(self, call: ToolCall, state: RunState) -> None:
+        run = self._runs.get(state.run_id)
+        if run is None:
+            return
+        attributes: _Attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+        }
+        found = self._tools.get(call.name)
+        description = getattr(found, "description", None)
+        if isinstance(description, str) and description:
+            attributes["gen_ai.tool.description"] = description
+        if self._capture:
+            attributes["gen_ai.tool.call.arguments"] = call.arguments_json
+        span = self._tracer.start_span(
+            f"execute_tool {call.name}",
+            context=run.scope.context,
+            kind=trace.SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        # Current while the tool runs (in this task only): sub-agents nest under the call.
+        run.tools[call.id] = _Scope(span, run.scope.context, current=True)
+
+    async def on_tool_result(self, call: ToolCall, output: ToolOutput, state: RunState) -> None:
+        run = self._runs.get(state.run_id)
+        scope = None if run is None else run.tools.pop(call.id, None)
+        if scope is None:
+            return
+        span = scope.span
+        if output.is_error:
+            span.set_attribute("error.type", "tool_error")
+            span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool returned an error"))
+        if self._capture:
+            span.set_attribute("gen_ai.tool.call.result", output.content)
+        scope.release()
+        span.end()
+
+
+def _open(run: _Run) -> list[_Scope]:
+    """The run's spans still open (innermost first), forgotten by the run."""
+    scopes = list(run.tools.values())
+    run.tools.clear()
+    if run.chat is not None:
+        scopes.append(run.chat)
+        run.chat = None
+    return scopes
+
+
+def _set_usage(span: Span, usage: Usage) -> None:
+    span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+    span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+    if usage.cached_tokens:
+        span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cached_tokens)
+
+
+def _error_type(error: BaseException) -> str:
+    cls = type(error)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _message(message: Message) -> dict[str, Any]:
+    """A message in the conventions' JSON shape: a role and typed parts."""
+    parts: list[dict[str, Any]] = []
+    if message.role is Role.TOOL:
+        parts.append(
+            {"type": "tool_call_response", "id": message.tool_call_id, "response": message.text}
+        )
+    elif isinstance(message.content, str):
+        if message.content:
+            parts.append({"type": "text", "content": message.content})
+    else:
+        for part in message.content:
+            if isinstance(part, ImagePart):
+                if part.url is not None and not part.url.startswith("data:"):
+                    parts.append({"type": "uri", "modality": "image", "uri": part.url})
+                else:  # the bytes themselves stay out of the trace
+                    parts.append(
+                        {"type": "blob", "modality": "image", "mime_type": part.media_type}
+                    )
+            else:
+                parts.append({"type": "text", "content": part.text})
+    for call in message.tool_calls:
+        parts.append(
+            {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
+        )
+    return {"role": str(message.role), "parts": parts}
+
+
+def _json(value: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
