@@ -1,0 +1,131 @@
+"""Reading A2A's protobuf messages as text, and describing a daimon agent as an agent card."""
+
+from __future__ import annotations
+
+from daimon.a2a import _sdk  # noqa: F401  # isort: skip - first: names the extra
+
+import json
+import re
+from collections.abc import Iterable
+
+from a2a.helpers import get_data_parts
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Artifact,
+    HTTPAuthSecurityScheme,
+    Message,
+    Part,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+    Task,
+)
+from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
+
+from daimon.core.tools import ToolSpec
+
+__all__ = (
+    "agent_card_for",
+    "artifacts_text",
+    "message_text",
+    "parts_text",
+    "task_text",
+    "tool_name",
+)
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_TEXT = ("text/plain",)
+
+
+def tool_name(name: str) -> str:
+    """``name`` as a tool name every model provider accepts."""
+    return _NAME_CHARS.sub("_", name)[:64] or "remote_agent"
+
+
+def parts_text(parts: Iterable[Part]) -> str:
+    """The text of message or artifact parts; data as JSON, files described."""
+    pieces: list[str] = []
+    for part in parts:
+        kind = part.WhichOneof("content")
+        if kind == "text":
+            pieces.append(part.text)
+        elif kind == "data":
+            (value,) = get_data_parts([part])
+            pieces.append(json.dumps(value, ensure_ascii=False, default=str))
+        elif kind == "url":
+            pieces.append(f"[file: {part.url}]")
+        elif kind == "raw":
+            label = part.filename or part.media_type or "bytes"
+            pieces.append(f"[file {label}: {len(part.raw)} bytes]")
+    return "".join(pieces)
+
+
+def artifacts_text(artifacts: Iterable[Artifact]) -> str:
+    """All artifacts' text, one artifact per paragraph."""
+    return "\n\n".join(t for t in (parts_text(a.parts) for a in artifacts) if t)
+
+
+def task_text(task: Task) -> str:
+    """A task's answer: its artifacts, else the message of its last status."""
+    text = artifacts_text(task.artifacts)
+    if text or not task.status.HasField("message"):
+        return text
+    return parts_text(task.status.message.parts)
+
+
+def message_text(message: Message) -> str:
+    """A message's text."""
+    return parts_text(message.parts)
+
+
+def agent_card_for(
+    *,
+    name: str,
+    description: str,
+    url: str,
+    version: str,
+    tools: Iterable[ToolSpec],
+    bearer: bool,
+) -> AgentCard:
+    """The card of a served daimon agent: one JSON-RPC interface, text in and out, streaming."""
+    skills = [
+        AgentSkill(
+            id=name,
+            name=name,
+            description=description,
+            tags=["agent"],
+            input_modes=list(_TEXT),
+            output_modes=list(_TEXT),
+        ),
+        *(
+            AgentSkill(id=f"tool:{t.name}", name=t.name, description=t.description, tags=["tool"])
+            for t in tools
+        ),
+    ]
+    card = AgentCard(
+        name=name,
+        description=description,
+        version=version,
+        supported_interfaces=[
+            AgentInterface(
+                url=url,
+                protocol_binding=TransportProtocol.JSONRPC.value,
+                protocol_version=PROTOCOL_VERSION_CURRENT,
+            )
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=list(_TEXT),
+        default_output_modes=list(_TEXT),
+        skills=skills,
+    )
+    if bearer:
+        card.security_schemes["bearer"].CopyFrom(
+            SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer"))
+        )
+        card.security_requirements.append(
+            SecurityRequirement(schemes={"bearer": StringList(list=[])})
+        )
+    return card

@@ -1,0 +1,59 @@
+"""daimon.mcp: the Model Context Protocol, both ways.
+
+:class:`MCPClient` connects to an MCP server (stdio, streamable HTTP or HTTP+SSE) and offers its
+tools to agents as ordinary daimon tools; :func:`serve_mcp` serves an agent's tools, and the agent
+itself as an ``ask_<name>`` tool, to any MCP client over stdio or streamable HTTP.
+
+Needs the ``mcp`` extra (``pip install "daimon[mcp]"``). The namespace is lazy: importing
+``daimon.mcp`` loads nothing, and the SDK loads with the first name used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from daimon.core.optional import require
+
+if TYPE_CHECKING:
+    from daimon.mcp._client import MCPClient, MCPTool
+    from daimon.mcp._convert import MCPPrompt, MCPPromptArgument, MCPResource, MCPResourceContents
+    from daimon.mcp._server import create_mcp_server, mcp_http_app, serve_mcp
+
+__all__ = (
+    "MCPClient",
+    "MCPPrompt",
+    "MCPPromptArgument",
+    "MCPResource",
+    "MCPResourceContents",
+    "MCPTool",
+    "create_mcp_server",
+    "mcp_http_app",
+    "serve_mcp",
+)
+
+_LAZY = {
+    "MCPClient": "daimon.mcp._client",
+    "MCPPrompt": "daimon.mcp._convert",
+    "MCPPromptArgument": "daimon.mcp._convert",
+    "MCPResource": "daimon.mcp._convert",
+    "MCPResourceContents": "daimon.mcp._convert",
+    "MCPTool": "daimon.mcp._client",
+    "create_mcp_server": "daimon.mcp._server",
+    "mcp_http_app": "daimon.mcp._server",
+    "serve_mcp": "daimon.mcp._server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'daimon.mcp' has no attribute {name!r}")
+    require("mcp", extra="mcp")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,665 @@
+"""MCPClient: one MCP server, its tools offered to daimon agents as ordinary tools.
+
+One connection is owned by one background task, so the client can be opened in one task and
+used or closed from any other, and a caller that is cancelled mid-close never leaves a server
+process behind: the owner finishes the shutdown on its own.
+"""
+
+from __future__ import annotations
+
+from daimon.mcp import _sdk  # noqa: F401  # isort: skip - first: names the extra
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import math
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self, TextIO, TypeVar
+
+import anyio
+import httpx2
+import mcp_types
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.shared.exceptions import MCPError as SDKError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from daimon.core.errors import BuilderError, MCPError
+from daimon.core.messages import Message
+from daimon.core.tools import ToolOutput
+from daimon.mcp._convert import (
+    MCPPrompt,
+    MCPResource,
+    MCPResourceContents,
+    input_schema,
+    model_tool_name,
+    prompt_from_wire,
+    prompt_messages,
+    resource_contents,
+    resource_from_wire,
+    tool_output,
+)
+from daimon.mcp._stdio import guard_available, guarded_command
+from daimon.tools import RunContext
+from mcp import Client
+
+__all__ = ("MCPClient", "MCPTool")
+
+logger = logging.getLogger("daimon.mcp")
+
+_T = TypeVar("_T")
+ToolsChanged = Callable[[list["MCPTool"]], Awaitable[None] | None]
+"""Called with the new tool list after the server said its tools changed."""
+
+_MAX_PAGES = 100  # a server whose pagination never ends cannot hang the client
+_HTTP_TIMEOUT = 30.0
+_SSE_READ_TIMEOUT = 300.0  # a server may hold a response stream open this long between events
+
+
+@dataclass(frozen=True, slots=True)
+class _Stdio:
+    command: str
+    args: tuple[str, ...]
+    env: Mapping[str, str] | None
+    cwd: str | None
+    stderr: TextIO | None
+    die_with_parent: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _HTTP:
+    url: str
+    headers: Mapping[str, str]
+    legacy_sse: bool
+
+
+class MCPTool:
+    """One tool of an MCP server, usable by any daimon agent.
+
+    The model calls it by :attr:`name` (the server's name with the client's prefix, and any
+    character a model provider would refuse replaced by ``_``); the call goes to the server as
+    :attr:`remote_name`. Arguments are validated against :attr:`parameters_schema` by the agent's
+    tool registry before they are sent. Errors never escape: a failed or timed-out call, a lost
+    connection and a result the server flags ``isError`` all come back as an error result the
+    model reads.
+    """
+
+    __slots__ = ("_client", "description", "name", "parameters_schema", "remote_name", "title")
+
+    def __init__(self, client: MCPClient, tool: mcp_types.Tool, *, prefix: str = "") -> None:
+        self._client = client
+        self.remote_name = tool.name
+        """The tool's name on the server."""
+        self.name = model_tool_name(tool.name, prefix)
+        """The name the model calls it by."""
+        self.title = tool.title
+        self.description = tool.description or tool.title or tool.name
+        self.parameters_schema: Mapping[str, Any] = input_schema(tool)
+
+    def __repr__(self) -> str:
+        return f"MCPTool({self.name!r} on {self._client.name!r})"
+
+    async def execute(self, arguments: dict[str, Any], ctx: RunContext[Any]) -> ToolOutput:
+        """Call the tool on the server; every failure is an error result."""
+        try:
+            return await self._client.call_tool(self.remote_name, arguments)
+        except MCPError as exc:
+            return ToolOutput.error(f"Error: {exc}")
+
+
+class MCPClient:
+    """A connection to one MCP server, over stdio, streamable HTTP or the older HTTP+SSE.
+
+    Create one with :meth:`stdio`, :meth:`http` or :meth:`sse`, then use it with ``async with``
+    (or :meth:`connect` and :meth:`aclose`). Its tools are daimon tools::
+
+        async with MCPClient.stdio("uvx", ["mcp-server-time"]) as time_server:
+            agent = Agent(model, tools=await time_server.tools())
+
+    The agent's tools are fixed when it is built; when the server announces that its tools
+    changed (``notifications/tools/list_changed``, or a ``subscriptions/listen`` event on
+    2026-07-28 connections) the client re-lists them, so the next ``await client.tools()`` (and
+    ``on_tools_changed``) sees the new set. Agents built per request pick it up with no extra work.
+
+    A stdio server runs as a child process that never outlives the client: closing the client
+    stops it (stdin closed, then SIGTERM and SIGKILL to its process group, as the SDK does), and
+    on Linux the kernel kills it if the client's process dies without closing (see
+    ``die_with_parent``).
+
+    Args:
+        name: What logs and errors call the server.
+        connect_timeout: Seconds allowed for starting, connecting and the first tool listing.
+        call_timeout: Seconds allowed for each request (tool call, read, listing); a timed-out
+            tool call is cancelled on the server.
+        tool_prefix: Put before every tool name, to keep two servers' tools apart.
+        on_tools_changed: Called with the new tools after the server changed them.
+        protocol: ``"auto"`` (the newest version both sides speak), ``"legacy"`` (the
+            ``initialize`` handshake, 2025-11-25 and before) or a protocol version to adopt.
+        max_result_chars: Tool result text beyond this is cut, so one huge result cannot flood
+            the model's context.
+    """
+
+    __slots__ = (
+        "_changed",
+        "_client",
+        "_closing",
+        "_failure",
+        "_ready",
+        "_runner",
+        "_scope",
+        "_target",
+        "_tools",
+        "call_timeout",
+        "connect_timeout",
+        "max_result_chars",
+        "name",
+        "on_tools_changed",
+        "protocol",
+        "tool_prefix",
+    )
+
+    def __init__(
+        self,
+        target: _Stdio | _HTTP,
+        *,
+        name: str,
+        connect_timeout: float = 10.0,
+        call_timeout: float = 60.0,
+        tool_prefix: str = "",
+        on_tools_changed: ToolsChanged | None = None,
+        protocol: str = "auto",
+        max_result_chars: int = 100_000,
+    ) -> None:
+        limits = {"connect_timeout": connect_timeout, "call_timeout": call_timeout}
+        for label, seconds in limits.items():
+            if not (isinstance(seconds, int | float) and 0 < seconds < math.inf):
+                raise BuilderError(f"{label} must be a positive number of seconds, got {seconds!r}")
+        if protocol not in ("auto", "legacy", *MODERN_PROTOCOL_VERSIONS):
+            raise BuilderError(
+                f"protocol must be 'auto', 'legacy' or one of {list(MODERN_PROTOCOL_VERSIONS)}, "
+                f"got {protocol!r}"
+            )
+        self._target = target
+        self.name = name
+        self.connect_timeout = float(connect_timeout)
+        self.call_timeout = float(call_timeout)
+        self.tool_prefix = tool_prefix
+        self.on_tools_changed = on_tools_changed
+        self.protocol = protocol
+        self.max_result_chars = max_result_chars
+        self._tools: list[MCPTool] = []
+        self._client: Client | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[None] | None = None
+        self._closing: anyio.Event | None = None
+        self._changed: anyio.Event | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._failure: BaseException | None = None
+
+    # ------------------------------------------------------------------------ constructors
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        stderr: TextIO | None = None,
+        die_with_parent: bool = True,
+        name: str | None = None,
+        **options: Any,
+    ) -> MCPClient:
+        """A server started as a child process, spoken to over its stdin and stdout.
+
+        Args:
+            command: The program to run.
+            args: Its arguments.
+            env: Extra environment variables. The server gets only these plus a few safe
+                defaults (``PATH``, ``HOME``, ...), never the whole environment.
+            cwd: Its working directory.
+            stderr: Where its stderr goes (this process's stderr by default); a file with a
+                file descriptor.
+            die_with_parent: On Linux, start it so that the kernel kills it when this process
+                dies, even by SIGKILL.
+            name: What logs and errors call it (the command by default).
+            **options: The client options of :class:`MCPClient`.
+        """
+        target = _Stdio(
+            command=command,
+            args=tuple(args),
+            env=dict(env) if env is not None else None,
+            cwd=os.fspath(cwd) if cwd is not None else None,
+            stderr=stderr,
+            die_with_parent=die_with_parent,
+        )
+        return cls(target, name=name or os.path.basename(command), **options)
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        token: str | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> MCPClient:
+        """A server at a streamable HTTP endpoint (usually ending in ``/mcp``).
+
+        Args:
+            url: The endpoint.
+            headers: Extra HTTP headers for every request.
+            token: Sent as ``Authorization: Bearer <token>``.
+            name: What logs and errors call it (the URL by default).
+            **options: The client options of :class:`MCPClient`.
+        """
+        return cls(_http(url, headers, token, legacy_sse=False), name=name or url, **options)
+
+    @classmethod
+    def sse(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        token: str | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> MCPClient:
+        """A server on the older HTTP+SSE transport (introduced in 2024-11-05; usually ``/sse``).
+
+        Args:
+            url: The SSE endpoint.
+            headers: Extra HTTP headers for every request.
+            token: Sent as ``Authorization: Bearer <token>``.
+            name: What logs and errors call it (the URL by default).
+            **options: The client options of :class:`MCPClient`.
+        """
+        return cls(_http(url, headers, token, legacy_sse=True), name=name or url, **options)
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "not connected"
+        return f"MCPClient({self.name!r}, {state})"
+
+    # ------------------------------------------------------------------------ lifecycle
+
+    @property
+    def connected(self) -> bool:
+        """Whether the connection is open."""
+        return self._client is not None and self._failure is None
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The protocol version agreed with the server, once connected."""
+        client = self._client
+        return client.protocol_version if client is not None else None
+
+    async def __aenter__(self) -> Self:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def connect(self) -> None:
+        """Start (or reach) the server, agree on a protocol and list its tools.
+
+        Raises:
+            MCPError: The server could not be started or reached, did not answer within
+                ``connect_timeout``, or failed the handshake.
+        """
+        if self._runner is not None:
+            raise MCPError(f"MCP client {self.name!r} is already connected (or was closed)")
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        self._ready = ready
+        self._closing = anyio.Event()
+        self._changed = anyio.Event()
+        self._runner = loop.create_task(self._run(ready), name=f"daimon.mcp:{self.name}")
+        try:
+            await asyncio.shield(ready)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        """Close the connection (and stop a stdio server); calling it again does nothing."""
+        runner = self._runner
+        if runner is None or runner.done():
+            self._client = None
+            return
+        if self._closing is not None:
+            self._closing.set()
+        if self._scope is not None and not (self._ready is not None and self._ready.done()):
+            self._scope.cancel()  # still connecting: give up at once
+        # The owner task finishes the shutdown even if this caller is cancelled meanwhile.
+        await asyncio.wait({runner})
+
+    async def _run(self, ready: asyncio.Future[None]) -> None:
+        try:
+            await self._serve(ready)
+        finally:
+            if not ready.done():  # cancelled from outside before it got anywhere
+                ready.set_exception(MCPError(f"MCP client {self.name!r} was cancelled"))
+
+    async def _serve(self, ready: asyncio.Future[None]) -> None:
+        closing = self._closing
+        assert closing is not None
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            scope.deadline = anyio.current_time() + self.connect_timeout
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    transport = await self._open(stack)
+                    client = Client(
+                        transport,
+                        mode=self.protocol,
+                        message_handler=self._on_message,
+                        client_info=mcp_types.Implementation(name="daimon", version=_version()),
+                        cache=None,  # every listing goes to the server: no stale tools
+                    )
+                    await stack.enter_async_context(client)
+                    self._tools = await self._list_tools(client)
+                    self._client = client
+                    scope.deadline = math.inf
+                    if not ready.done():
+                        ready.set_result(None)
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(self._refresh_on_change, client)
+                        if _announces_tool_changes(client):
+                            group.start_soon(self._listen, client)
+                        await closing.wait()
+                        group.cancel_scope.cancel()
+            except Exception as exc:
+                self._failure = exc
+                if not ready.done():
+                    ready.set_exception(self._connect_error(exc))
+                else:
+                    logger.warning("MCP server %r: connection failed: %r", self.name, exc)
+            finally:
+                self._client = None
+        if not ready.done():  # the deadline passed, or aclose() gave up on connecting
+            what = "closed while connecting" if closing.is_set() else "timed out while connecting"
+            ready.set_exception(
+                MCPError(
+                    f"MCP server {self.name!r} {what}"
+                    + ("" if closing.is_set() else f" (connect_timeout={self.connect_timeout:g}s)")
+                )
+            )
+
+    async def _open(self, stack: contextlib.AsyncExitStack) -> Any:
+        target = self._target
+        if isinstance(target, _Stdio):
+            env = get_default_environment() | dict(target.env or {})
+            command, args = target.command, list(target.args)
+            if target.die_with_parent and guard_available():
+                command, args = guarded_command(command, args, env)
+            params = StdioServerParameters(
+                command=command, args=args, env=dict(target.env or {}), cwd=target.cwd
+            )
+            return stdio_client(params, errlog=target.stderr or sys.stderr)
+        if target.legacy_sse:
+            return sse_client(
+                target.url,
+                headers=dict(target.headers),
+                timeout=_HTTP_TIMEOUT,
+                sse_read_timeout=_SSE_READ_TIMEOUT,
+            )
+        http = httpx2.AsyncClient(
+            headers=dict(target.headers),
+            timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_SSE_READ_TIMEOUT),
+        )
+        await stack.enter_async_context(http)
+        return streamable_http_client(target.url, http_client=http)
+
+    def _connect_error(self, exc: BaseException) -> MCPError:
+        if isinstance(exc, MCPError):
+            return exc
+        error = MCPError(f"could not connect to MCP server {self.name!r}: {_describe(exc)}")
+        error.__cause__ = exc
+        return error
+
+    # ------------------------------------------------------------------------ tools
+
+    async def tools(self) -> list[MCPTool]:
+        """The server's tools, as daimon tools (listed at connect, re-listed when they change).
+
+        Raises:
+            MCPError: The client is not connected.
+        """
+        self._connection()
+        return list(self._tools)
+
+    async def refresh_tools(self) -> list[MCPTool]:
+        """List the server's tools again now.
+
+        Raises:
+            MCPError: The listing failed or timed out, or the client is not connected.
+        """
+        self._tools = await self._request("tools/list", self._list_tools(self._connection()))
+        return list(self._tools)
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
+        """Call a tool by its name on the server.
+
+        A result the server flags ``isError`` is returned as an error ``ToolOutput``.
+
+        Raises:
+            MCPError: The call failed at the protocol level (unknown tool, invalid params, a
+                lost connection) or timed out (and was then cancelled on the server).
+        """
+        client = self._connection()
+        seconds = self.call_timeout
+        try:
+            # The SDK's own timeout cancels the call on the server; this one is the backstop
+            # for a transport that cannot even send.
+            with anyio.fail_after(seconds + 1.0):
+                result = await client.call_tool(
+                    name, dict(arguments or {}), read_timeout_seconds=seconds
+                )
+        except TimeoutError as exc:
+            raise MCPError(
+                f"MCP server {self.name!r}: tool {name!r} timed out after {seconds:g}s"
+            ) from exc
+        except SDKError as exc:
+            raise self._sdk_error(exc, f"tool {name!r}", seconds) from exc
+        except Exception as exc:  # transport failures: closed pipes, HTTP errors, bad replies
+            raise MCPError(
+                f"MCP server {self.name!r}: tool {name!r} failed: {_describe(exc)}"
+            ) from exc
+        return tool_output(result, max_chars=self.max_result_chars)
+
+    async def _list_tools(self, client: Client) -> list[MCPTool]:
+        listed: list[MCPTool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            with anyio.fail_after(self.call_timeout):
+                page = await client.list_tools(cursor=cursor)
+            listed.extend(MCPTool(self, t, prefix=self.tool_prefix) for t in page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return listed
+
+    def _tools_changed(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+
+    async def _on_message(self, message: mcp_types.ServerNotification | Exception) -> None:
+        # Runs inside the session's receive loop: it must not wait on a request, so the
+        # re-listing happens in _refresh_on_change.
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._tools_changed()
+        elif isinstance(message, Exception):
+            logger.warning("MCP server %r sent something unreadable: %r", self.name, message)
+
+    async def _listen(self, client: Client) -> None:
+        """On 2026-07-28 connections, change events come on a ``subscriptions/listen`` stream."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    self._tools_changed()
+        except (ListenNotSupportedError, SubscriptionLost, SDKError) as exc:
+            logger.info("MCP server %r: no tool change events (%s)", self.name, exc)
+        except Exception as exc:  # a broken stream must not take the connection down
+            logger.warning("MCP server %r: tool change stream failed: %r", self.name, exc)
+
+    async def _refresh_on_change(self, client: Client) -> None:
+        while True:
+            assert self._changed is not None
+            await self._changed.wait()
+            self._changed = anyio.Event()  # a change during the re-listing counts again
+            try:
+                self._tools = await self._list_tools(client)
+            except Exception as exc:  # keep the old tools; the next change tries again
+                logger.warning("MCP server %r: re-listing tools failed: %r", self.name, exc)
+                continue
+            callback = self.on_tools_changed
+            if callback is not None:
+                try:
+                    outcome = callback(list(self._tools))
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                except Exception:
+                    logger.exception("MCP server %r: on_tools_changed raised", self.name)
+
+    # ------------------------------------------------------------------------ resources, prompts
+
+    async def list_resources(self) -> list[MCPResource]:
+        """The resources the server offers.
+
+        Raises:
+            MCPError: The request failed or timed out.
+        """
+        client = self._connection()
+
+        async def fetch() -> list[MCPResource]:
+            found: list[MCPResource] = []
+            cursor: str | None = None
+            for _ in range(_MAX_PAGES):
+                page = await client.list_resources(cursor=cursor)
+                found.extend(resource_from_wire(r) for r in page.resources)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            return found
+
+        return await self._request("resources/list", fetch())
+
+    async def read_resource(self, uri: str) -> list[MCPResourceContents]:
+        """Read a resource: its text, or bytes for binary contents.
+
+        Raises:
+            MCPError: The resource does not exist, or the request failed or timed out.
+        """
+        client = self._connection()
+        result = await self._request(f"resource {uri!r}", client.read_resource(uri))
+        return resource_contents(result)
+
+    async def list_prompts(self) -> list[MCPPrompt]:
+        """The prompt templates the server offers.
+
+        Raises:
+            MCPError: The request failed or timed out.
+        """
+        client = self._connection()
+
+        async def fetch() -> list[MCPPrompt]:
+            found: list[MCPPrompt] = []
+            cursor: str | None = None
+            for _ in range(_MAX_PAGES):
+                page = await client.list_prompts(cursor=cursor)
+                found.extend(prompt_from_wire(p) for p in page.prompts)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            return found
+
+        return await self._request("prompts/list", fetch())
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None
+    ) -> list[Message]:
+        """A prompt template rendered by the server, as messages to start a conversation with.
+
+        Raises:
+            MCPError: The prompt does not exist, an argument is missing, or the request failed.
+        """
+        client = self._connection()
+        result = await self._request(
+            f"prompt {name!r}", client.get_prompt(name, dict(arguments or {}))
+        )
+        return prompt_messages(result)
+
+    # ------------------------------------------------------------------------ plumbing
+
+    def _connection(self) -> Client:
+        client = self._client
+        if client is None or self._failure is not None:
+            state = "lost its connection" if self._failure is not None else "is not connected"
+            raise MCPError(f"MCP client {self.name!r} {state}")
+        return client
+
+    async def _request(self, what: str, request: Awaitable[_T]) -> _T:
+        try:
+            with anyio.fail_after(self.call_timeout):
+                return await request
+        except TimeoutError as exc:
+            raise MCPError(
+                f"MCP server {self.name!r}: {what} timed out after {self.call_timeout:g}s"
+            ) from exc
+        except SDKError as exc:
+            raise self._sdk_error(exc, what, self.call_timeout) from exc
+        except Exception as exc:
+            raise MCPError(f"MCP server {self.name!r}: {what} failed: {_describe(exc)}") from exc
+
+    def _sdk_error(self, exc: SDKError, what: str, seconds: float) -> MCPError:
+        if exc.code == mcp_types.REQUEST_TIMEOUT:
+            return MCPError(f"MCP server {self.name!r}: {what} timed out after {seconds:g}s")
+        if exc.code == mcp_types.CONNECTION_CLOSED:
+            return MCPError(f"MCP server {self.name!r} closed the connection during {what}")
+        return MCPError(f"MCP server {self.name!r}: {what} failed: {exc.message} ({exc.code})")
+
+
+def _http(
+    url: str, headers: Mapping[str, str] | None, token: str | None, *, legacy_sse: bool
+) -> _HTTP:
+    if not url.startswith(("http://", "https://")):
+        raise BuilderError(f"an MCP server URL must be http:// or https://, got {url!r}")
+    merged = dict(headers or {})
+    if token is not None:
+        merged["Authorization"] = f"Bearer {token}"
+    return _HTTP(url=url, headers=merged, legacy_sse=legacy_sse)
+
+
+def _announces_tool_changes(client: Client) -> bool:
+    if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False  # handshake-era servers send notifications/tools/list_changed unasked
+    tools = client.server_capabilities.tools
+    return bool(tools and tools.list_changed)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return _describe(exc.exceptions[0])
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _version() -> str:
+    from daimon import __version__
+
+    return __version__

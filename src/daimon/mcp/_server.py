@@ -1,0 +1,336 @@
+"""Serving an agent over MCP: its tools, and the agent itself as an ``ask_<name>`` tool.
+
+Over streamable HTTP the server is closed by default:
+
+* it binds 127.0.0.1 unless told otherwise, and refuses to start on any other address without
+  a bearer token;
+* every request must carry the token when one is set (compared in constant time); a session id
+  only routes requests, it never stands in for the token;
+* the ``Host`` header must name an allowed host and an ``Origin`` header, when present, an
+  allowed origin (DNS-rebinding protection); anything else is answered 403;
+* a tool that raises becomes an ``isError`` result, and a malformed JSON-RPC message an error
+  response: the server keeps serving.
+
+Cancellation follows the protocol version the client chose. On handshake-era connections
+(2025-11-25 and before) a client disconnect never cancels a running tool; only the client's
+``notifications/cancelled`` does. On 2026-07-28 connections the specification makes closing the
+request's response stream the cancellation signal over HTTP, so that is honoured instead.
+"""
+
+from __future__ import annotations
+
+from daimon.mcp import _sdk  # noqa: F401  # isort: skip - first: names the extra
+
+import asyncio
+import re
+import uuid
+from collections.abc import AsyncIterable, Iterable, Mapping
+from typing import Any, Literal, Protocol
+
+import anyio
+import mcp_types
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from daimon.agent import Agent
+from daimon.core.errors import BuilderError, RunCancelled
+from daimon.core.messages import ToolCall
+from daimon.core.tools import ToolOutput
+from daimon.mcp._convert import call_tool_result, mcp_tool
+from daimon.mcp._guard import Guard, check_exposure, hosts_for
+from daimon.tools import EndRun, RunContext, Tool, ToolRegistry
+
+__all__ = ("create_mcp_server", "mcp_http_app", "serve_mcp")
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class _AskAgent:
+    """The agent itself, as a tool: one prompt in, the final answer out."""
+
+    __slots__ = ("_agent", "description", "name", "parameters_schema")
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+        self.name = ("ask_" + _NAME_CHARS.sub("_", agent.name))[:64]
+        self.description = (
+            f"Ask the {agent.name!r} agent. It works the request out with its own tools and "
+            "answers in text. Each call is a new conversation."
+        )
+        self.parameters_schema: Mapping[str, Any] = {
+            "type": "object",
+            "properties": {"prompt": {"type": "string", "description": "What to ask the agent."}},
+            "required": ["prompt"],
+            "additionalProperties": False,
+        }
+
+    async def execute(self, arguments: dict[str, Any], ctx: RunContext[Any]) -> ToolOutput:
+        response = await self._agent.prompt(str(arguments["prompt"]), cancel=ctx.cancel)
+        if response.paused:
+            names = ", ".join(sorted({r.call.name for r in response.pending_approvals}))
+            return ToolOutput.error(
+                f"Error: the agent stopped to wait for a person to approve {names}; "
+                "approvals cannot be given over MCP"
+            )
+        return ToolOutput(content=response.text, data=_jsonable(response.output))
+
+
+def _jsonable(value: Any) -> Any:
+    return value if isinstance(value, dict) else None
+
+
+def _exposed(agent: Agent, *, expose_tools: bool, expose_agent: bool) -> ToolRegistry:
+    tools: list[Tool] = []
+    if expose_tools:
+        # A tool that needs a person's approval is never handed to a remote caller.
+        tools.extend(t for t in agent.tools if not getattr(t, "requires_approval", False))
+    if expose_agent:
+        tools.append(_AskAgent(agent))
+    return ToolRegistry(tools)
+
+
+def create_mcp_server(
+    agent: Agent,
+    *,
+    expose_tools: bool = True,
+    expose_agent: bool = True,
+    name: str | None = None,
+    instructions: str | None = None,
+) -> Server[Any]:
+    """An MCP server (the SDK's low-level ``Server``) offering ``agent``'s tools.
+
+    Tools that need approval are left out. Arguments are validated against each tool's schema
+    before it runs; every failure (invalid arguments, a tool that raises, a timeout, an agent
+    run that fails) is an ``isError`` result the caller can read.
+
+    Args:
+        agent: The agent to serve.
+        expose_tools: Offer the agent's own tools.
+        expose_agent: Offer the agent itself as ``ask_<agent name>``.
+        name: The server's name (the agent's by default).
+        instructions: Told to clients that read server instructions.
+
+    Raises:
+        DuplicateToolError: The agent has a tool called ``ask_<agent name>`` itself.
+    """
+    registry = _exposed(agent, expose_tools=expose_tools, expose_agent=expose_agent)
+    listed = mcp_types.ListToolsResult(tools=[mcp_tool(spec) for spec in registry.specs])
+    schemas = {spec.name: dict(spec.parameters) for spec in registry.specs}
+
+    async def list_tools(
+        ctx: Any, params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListToolsResult:
+        return listed
+
+    async def call_tool(
+        ctx: Any, params: mcp_types.CallToolRequestParams
+    ) -> mcp_types.CallToolResult:
+        request_id = getattr(ctx, "request_id", None)
+        call = ToolCall(
+            id=str(request_id if request_id is not None else uuid.uuid4().hex),
+            name=params.name,
+            arguments=dict(params.arguments or {}),
+        )
+        run_ctx: RunContext[Any] = RunContext(
+            run_id=f"mcp-{uuid.uuid4().hex}", deps=None, call_id=call.id, tool_name=call.name
+        )
+        try:
+            output = await registry.run(call, run_ctx)
+        except EndRun as signal:
+            output = ToolOutput(content=signal.text if signal.text is not None else str(signal))
+        except RunCancelled as exc:
+            output = ToolOutput.error(f"Error: {exc}")
+        except Exception as exc:  # never a crash: the caller reads what went wrong
+            output = ToolOutput.error(f"Error: {type(exc).__name__}: {exc}")
+        except BaseException:  # the request was cancelled: tell the tool too
+            run_ctx.cancel.cancel("the MCP request was cancelled")
+            raise
+        return call_tool_result(output)
+
+    return Server(
+        name or agent.name,
+        version=_version(),
+        instructions=instructions,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        get_tool_input_schema=schemas.get,
+    )
+
+
+# ------------------------------------------------------------------------------ HTTP
+
+
+def mcp_http_app(
+    agent: Agent,
+    *,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
+    path: str = "/mcp",
+    expose_tools: bool = True,
+    expose_agent: bool = True,
+) -> ASGIApp:
+    """The streamable HTTP MCP endpoint for ``agent``, as an ASGI app (Starlette).
+
+    Args:
+        agent: The agent to serve.
+        host: The address it will be bound to; decides the defaults below.
+        token: The bearer token every request must carry. Required unless ``host`` is a
+            loopback address.
+        allowed_hosts: Host names (no port) the ``Host`` header may name, besides the defaults:
+            the loopback names on a loopback bind, ``host`` itself on a specific address, none on
+            a wildcard bind (where, without this, the ``Host`` header is not checked; the token
+            still is).
+        allowed_origins: Origins (``scheme://host[:port]``) allowed to call from a browser,
+            besides http(s) origins on an allowed host. Requests with no ``Origin`` header (any
+            non-browser client) are unaffected.
+        path: Where the endpoint is.
+        expose_tools: Offer the agent's own tools.
+        expose_agent: Offer the agent itself as ``ask_<agent name>``.
+
+    Raises:
+        BuilderError: ``host`` is not a loopback address and no ``token`` is given, or the token
+            is empty.
+    """
+    check_exposure(host, token, "MCP")
+    hosts = hosts_for(host, allowed_hosts)
+    server = create_mcp_server(agent, expose_tools=expose_tools, expose_agent=expose_agent)
+    manager = StreamableHTTPSessionManager(app=server, security_settings=_sdk_security(hosts))
+    app = Starlette(
+        routes=[Route(path, endpoint=StreamableHTTPASGIApp(manager))],
+        lifespan=lambda _app: manager.run(),
+    )
+    return Guard(app, token=token, hosts=hosts, origins=allowed_origins)
+
+
+def _sdk_security(hosts: frozenset[str] | None) -> TransportSecuritySettings:
+    """The same allowlist for the SDK's own check: a second lock on the same door."""
+    if hosts is None:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    shown = [f"[{h}]" if ":" in h else h for h in sorted(hosts)]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*shown, *(f"{h}:*" for h in shown)],
+        allowed_origins=[
+            f"{scheme}://{h}{port}"
+            for h in shown
+            for scheme in ("http", "https")
+            for port in ("", ":*")
+        ],
+    )
+
+
+# ------------------------------------------------------------------------------ serving
+
+
+async def serve_mcp(
+    agent: Agent,
+    *,
+    transport: Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    allowed_hosts: Iterable[str] = (),
+    allowed_origins: Iterable[str] = (),
+    path: str = "/mcp",
+    expose_tools: bool = True,
+    expose_agent: bool = True,
+) -> None:
+    """Serve ``agent`` over MCP until stdin closes (stdio) or the server is stopped (HTTP).
+
+    Over stdio the process's stdout carries the protocol, so anything else printing to stdout
+    while serving goes to stderr instead; the server stops when its stdin closes. Over HTTP the
+    endpoint is ``http://<host>:<port><path>``, guarded as :func:`mcp_http_app` describes, and
+    uvicorn stops it on SIGINT or SIGTERM.
+
+    Raises:
+        BuilderError: An HTTP server on a non-loopback address was given no token (it refuses
+            to start), or ``transport`` is unknown.
+    """
+    if transport == "stdio":
+        server = create_mcp_server(agent, expose_tools=expose_tools, expose_agent=expose_agent)
+        await _serve_stdio(server)
+        return
+    if transport != "http":
+        raise BuilderError(f"transport must be 'stdio' or 'http', got {transport!r}")
+    import uvicorn
+
+    app = mcp_http_app(
+        agent,
+        host=host,
+        token=token,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        path=path,
+        expose_tools=expose_tools,
+        expose_agent=expose_agent,
+    )
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+    )
+    web = uvicorn.Server(config)
+    serving = asyncio.ensure_future(web.serve())
+    try:
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:
+        # Cancelled from outside: shut down as on SIGTERM (close the socket, drain requests).
+        web.should_exit = True
+        await asyncio.wait({serving})
+        raise
+
+
+class _Sender(Protocol):
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+async def _serve_stdio(server: Server[Any]) -> None:
+    """Serve over stdin/stdout until stdin closes; malformed lines get a JSON-RPC error back."""
+    async with stdio_server() as (read_stream, write_stream):
+        inbox, messages = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        async with anyio.create_task_group() as group:
+            group.start_soon(_answer_malformed, read_stream, inbox, write_stream)
+            await server.run(messages, write_stream, server.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+async def _answer_malformed(
+    source: AsyncIterable[SessionMessage | Exception],
+    inbox: MemoryObjectSendStream[SessionMessage | Exception],
+    replies: _Sender,
+) -> None:
+    """Pass messages on; answer a line that is not JSON-RPC (the SDK would drop it silently)."""
+    async with inbox:
+        async for item in source:
+            if not isinstance(item, Exception):
+                await inbox.send(item)
+                continue
+            error = _malformed_error(item)
+            await replies.send(
+                SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
+            )
+
+
+def _malformed_error(exc: Exception) -> mcp_types.ErrorData:
+    not_json = isinstance(exc, ValidationError) and any(
+        e["type"] == "json_invalid" for e in exc.errors()
+    )
+    if not_json:
+        return mcp_types.ErrorData(code=mcp_types.PARSE_ERROR, message="Parse error: not JSON")
+    return mcp_types.ErrorData(
+        code=mcp_types.INVALID_REQUEST, message="Invalid request: not a JSON-RPC 2.0 message"
+    )
+
+
+def _version() -> str:
+    from daimon import __version__
+
+    return __version__

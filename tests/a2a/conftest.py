@@ -1,0 +1,85 @@
+"""Shared helpers for the A2A tests: servers on loopback, agents on scripted models."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("a2a", reason="needs the a2a extra")
+uvicorn = pytest.importorskip("uvicorn", reason="needs the a2a extra")
+
+from daimon import Agent, ChatRequest  # noqa: E402
+from daimon.models import FunctionModel  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.asynccontextmanager
+async def serving(app_for_port: Any) -> AsyncIterator[str]:
+    """Serve ``app_for_port(port)`` with uvicorn on a free loopback port; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app_for_port(port), log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+class Gate:
+    """Lets a test hold an agent's model call until it says go (for cancel tests)."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+
+def streaming_agent(name: str = "echo", gate: Gate | None = None) -> Agent:
+    """Streams ``Hello, `` then ``you said: <prompt>``; with ``gate`` it first waits forever;
+    prompts starting with ``fail`` raise."""
+
+    async def stream(request: ChatRequest) -> AsyncIterator[str]:
+        text = request.messages[-1].text
+        if text.startswith("fail"):
+            raise ValueError("the model fell over")
+        if gate is not None:
+            gate.entered.set()
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                gate.cancelled.set()
+                raise
+        yield "Hello, "
+        yield f"you said: {text}"
+
+    return Agent(FunctionModel(stream_function=stream), name=name)
+
+
+@pytest.fixture
+def gate() -> Iterator[Gate]:
+    yield Gate()

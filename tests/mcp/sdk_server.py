@@ -1,0 +1,82 @@
+"""An MCP server written with the official SDK (MCPServer), for daimon's client to talk to.
+
+Run as a script it serves stdio; tests import ``build()`` to serve it over HTTP in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+
+def build(slow_cancelled: asyncio.Event | None = None) -> MCPServer:
+    """The server; ``slow_cancelled`` is set when a ``slow`` call is cancelled."""
+    server = MCPServer("sdk-test")
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @server.tool()
+    def boom() -> str:
+        """Always fails."""
+        raise ValueError("kaboom")
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Sleep, then answer."""
+        try:
+            await anyio.sleep(seconds)
+        except asyncio.CancelledError:
+            if slow_cancelled is not None:
+                slow_cancelled.set()
+            raise
+        return "slept"
+
+    @server.tool(name="get.weather")
+    def weather(city: str) -> str:
+        """A name with a dot, which model providers refuse."""
+        return f"sunny in {city}"
+
+    @server.tool()
+    async def install(ctx: Context) -> str:
+        """Add the tool 'double' and tell clients the tools changed."""
+        server.add_tool(lambda x: x * 2, name="double", description="Double x.")
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await ctx.notify_tools_changed()
+        else:
+            await ctx.session.send_tool_list_changed()
+        return "installed"
+
+    @server.tool()
+    async def uninstall(ctx: Context) -> str:
+        """Remove the tool 'double' and tell clients the tools changed."""
+        server.remove_tool("double")
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await ctx.notify_tools_changed()
+        else:
+            await ctx.session.send_tool_list_changed()
+        return "uninstalled"
+
+    @server.resource("mem://greeting", description="A greeting.")
+    def greeting() -> str:
+        return "hello from the server"
+
+    @server.resource("mem://blob", mime_type="application/octet-stream")
+    def blob() -> bytes:
+        return b"\x00\x01\x02"
+
+    @server.prompt()
+    def explain(topic: str) -> str:
+        """Ask for an explanation."""
+        return f"Explain {topic} simply."
+
+    return server
+
+
+if __name__ == "__main__":
+    build().run()
