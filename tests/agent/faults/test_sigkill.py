@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from daimon.checkpoint import FileCheckpoint
 from daimon.core import Role
 
@@ -50,7 +52,19 @@ def start(directory: Path, log: Path, run_id: str, generation: int) -> subproces
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.timeout(600)  # 50 kills and ~70 interpreter start-ups: minutes on a loaded machine
 def test_random_sigkills_never_lose_the_run_or_repeat_saved_work(tmp_path: Path) -> None:
+    started: list[subprocess.Popen[str]] = []
+    try:
+        _kill_at_random(tmp_path, started)
+    finally:  # never leave a worker (or its pipes) behind, whatever happened
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+
+
+def _kill_at_random(tmp_path: Path, started: list[subprocess.Popen[str]]) -> None:
     rng = random.Random(20261130)
     directory = tmp_path / "checkpoints"
     kills = rounds = 0
@@ -61,6 +75,7 @@ def test_random_sigkills_never_lose_the_run_or_repeat_saved_work(tmp_path: Path)
         while True:  # kill this run at random points until a generation finishes it
             saved_before[generation] = saved_call_ids(directory, run_id)
             process = start(directory, log, run_id, generation)
+            started.append(process)
             assert read_line(process) == "ready"
             time.sleep(rng.uniform(0.0, 0.12))
             if process.poll() is None and kills < KILLS:
@@ -81,6 +96,7 @@ def test_random_sigkills_never_lose_the_run_or_repeat_saved_work(tmp_path: Path)
             )
         # Once finished, running again returns the answer and repeats nothing.
         again = start(directory, log, run_id, generation + 1)
+        started.append(again)
         out, _ = again.communicate(timeout=60)
         assert out.split()[1:] == ANSWER.split()
         assert len(starts(log)) == len(executions)
