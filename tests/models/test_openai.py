@@ -232,7 +232,7 @@ class TestOpenAIModel(ModelConformance):
         request = ChatRequest(messages=(Message.user("x"), Message.assistant("", [call])))
         await model.generate(request)
         sent = wire_server.last.body["messages"][1]
-        assert sent["content"] is None
+        assert sent["content"] == ""
         assert sent["tool_calls"][0]["function"]["arguments"] == "not json"
 
     async def test_documented_stream_transcript(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from daimon.models.bedrock import BedrockEmbeddingModel, BedrockModel
     from daimon.models.fallback import FallbackModel
     from daimon.models.gemini import GeminiEmbeddingModel, GeminiModel
+    from daimon.models.local import LlamaCppModel
     from daimon.models.ollama import OllamaEmbeddingModel, OllamaModel
     from daimon.models.openai import AzureOpenAIModel, OpenAIEmbeddingModel, OpenAIModel
     from daimon.models.retry import RetryingModel
@@ -37,6 +38,7 @@ __all__ = (
     "FunctionModel",
     "GeminiEmbeddingModel",
     "GeminiModel",
+    "LlamaCppModel",
     "OllamaEmbeddingModel",
     "OllamaModel",
     "OpenAIEmbeddingModel",
@@ -54,6 +56,7 @@ _LAZY = {
     "FallbackModel": "daimon.models.fallback",
     "GeminiEmbeddingModel": "daimon.models.gemini",
     "GeminiModel": "daimon.models.gemini",
+    "LlamaCppModel": "daimon.models.local",
     "OllamaEmbeddingModel": "daimon.models.ollama",
     "OllamaModel": "daimon.models.ollama",
     "OpenAIEmbeddingModel": "daimon.models.openai",

@@ -95,7 +95,9 @@ def message_to_wire(message: Message) -> dict[str, Any]:
         # Chat Completions has no error flag on tool results: the content says what went wrong.
         return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.text}
     if message.role is Role.ASSISTANT:
-        wire: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+        # "" rather than null beside tool calls: OpenAI takes either, but compatible servers
+        # (llama.cpp's among them) reject null.
+        wire: dict[str, Any] = {"role": "assistant", "content": message.text}
         if message.tool_calls:
             wire["tool_calls"] = [
                 {
@@ -105,8 +107,6 @@ def message_to_wire(message: Message) -> dict[str, Any]:
                 }
                 for call in message.tool_calls
             ]
-        elif wire["content"] is None:
-            wire["content"] = ""
         return wire
     if message.role is Role.USER and not isinstance(message.content, str):
         return {"role": "user", "content": [_part(p) for p in message.content]}

@@ -1,0 +1,375 @@
+"""The ``daimon`` command: ``daimon run "prompt"`` and ``daimon chat``.
+
+Exit codes, for scripts:
+
+* ``0``: the run finished (``chat``: the session ended with ``/exit`` or end of input);
+* ``1``: the run failed (the model or provider failed, too many iterations, a guardrail, ...);
+* ``2``: a usage or configuration error (a bad option, agent file, tool path, model string or
+  model file, a missing extra); nothing ran;
+* ``130``: interrupted with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from daimon.agent import Agent
+from daimon.cli.loading import (
+    AgentConfig,
+    ConfigError,
+    choose_model,
+    is_agent_file,
+    load_agent_file,
+    load_agent_object,
+    load_tool,
+)
+from daimon.cli.render import JsonRenderer, Renderer, TerminalRenderer
+from daimon.core.cancel import CancelToken
+from daimon.core.errors import BuilderError, DaimonError, MissingDependencyError, RunCancelled
+from daimon.core.protocols import Model
+from daimon.models import infer_model
+
+__all__ = ("EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "app")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+DEMO_TOOL = "daimon.cli.demo:calculator"
+
+app = typer.Typer(
+    name="daimon",
+    help="Run daimon agents from the terminal. With no API key, a local model runs in-process.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="MODEL",
+        help="Model string, e.g. openai:gpt-4o-mini or local:smollm2 or local:/path/model.gguf. "
+        "Default: the first provider with an API key in the environment, else the local model.",
+    ),
+]
+SystemOption = Annotated[
+    str | None, typer.Option("--system", "-s", metavar="TEXT", help="System prompt.")
+]
+ToolOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tool",
+        "-t",
+        metavar="PKG.MODULE:FUNCTION",
+        help="A tool, as package.module:function (repeatable).",
+    ),
+]
+AgentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--agent",
+        "-a",
+        metavar="MODULE:ATTR|FILE",
+        help="An agent as module:attr (an Agent or a function returning one), "
+        "or a YAML/TOML agent file.",
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print machine-readable events, one JSON object per line.")
+]
+
+
+class _Exit(Exception):
+    """Leave the command with an exit code, after the message was shown."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@dataclass(slots=True)
+class _Setup:
+    agent: Agent
+    renderer: Renderer
+
+
+def _renderer(json_output: bool) -> Renderer:
+    return JsonRenderer() if json_output else TerminalRenderer()
+
+
+def _build_agent(
+    renderer: Renderer,
+    *,
+    model: str | None,
+    system: str | None,
+    tools: Sequence[str],
+    agent_spec: str | None,
+    demo_tool: bool,
+) -> Agent:
+    """The agent the options describe; :class:`ConfigError` (and friends) when they are wrong."""
+    config: AgentConfig | None = None
+    if agent_spec is not None:
+        if not is_agent_file(agent_spec):
+            if model is not None or system is not None or tools:
+                raise ConfigError(
+                    "--model, --system and --tool cannot change an agent given as module:attr; "
+                    "use an agent file, or configure the Agent in code"
+                )
+            agent = load_agent_object(agent_spec)
+            renderer.note(f"agent: {agent_spec} (model: {agent.model.model_name})")
+            return agent
+        config = load_agent_file(agent_spec)
+
+    if model is not None:
+        model_string, reason = model, "--model"
+    elif config is not None and config.model is not None:
+        model_string, reason = config.model, f"from {config.source}"
+    else:
+        model_string, reason = choose_model()
+    tool_paths = [*(config.tools if config else ()), *tools]
+    use_demo = (
+        demo_tool and not tool_paths and model is None and config is None
+    ) and model_string.startswith("local:")
+    if use_demo:
+        tool_paths = [DEMO_TOOL]
+    renderer.note(f"model: {model_string} ({reason})")
+    if use_demo:
+        renderer.note("tools: calculator (built-in demo tool; --tool picks your own)")
+    loaded_tools = [load_tool(path) for path in tool_paths]
+    built: Model = infer_model(model_string)
+    return Agent(
+        built,
+        name=config.name if config else "agent",
+        system_prompt=system if system is not None else (config.system_prompt if config else None),
+        tools=loaded_tools,
+        memory=config.memory.build() if config and config.memory else None,
+        max_iterations=config.max_iterations if config else 10,
+        max_tokens=config.max_tokens if config else None,
+        temperature=config.temperature if config else None,
+        model_settings=config.model_settings if config else None,
+    )
+
+
+def _setup(
+    json_output: bool,
+    *,
+    model: str | None,
+    system: str | None,
+    tools: Sequence[str] | None,
+    agent_spec: str | None,
+    demo_tool: bool,
+) -> _Setup:
+    renderer = _renderer(json_output)
+    try:
+        agent = _build_agent(
+            renderer,
+            model=model,
+            system=system,
+            tools=tools or (),
+            agent_spec=agent_spec,
+            demo_tool=demo_tool,
+        )
+    except DaimonError as exc:  # configuration mistakes, missing extras: nothing ran yet
+        renderer.error(str(exc), type(exc).__name__)
+        raise _Exit(EXIT_USAGE) from None
+    return _Setup(agent, renderer)
+
+
+async def _load(setup: _Setup) -> None:
+    """Load a local model's weights under a spinner; a file that will not load is a usage error."""
+    load: Callable[[], Any] | None = getattr(setup.agent.model, "load", None)
+    if load is None:
+        return
+    try:
+        with setup.renderer.waiting(f"Loading {setup.agent.model.model_name}…"):
+            await load()
+    except DaimonError as exc:
+        setup.renderer.error(str(exc), type(exc).__name__)
+        raise _Exit(EXIT_USAGE) from None
+
+
+async def _close(setup: _Setup) -> None:
+    aclose: Callable[[], Any] | None = getattr(setup.agent.model, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(aclose(), timeout=30)
+
+
+async def _turn(setup: _Setup, prompt: str, *, session_id: str | None = None) -> int:
+    """One prompt, streamed; Ctrl-C cancels it through a :class:`CancelToken`."""
+    token = CancelToken()
+    loop = asyncio.get_running_loop()
+    presses = 0
+
+    def on_interrupt() -> None:
+        nonlocal presses
+        presses += 1
+        if presses > 1:  # a second Ctrl-C while the run winds down: leave at once
+            os._exit(EXIT_INTERRUPTED)
+        token.cancel("interrupted")
+
+    handled = True
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    except (NotImplementedError, RuntimeError):  # no signal handlers here (Windows, a thread)
+        handled = False
+    renderer = setup.renderer
+    renderer.start()
+    try:
+        async for event in setup.agent.prompt_stream(prompt, session_id=session_id, cancel=token):
+            renderer.event(event)
+    except RunCancelled:
+        renderer.interrupted()
+        return EXIT_INTERRUPTED
+    except (BuilderError, MissingDependencyError) as exc:
+        renderer.error(str(exc), type(exc).__name__)
+        return EXIT_USAGE
+    except DaimonError as exc:
+        renderer.error(str(exc), type(exc).__name__)
+        return EXIT_FAILED
+    finally:
+        if handled:
+            loop.remove_signal_handler(signal.SIGINT)
+    return EXIT_OK
+
+
+async def _run_once(setup: _Setup, prompt: str) -> int:
+    try:
+        await _load(setup)
+        return await _turn(setup, prompt)
+    finally:
+        await _close(setup)
+
+
+@app.command()
+def run(
+    prompt: Annotated[
+        str,
+        typer.Argument(metavar="PROMPT", help='The prompt; "-" reads it from standard input.'),
+    ],
+    model: ModelOption = None,
+    system: SystemOption = None,
+    tool: ToolOption = None,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Answer one prompt, streaming the answer and showing tool calls as they happen.
+
+    With the local default model and no --tool, the built-in calculator is the agent's tool.
+    """
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
+    setup = _setup(
+        json_output, model=model, system=system, tools=tool, agent_spec=agent, demo_tool=True
+    )
+    raise _Exit(asyncio.run(_run_once(setup, prompt)))
+
+
+_CHAT_HELP = "/reset forgets the conversation · /exit (or Ctrl-D) leaves · Ctrl-C stops an answer"
+
+
+@app.command()
+def chat(
+    model: ModelOption = None,
+    system: SystemOption = None,
+    tool: ToolOption = None,
+    agent: AgentOption = None,
+    json_output: JsonOption = False,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            metavar="ID",
+            help="Session id, to continue a conversation kept in memory.",
+        ),
+    ] = None,
+) -> None:
+    """Chat with an agent; the conversation is kept in the agent's memory."""
+    setup = _setup(
+        json_output, model=model, system=system, tools=tool, agent_spec=agent, demo_tool=False
+    )
+    with contextlib.suppress(ImportError):
+        import readline  # noqa: F401 - line editing and history for input()
+    session_id = session or uuid.uuid4().hex
+    code = EXIT_OK
+    with asyncio.Runner() as runner:
+        try:
+            runner.run(_load(setup))
+            setup.renderer.note(_CHAT_HELP)
+            prompt = "" if json_output else "you> "
+            while True:
+                try:
+                    line = input(prompt)
+                except EOFError:
+                    typer.echo(err=True)
+                    break
+                except KeyboardInterrupt:
+                    typer.echo(err=True)
+                    code = EXIT_INTERRUPTED
+                    break
+                text = line.strip()
+                if not text:
+                    continue
+                if text in ("/exit", "/quit"):
+                    break
+                if text == "/reset":
+                    runner.run(setup.agent.memory.clear(session_id))
+                    setup.renderer.note("conversation forgotten")
+                    continue
+                if text.startswith("/"):
+                    setup.renderer.note(f"unknown command {text.split()[0]}; {_CHAT_HELP}")
+                    continue
+                runner.run(_turn(setup, text, session_id=session_id))
+        finally:
+            runner.run(_close(setup))
+    raise _Exit(code)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Show the version and exit.")] = False,
+) -> None:
+    if version:
+        from importlib.metadata import version as dist_version
+
+        typer.echo(f"daimon {dist_version('daimon')}")
+        raise typer.Exit()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``daimon`` command; returns its exit code (see the module docstring)."""
+    try:
+        result = app(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except _Exit as done:
+        return done.code
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        return EXIT_INTERRUPTED
+    except typer.Exit as done:
+        return int(done.exit_code)
+    except (typer.Abort, EOFError):
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # click's usage errors
+        show = getattr(exc, "show", None)
+        if show is None:
+            raise
+        show()
+        return int(getattr(exc, "exit_code", EXIT_USAGE))
+    return result if isinstance(result, int) else EXIT_OK

@@ -1,0 +1,46 @@
+"""Agents on scripted models, for driving the ``daimon`` command in tests (``--agent agents:...``).
+
+Not a test module: the CLI tests put this folder on ``PYTHONPATH`` of the ``daimon`` process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, ToolCall
+from daimon.cli.demo import calculator
+from daimon.models import FunctionModel
+
+
+def _calculating(request: ChatRequest) -> ChatResponse:
+    results = [m.text for m in request.messages if m.role is Role.TOOL]
+    if not results:
+        call = ToolCall(id="call-1", name="calculator", arguments={"expression": "12.5 * 4 + 3"})
+        return ChatResponse.tool_use(call)
+    return ChatResponse.reply(f"12.5 * 4 + 3 = {results[-1]}")
+
+
+def _remembering(request: ChatRequest) -> ChatResponse:
+    said = [m.text for m in request.messages if m.role is Role.USER]
+    return ChatResponse.reply(f"turn {len(said)}: you said {said[-1]!r}")
+
+
+def _failing(request: ChatRequest) -> ChatResponse:
+    raise ModelError("the provider is down", status_code=503, retryable=True, provider="fake")
+
+
+async def _slow(request: ChatRequest) -> ChatResponse:
+    await asyncio.sleep(60)
+    return ChatResponse.reply("too late")
+
+
+calculating = Agent(FunctionModel(_calculating), tools=[calculator], name="calculating")
+remembering = Agent(FunctionModel(_remembering), name="remembering")
+failing = Agent(FunctionModel(_failing), name="failing")
+slow = Agent(FunctionModel(_slow), name="slow")
+not_an_agent = 42
+
+
+def make_agent() -> Agent:
+    """A factory, as ``--agent agents:make_agent``."""
+    return Agent(FunctionModel(_calculating), tools=[calculator], name="made")
