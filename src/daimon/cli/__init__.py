@@ -1,4 +1,4 @@
-"""The ``daimon`` command (extra ``cli``): ``daimon run "prompt"`` and ``daimon chat``.
+"""The ``daimon`` command (extra ``cli``): run, chat, mcp serve, a2a serve and eval.
 
 ``main`` is the console script's entry point; it returns the exit code (see
 :mod:`daimon.cli.app`).
@@ -23,6 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MissingDependencyError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    import daimon.cli.serving  # noqa: F401 - registers `mcp`, `a2a` and `eval` on the app
     from daimon.cli.app import main as run_app
 
     return run_app(argv)

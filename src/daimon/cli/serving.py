@@ -1,0 +1,124 @@
+"""``daimon mcp serve``, ``daimon a2a serve`` and ``daimon eval``: an agent behind a protocol.
+
+They share the exit codes of :mod:`daimon.cli.app`: ``2`` when the agent or an option is wrong
+(or the server refuses to start, e.g. exposed without a token), ``1`` when an eval falls below
+its threshold, ``130`` on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from daimon.agent import Agent
+from daimon.cli.app import EXIT_INTERRUPTED, EXIT_USAGE, _build_agent, _Exit, app
+from daimon.cli.render import TerminalRenderer
+from daimon.core.errors import DaimonError
+
+__all__ = ("a2a_app", "mcp_app")
+
+mcp_app = typer.Typer(help="Model Context Protocol: serve an agent's tools to any MCP client.")
+a2a_app = typer.Typer(help="Agent-to-Agent protocol: serve an agent to other agents.")
+app.add_typer(mcp_app, name="mcp")
+app.add_typer(a2a_app, name="a2a")
+
+AgentArgument = Annotated[
+    str, typer.Argument(help="The agent: module:attr (like uvicorn's app:app) or a YAML/TOML file.")
+]
+HostOption = Annotated[
+    str, typer.Option(help="Address to bind; anything but loopback needs --token.")
+]
+PortOption = Annotated[int, typer.Option(help="Port to listen on.")]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(envvar="DAIMON_TOKEN", help="Bearer token clients must send (env DAIMON_TOKEN)."),
+]
+
+
+def load_served_agent(spec: str) -> Agent:
+    """The agent named on the command line; exit code 2, with why on stderr, if it is wrong."""
+    renderer = TerminalRenderer()  # notes and errors go to stderr: stdout may be the protocol
+    try:
+        return _build_agent(
+            renderer, model=None, system=None, tools=(), agent_spec=spec, demo_tool=False
+        )
+    except DaimonError as exc:
+        renderer.error(str(exc), type(exc).__name__)
+        raise _Exit(EXIT_USAGE) from None
+
+
+def _serve(coroutine: object) -> None:
+    try:
+        asyncio.run(coroutine)  # type: ignore[arg-type]
+    except DaimonError as exc:  # refused to start: exposed without a token, a bad option
+        sys.stderr.write(f"error: {exc}\n")
+        raise _Exit(EXIT_USAGE) from None
+    except KeyboardInterrupt:
+        raise _Exit(EXIT_INTERRUPTED) from None
+
+
+@mcp_app.command("serve")
+def mcp_serve(
+    agent: AgentArgument,
+    transport: Annotated[
+        Literal["stdio", "http"], typer.Option(help="stdio, or streamable HTTP at /mcp.")
+    ] = "stdio",
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    token: TokenOption = None,
+) -> None:
+    """Serve the agent's tools, and the agent itself as a tool, over MCP."""
+    served = load_served_agent(agent)
+    from daimon.mcp import serve_mcp
+
+    _serve(serve_mcp(served, transport=transport, host=host, port=port, token=token))
+
+
+@a2a_app.command("serve")
+def a2a_serve(
+    agent: AgentArgument,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    token: TokenOption = None,
+    url: Annotated[
+        str | None, typer.Option(help="Public URL for the agent card (needed behind 0.0.0.0).")
+    ] = None,
+) -> None:
+    """Serve the agent as an A2A agent (agent card at /.well-known/agent-card.json)."""
+    served = load_served_agent(agent)
+    from daimon.a2a import serve_a2a
+
+    _serve(serve_a2a(served, host=host, port=port, token=token, url=url))
+
+
+@app.command("eval")
+def eval_(
+    dataset: Annotated[Path, typer.Argument(help="Scenarios: a YAML, JSONL or JSON file.")],
+    agent: AgentArgument,
+    threshold: Annotated[
+        float, typer.Option(help="Least pass rate (0 to 1) for exit code 0.")
+    ] = 1.0,
+    report: Annotated[Path | None, typer.Option(help="Write the JSON report here.")] = None,
+    baseline: Annotated[
+        Path | None, typer.Option(help="A previous report: any regression fails the run.")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(help="Scenarios run at once.")] = 4,
+) -> None:
+    """Run evaluation scenarios against an agent; exits 1 below the pass threshold (for CI)."""
+    served = load_served_agent(agent)
+    from daimon.eval import run_eval_cli
+
+    raise _Exit(
+        run_eval_cli(
+            dataset,
+            served,
+            threshold=threshold,
+            report_path=report,
+            baseline_path=baseline,
+            concurrency=concurrency,
+        )
+    )

@@ -1,0 +1,57 @@
+"""``daimon eval``, ``daimon mcp serve`` and ``daimon a2a serve`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .conftest import CLI, cli_env, daimon_command
+
+
+def write_dataset(path: Path, expect_answer: str) -> Path:
+    lines = [
+        {"name": "calculates", "input": "12.5 * 4 + 3?", "expect": {"tool_called": "calculator"}},
+        {"name": "answers", "input": "12.5 * 4 + 3?", "expect": {"contains": expect_answer}},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def test_eval_passes_and_writes_its_report(cli: CLI, tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "cases.jsonl", "53.0")
+    report = tmp_path / "report.json"
+    result = cli("eval", str(dataset), "agents:calculating", "--report", str(report))
+    assert result.returncode == 0, result.stderr
+    saved = json.loads(report.read_text())
+    assert [r["scenario"] for r in saved["results"]] == ["calculates", "answers"]
+    assert all(r["passed"] for r in saved["results"])
+
+
+def test_eval_below_the_threshold_exits_1_for_ci(cli: CLI, tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "cases.jsonl", "54")
+    result = cli("eval", str(dataset), "agents:calculating", "--threshold", "0.9")
+    assert result.returncode == 1
+    assert "answers" in result.stdout
+
+
+def test_serving_a_bad_agent_or_exposed_without_a_token_exits_2(cli: CLI) -> None:
+    bad = cli("mcp", "serve", "agents:not_an_agent")
+    assert bad.returncode == 2 and "not a daimon Agent" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    exposed = cli("mcp", "serve", "agents:calculating", "--transport", "http", "--host", "0.0.0.0")
+    assert exposed.returncode == 2 and "token" in exposed.stderr
+    a2a = cli("a2a", "serve", "agents:calculating", "--host", "0.0.0.0")
+    assert a2a.returncode == 2 and "token" in a2a.stderr
+
+
+async def test_the_official_mcp_client_uses_an_agent_served_over_stdio(tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+
+    command, *args = daimon_command("mcp", "serve", "agents:calculating")
+    params = StdioServerParameters(command=command, args=args, env=cli_env(), cwd=str(tmp_path))
+    async with Client(params) as client:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"calculator", "ask_calculating"} <= tools
+        result = await client.call_tool("calculator", {"expression": "6 * 7"})
+        assert not result.is_error
+        assert "42" in json.dumps(result.model_dump(mode="json"))
