@@ -11,14 +11,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from daimon.testing.brokers import BrokerConformance
     from daimon.testing.checkpoint import CheckpointConformance
     from daimon.testing.memory import MemoryConformance
     from daimon.testing.models import ModelConformance, WireServer
 
-__all__ = ("CheckpointConformance", "MemoryConformance", "ModelConformance", "WireServer")
+__all__ = (
+    "BrokerConformance",
+    "CheckpointConformance",
+    "MemoryConformance",
+    "ModelConformance",
+    "WireServer",
+)
 
 # name -> (module, attribute); every kit adds its public names here and above.
 _LAZY: dict[str, tuple[str, str]] = {
+    "BrokerConformance": ("daimon.testing.brokers", "BrokerConformance"),
     "CheckpointConformance": ("daimon.testing.checkpoint", "CheckpointConformance"),
     "MemoryConformance": ("daimon.testing.memory", "MemoryConformance"),
     "ModelConformance": ("daimon.testing.models", "ModelConformance"),

@@ -1,0 +1,405 @@
+"""Worker: runs an agent on the tasks a broker leases to it, losing none."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from daimon.core.cancel import CancelToken
+from daimon.core.errors import (
+    BudgetExceededError,
+    BuilderError,
+    DaimonError,
+    GuardrailBlockedError,
+    MaxIterationsError,
+    ModelError,
+    OutputValidationError,
+    RunCancelled,
+    SerializationError,
+)
+from daimon.core.tasks import TaskResult
+from daimon.distributed._protocols import Broker, Delivery
+from daimon.distributed._trace import _CURRENT, TRACEPARENT, child_traceparent
+from daimon.distributed._urls import broker_from_url
+
+if TYPE_CHECKING:
+    from daimon.agent import Agent
+
+__all__ = ("Worker", "default_should_retry", "run_worker")
+
+_log = logging.getLogger("daimon.distributed")
+
+_STOP_WAIT = 5.0
+"""Seconds a cancelled run gets to stop before its task is cancelled outright."""
+
+_PERMANENT = (
+    BuilderError,
+    SerializationError,
+    GuardrailBlockedError,
+    BudgetExceededError,
+    MaxIterationsError,
+    OutputValidationError,
+)
+
+
+def default_should_retry(error: BaseException) -> bool:
+    """Whether another attempt may succeed where this one raised ``error``.
+
+    Provider errors retry when the provider said so (``ModelError.retryable``); configuration
+    mistakes, guardrail blocks, spent budgets, iteration limits and invalid output do not (they
+    would fail the same way, at a price); anything else (a lost connection, a bug in a tool that
+    depends on outside state) does.
+    """
+    if isinstance(error, ModelError):
+        return error.retryable
+    return not isinstance(error, _PERMANENT)
+
+
+def _backoff(attempt: int) -> float:
+    """1 s, 2 s, 4 s, ... up to a minute, with jitter."""
+    return min(60.0, 2.0 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+
+
+class Worker:
+    """Runs ``agent`` on tasks from ``broker``, up to ``concurrency`` at a time.
+
+    Delivery is at least once: a task whose worker dies is leased again after the broker's
+    ``lease`` and runs again as a new attempt (with a checkpoint on the agent, it resumes where
+    the lost attempt stopped: the task's ``run_id``, or else its task id, is the run id). Only
+    the newest attempt's result is recorded, so each task has exactly one visible result.
+
+    While a task runs its lease is renewed every ``lease / 3`` seconds; a heartbeat that finds
+    the task cancelled, or taken over by a newer attempt, cancels the run. An exception from the
+    run fails the attempt: ``should_retry`` decides whether the task gets another one (after
+    ``retry_delay``), up to the broker's ``max_deliver``; then it is dead-lettered.
+
+    :meth:`stop` (SIGTERM under :func:`run_worker`) stops taking tasks, gives those in flight
+    ``grace`` seconds to finish, then cancels them and hands them back to the broker.
+
+    Args:
+        agent: The agent that runs every task.
+        broker: Where tasks come from.
+        concurrency: How many tasks run at once.
+        grace: Seconds in-flight tasks get to finish after :meth:`stop`.
+        heartbeats: Renew leases while tasks run (turn off only to test lease expiry).
+        should_retry: Whether a task whose run raised this error gets another attempt.
+        retry_delay: Seconds before a failed task's next attempt, fixed or by attempt number.
+        poll: Seconds one wait for a task lasts (how soon :meth:`stop` is noticed when idle).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        broker: Broker,
+        *,
+        concurrency: int = 4,
+        grace: float = 30.0,
+        heartbeats: bool = True,
+        should_retry: Callable[[BaseException], bool] = default_should_retry,
+        retry_delay: float | Callable[[int], float] = _backoff,
+        poll: float = 1.0,
+    ) -> None:
+        if type(concurrency) is not int or concurrency < 1:
+            raise BuilderError(f"concurrency must be a positive integer, got {concurrency!r}")
+        if grace < 0:
+            raise BuilderError(f"grace must not be negative, got {grace!r}")
+        self.agent = agent
+        self.broker = broker
+        self.concurrency = concurrency
+        self.grace = grace
+        self.heartbeats = heartbeats
+        self.should_retry = should_retry
+        self.retry_delay = retry_delay
+        self.poll = poll
+        self.completed = 0
+        """Tasks whose result this worker recorded."""
+        self.failed = 0
+        """Attempts that failed here (retried or dead-lettered)."""
+        self.released = 0
+        """Tasks handed back at shutdown."""
+        self.refused = 0
+        """Results the broker refused: the task had been cancelled, or taken over by a newer
+        attempt after this one lost its lease."""
+        self._stopping = asyncio.Event()
+        self._in_flight: dict[asyncio.Task[None], _Run] = {}
+
+    def __repr__(self) -> str:
+        return f"Worker(agent={self.agent!r}, concurrency={self.concurrency})"
+
+    @property
+    def in_flight(self) -> int:
+        """How many tasks are running now."""
+        return len(self._in_flight)
+
+    def stop(self) -> None:
+        """Stop taking tasks and wind down (safe from a signal handler); :meth:`run` returns."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Take and run tasks until :meth:`stop`; returns once every task has been settled."""
+        try:
+            await self._take_tasks()
+        except asyncio.CancelledError:  # cancelled from outside: no grace, hand everything back
+            self.grace = 0.0
+            await asyncio.shield(self._wind_down())
+            raise
+        await self._wind_down()
+
+    async def _take_tasks(self) -> None:
+        slots = asyncio.Semaphore(self.concurrency)
+        failures = 0
+        while not self._stopping.is_set():
+            await slots.acquire()
+            if self._stopping.is_set():
+                slots.release()
+                break
+            try:
+                delivery = await self.broker.claim(wait=self.poll)
+            except Exception:
+                slots.release()
+                failures += 1
+                _log.exception("claiming a task failed (try %d); retrying", failures)
+                await self._sleep(min(5.0, 0.1 * 2**failures))
+                continue
+            failures = 0
+            if delivery is None:
+                slots.release()
+                continue
+            if self._stopping.is_set():  # claimed while stopping: give it straight back
+                await self._settle(delivery, "release", delivery.release)
+                slots.release()
+                break
+            run = _Run(delivery)
+            task = asyncio.create_task(self._execute(run))
+            self._in_flight[task] = run
+
+            def done(finished: asyncio.Task[None], slots: asyncio.Semaphore = slots) -> None:
+                self._in_flight.pop(finished, None)
+                slots.release()
+                if not finished.cancelled() and (error := finished.exception()) is not None:
+                    _log.error("running a task failed", exc_info=error)
+
+            task.add_done_callback(done)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _wind_down(self) -> None:
+        tasks = set(self._in_flight)
+        if not tasks:
+            return
+        _log.info("stopping: %d task(s) in flight, %.3gs to finish", len(tasks), self.grace)
+        _, late = await asyncio.wait(tasks, timeout=self.grace)
+        runs = {task: self._in_flight[task] for task in late if task in self._in_flight}
+        for run in runs.values():
+            run.stop("shutdown", "the worker is shutting down")
+        if not late:
+            return
+        _, stuck = await asyncio.wait(late, timeout=_STOP_WAIT)
+        for task in stuck:  # a run that ignores its cancel token: end it the hard way
+            task.cancel()
+            if (hung := runs.get(task)) is not None:
+                hung.finished = True  # stops its heartbeats
+                _log.warning(
+                    "task %s ignored cancellation; handing it back", hung.delivery.task.task_id
+                )
+                await self._settle(hung.delivery, "release", hung.delivery.release)
+                self.released += 1
+        if stuck:
+            await asyncio.wait(stuck, timeout=_STOP_WAIT)
+
+    async def _execute(self, run: _Run) -> None:
+        task = run.delivery.task
+        beat = asyncio.create_task(self._heartbeat(run)) if self.heartbeats else None
+        token = _CURRENT.set(child_traceparent(task.metadata.get(TRACEPARENT)))
+        try:
+            response = await self.agent.prompt(
+                task.input,
+                run_id=task.run_id or task.task_id,
+                session_id=task.session_id,
+                cancel=run.cancel,
+            )
+        except RunCancelled as exc:
+            await self._stop_beating(run, beat)
+            if run.reason == "shutdown":
+                await self._settle(run.delivery, "release", run.delivery.release)
+                self.released += 1
+            elif run.reason is None:  # cancelled from inside the run: treat as a failure
+                await self._failed(run, exc)
+            else:  # cancelled by a client, or another attempt took over: the broker knows
+                await self._settle(run.delivery, "settle", run.delivery.fail, str(exc))
+        except Exception as exc:
+            await self._stop_beating(run, beat)
+            await self._failed(run, exc)
+        else:
+            await self._stop_beating(run, beat)
+            result = TaskResult(
+                task_id=task.task_id,
+                output=response.text,
+                iterations=response.iterations,
+                cost=response.cost,
+                usage=response.usage,
+            )
+            if await self._settle(run.delivery, "complete", run.delivery.complete, result):
+                self.completed += 1
+            else:
+                self.refused += 1
+        finally:
+            _CURRENT.reset(token)
+
+    async def _failed(self, run: _Run, exc: BaseException) -> None:
+        task = run.delivery.task
+        retry = self.should_retry(exc)
+        delay = self.retry_delay(task.attempt) if callable(self.retry_delay) else self.retry_delay
+        error = f"{type(exc).__name__}: {exc}"
+        _log.warning(
+            "task %s attempt %d failed (%s): %s",
+            task.task_id,
+            task.attempt,
+            "will retry" if retry else "final",
+            error,
+            exc_info=not isinstance(exc, DaimonError),
+        )
+        self.failed += 1
+        await self._settle(run.delivery, "fail", run.delivery.fail, error, retry=retry, delay=delay)
+
+    async def _heartbeat(self, run: _Run) -> None:
+        interval = max(self.broker.lease / 3.0, 0.01)
+        while True:
+            await asyncio.sleep(interval)
+            if run.finished:
+                return
+            try:
+                alive = await run.delivery.heartbeat()
+            except Exception:
+                _log.exception("heartbeat for task %s failed", run.delivery.task.task_id)
+                continue
+            if not alive and not run.finished:
+                run.stop("stopped", "the task was cancelled, or a newer attempt took it over")
+                return
+
+    @staticmethod
+    async def _stop_beating(run: _Run, beat: asyncio.Task[None] | None) -> None:
+        # The flag is what stops the loop: a client library that swallows a cancellation
+        # (asyncio.wait_for in Python 3.11 can) must not keep a settled task's lease alive.
+        run.finished = True
+        if beat is not None:
+            beat.cancel()
+            await asyncio.wait({beat}, timeout=1.0)
+
+    async def _settle(
+        self,
+        delivery: Delivery,
+        what: str,
+        method: Callable[..., Awaitable[Any]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> bool:
+        """Call ``method``, retrying while the broker is unreachable, for up to one lease."""
+        give_up = time.monotonic() + max(self.broker.lease, 5.0)
+        pause = 0.05
+        while True:
+            try:
+                return bool(await method(*args, **kwargs))
+            except Exception:
+                if time.monotonic() >= give_up:
+                    _log.exception(
+                        "could not %s task %s; its lease will run out and it will run again",
+                        what,
+                        delivery.task.task_id,
+                    )
+                    return False
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
+
+class _Run:
+    """One task running on this worker."""
+
+    __slots__ = ("cancel", "delivery", "finished", "reason")
+
+    def __init__(self, delivery: Delivery) -> None:
+        self.delivery = delivery
+        self.cancel = CancelToken()
+        self.reason: str | None = None
+        self.finished = False
+
+    def stop(self, reason: str, message: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+            self.cancel.cancel(message)
+
+
+async def run_worker(
+    agent: Agent,
+    broker: str | Broker,
+    *,
+    concurrency: int = 4,
+    grace: float = 30.0,
+    handle_signals: bool = True,
+    heartbeats: bool = True,
+    should_retry: Callable[[BaseException], bool] = default_should_retry,
+    retry_delay: float | Callable[[int], float] = _backoff,
+    poll: float = 1.0,
+    **options: Any,
+) -> Worker:
+    """Run a :class:`Worker` until SIGTERM or SIGINT (or until its task is cancelled).
+
+    Args:
+        agent: The agent that runs every task.
+        broker: A broker, or a URL naming one (``redis://...``, ``nats://...``, ``amqp://...``,
+            ``memory://``); a broker made from a URL is closed on return.
+        concurrency: How many tasks run at once.
+        grace: Seconds in-flight tasks get to finish after SIGTERM before they are handed back.
+        handle_signals: Stop gracefully on SIGTERM and SIGINT (main thread only).
+        heartbeats: See :class:`Worker`.
+        should_retry: See :class:`Worker`.
+        retry_delay: See :class:`Worker`.
+        poll: See :class:`Worker`.
+        **options: Options for the broker made from a URL (``lease``, ``max_deliver``,
+            ``queue``, ...).
+
+    Returns:
+        The stopped worker, with its counters.
+    """
+    own = isinstance(broker, str)
+    if isinstance(broker, str):
+        if broker.partition(":")[0] in ("amqp", "amqps"):
+            options.setdefault("prefetch", concurrency)
+        handle: Broker = broker_from_url(broker, **options)
+    elif options:
+        raise BuilderError(f"broker options {sorted(options)} need a broker URL, not a broker")
+    else:
+        handle = broker
+    worker = Worker(
+        agent,
+        handle,
+        concurrency=concurrency,
+        grace=grace,
+        heartbeats=heartbeats,
+        should_retry=should_retry,
+        retry_delay=retry_delay,
+        poll=poll,
+    )
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    if handle_signals:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, worker.stop)
+                installed.append(sig)
+    try:
+        await worker.run()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        if own:
+            await handle.aclose()
+    return worker

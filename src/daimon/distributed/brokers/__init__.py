@@ -1,0 +1,50 @@
+"""Task brokers: each queues agent tasks on one service, behind its extra.
+
+Every broker implements :class:`daimon.distributed.Broker` (and :class:`daimon.core.TaskBroker`).
+Importing this package stays cheap: each broker, and the library it needs, loads on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from daimon.distributed.brokers.memory import MemoryBroker
+    from daimon.distributed.brokers.nats import NatsBroker
+    from daimon.distributed.brokers.rabbitmq import RabbitMQBroker
+    from daimon.distributed.brokers.redis import RedisBroker, RedisTaskStore
+    from daimon.distributed.brokers.sqs import SqsBroker
+
+__all__ = (
+    "MemoryBroker",
+    "NatsBroker",
+    "RabbitMQBroker",
+    "RedisBroker",
+    "RedisTaskStore",
+    "SqsBroker",
+)
+
+# name -> (module, attribute)
+_LAZY: dict[str, tuple[str, str]] = {
+    "MemoryBroker": ("daimon.distributed.brokers.memory", "MemoryBroker"),
+    "NatsBroker": ("daimon.distributed.brokers.nats", "NatsBroker"),
+    "RabbitMQBroker": ("daimon.distributed.brokers.rabbitmq", "RabbitMQBroker"),
+    "RedisBroker": ("daimon.distributed.brokers.redis", "RedisBroker"),
+    "RedisTaskStore": ("daimon.distributed.brokers.redis", "RedisTaskStore"),
+    "SqsBroker": ("daimon.distributed.brokers.sqs", "SqsBroker"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -1,0 +1,493 @@
+"""A task broker on NATS JetStream: a work-queue stream for tasks, a key-value bucket for states.
+
+Tasks are published to ``<stream>.<queue>`` (``submit`` returns after the server's PubAck; the
+task id is the ``Nats-Msg-Id``, so a retried submit inside the stream's duplicate window stores
+nothing twice) and leased through one durable pull consumer per queue with explicit acks and
+``AckWait`` = the lease. A heartbeat is an in-progress ack plus a lease renewal in the task's
+key-value record. Every change to a record is a compare-and-set on its revision, so only the
+newest attempt can settle a task, and only once.
+
+Attempts are counted in the record, not with the consumer's ``MaxDeliver``: a graceful hand-back
+must not use up an attempt, and a message that reaches ``MaxDeliver`` stays in a work-queue
+stream with no terminal status unless someone hears the advisory at that moment. So the consumer
+redelivers without limit, and the delivery after the last allowed attempt dead-letters the task:
+its record becomes ``failed`` (with why), a copy goes to the ``<stream>_DEAD`` stream, and the
+message is terminated (``term``).
+
+Leases are compared with the workers' wall clocks: keep them in sync (NTP), well within a lease.
+Durability is the server's: JetStream syncs to disk every two minutes by default; set
+``sync_interval: always`` (server 2.10+) to make a PubAck mean "on disk".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from daimon.core.codec import dumps, loads
+from daimon.core.errors import BuilderError, DaimonError, SerializationError
+from daimon.core.optional import require
+from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
+
+nats = require("nats", extra="nats")
+nats_errors = require("nats.errors", extra="nats")
+js_api = require("nats.js.api", extra="nats")
+js_errors = require("nats.js.errors", extra="nats")
+
+__all__ = ("NatsBroker",)
+
+_log = logging.getLogger("daimon.distributed")
+_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+
+# --- The task record's state machine. The same code is in daimon.distributed.brokers.memory
+# --- (plugins cannot share modules); proposed for daimon.core as task_records.py.
+
+_TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(slots=True)
+class _Record:
+    state: str = "pending"
+    attempt: int = 0
+    """Deliveries started so far; the newest one alone may settle the task."""
+    released: int = 0
+    """Deliveries handed back undone (graceful shutdowns): they do not count against max_deliver."""
+    lease_until: float = 0.0
+    result: TaskResult | None = None
+    error: str | None = None
+
+
+def _begin(rec: _Record, now: float, lease: float, max_deliver: int) -> tuple[str, float]:
+    """Start an attempt: ``run`` (its number), ``skip`` (ended), ``busy`` (lease left), ``dead``."""
+    if rec.state in _TERMINAL:
+        return "skip", 0.0
+    if rec.state == "running" and rec.lease_until > now:
+        return "busy", rec.lease_until - now
+    spent = rec.attempt - rec.released
+    if spent >= max_deliver:
+        if rec.state == "running":
+            why = (
+                f"attempt {rec.attempt} was lost: no heartbeat within the {lease:g}s lease "
+                "(its worker crashed or hung)"
+            )
+        else:
+            why = f"last error: {rec.error}"
+        rec.state, rec.error = "failed", f"dead-lettered after {spent} attempts; {why}"
+        return "dead", 0.0
+    rec.attempt += 1
+    rec.state, rec.lease_until = "running", now + lease
+    return "run", float(rec.attempt)
+
+
+def _heartbeat(rec: _Record, attempt: int, now: float, lease: float) -> str:
+    """Renew the lease: ``ok``, ``cancelled`` or ``lost`` (another attempt owns the task)."""
+    if rec.attempt != attempt:
+        return "lost"
+    if rec.state != "running":
+        return "cancelled" if rec.state == "cancelled" else "lost"
+    rec.lease_until = now + lease
+    return "ok"
+
+
+def _settle(
+    rec: _Record,
+    attempt: int,
+    action: str,
+    max_deliver: int,
+    *,
+    result: TaskResult | None = None,
+    error: str = "",
+) -> str:
+    """End an attempt: ``ok``, ``requeued``, ``released``, ``dead``, ``stale`` or ``ended``."""
+    if rec.attempt != attempt:
+        return "stale"
+    if rec.state != "running":
+        return "ended"
+    if action == "complete":
+        rec.state, rec.result, rec.error = "completed", result, None
+        return "ok"
+    if action == "release":
+        rec.state, rec.released = "pending", rec.released + 1
+        return "released"
+    spent = rec.attempt - rec.released
+    if action == "retry":
+        if spent < max_deliver:
+            rec.state, rec.error = "pending", error
+            return "requeued"
+        error = f"dead-lettered after {spent} attempts; last error: {error}"
+    rec.state, rec.error = "failed", error
+    return "dead"
+
+
+def _cancel(rec: _Record) -> bool:
+    if rec.state in _TERMINAL:
+        return False
+    rec.state = "cancelled"
+    return True
+
+
+def _view(rec: _Record, now: float) -> TaskStatus:
+    state = rec.state
+    if state == "running" and rec.lease_until <= now:
+        state = "pending"  # its worker is gone: the task waits for another one
+    return TaskStatus(state=TaskState(state), result=rec.result, error=rec.error)
+
+
+# --- The broker.
+
+
+def _encode(rec: _Record) -> bytes:
+    return dumps(rec).encode("utf-8")
+
+
+def _decode(data: bytes) -> _Record:
+    return loads(data, _Record)
+
+
+def _key(queue: str, task_id: str) -> str:
+    """``<queue>.<task id>``, every byte outside ``[A-Za-z0-9_-]`` written as ``=XX``."""
+    if not task_id:
+        raise BuilderError("a task id must not be empty")
+    quoted = quote(task_id, safe="").replace(".", "%2E").replace("~", "%7E")
+    return f"{queue}.{quoted.replace('%', '=')}"
+
+
+class NatsBroker:
+    """Queues tasks in a JetStream work-queue stream; see the module docstring.
+
+    Args:
+        client: A connected ``nats.aio.client.Client`` (left open by :meth:`aclose`), or a URL
+            such as ``"nats://localhost:4222"`` (connected on first use, reconnecting without
+            limit, and closed by :meth:`aclose`).
+        queue: The queue's name (letters, digits, ``-`` and ``_``).
+        stream: The tasks' stream; dead letters go to ``<stream>_DEAD``.
+        bucket: The key-value bucket of task states.
+        lease: Seconds a delivery stays leased without a heartbeat (the consumer's ``AckWait``).
+        max_deliver: Attempts a task gets before it is dead-lettered.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        queue: str = "tasks",
+        stream: str = "DAIMON_TASKS",
+        bucket: str = "daimon_tasks",
+        lease: float = 30.0,
+        max_deliver: int = 5,
+    ) -> None:
+        if not lease > 0:
+            raise BuilderError(f"lease must be positive, got {lease!r}")
+        if type(max_deliver) is not int or max_deliver < 1:
+            raise BuilderError(f"max_deliver must be a positive integer, got {max_deliver!r}")
+        for what, name in (("queue", queue), ("stream", stream), ("bucket", bucket)):
+            if not _NAME.match(name):
+                raise BuilderError(f"{what} must be letters, digits, - and _, got {name!r}")
+        self._url = client if isinstance(client, str) else None
+        self._nc: Any = None if self._url is not None else client
+        self._queue = queue
+        self._stream = stream
+        self._subject = f"{stream}.{queue}"
+        self._dead_stream = f"{stream}_DEAD"
+        self._dead_subject = f"{stream}_DEAD.{queue}"
+        self._bucket = bucket
+        self._durable = f"{queue}_workers"
+        self._lease = float(lease)
+        self._max_deliver = max_deliver
+        self._js: Any = None
+        self._kv: Any = None
+        self._sub: Any = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._held: dict[str, _NatsDelivery] = {}
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> NatsBroker:
+        """A broker on its own connection to ``url``."""
+        return cls(url, **options)
+
+    @property
+    def lease(self) -> float:
+        """Seconds a delivery stays leased without a heartbeat."""
+        return self._lease
+
+    @property
+    def max_deliver(self) -> int:
+        """Attempts a task gets before it is dead-lettered."""
+        return self._max_deliver
+
+    async def __aenter__(self) -> NatsBroker:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def setup(self) -> None:
+        """Create the streams, the consumer and the bucket if they are missing."""
+        await self._ready()
+
+    async def aclose(self) -> None:
+        """Close the connection if this broker opened it; safe to call again.
+
+        Deliveries this handle still holds come back after their lease.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception:
+                _log.debug("unsubscribing failed", exc_info=True)
+        if self._url is not None and self._nc is not None:
+            await self._nc.close()
+
+    async def _ready(self) -> Any:
+        if self._kv is None:
+            async with self._lock:
+                if self._kv is None:
+                    await self._open()
+        return self._kv
+
+    async def _open(self) -> None:
+        if self._closed:
+            raise DaimonError("the broker is closed")
+        if self._nc is None:
+            self._nc = await nats.connect(
+                self._url, max_reconnect_attempts=-1, reconnect_time_wait=0.25
+            )
+        js = self._nc.jetstream()
+        for name, subject, retention in (
+            (self._stream, f"{self._stream}.*", js_api.RetentionPolicy.WORK_QUEUE),
+            (self._dead_stream, f"{self._dead_stream}.*", js_api.RetentionPolicy.LIMITS),
+        ):
+            try:
+                await js.stream_info(name)
+            except js_errors.NotFoundError:
+                await js.add_stream(
+                    name=name,
+                    subjects=[subject],
+                    retention=retention,
+                    storage=js_api.StorageType.FILE,
+                )
+        config = js_api.ConsumerConfig(
+            durable_name=self._durable,
+            ack_policy=js_api.AckPolicy.EXPLICIT,
+            ack_wait=self._lease,
+            max_deliver=-1,
+            max_ack_pending=-1,
+            filter_subject=self._subject,
+        )
+        self._sub = await js.pull_subscribe(
+            self._subject, durable=self._durable, stream=self._stream, config=config
+        )
+        try:
+            kv = await js.key_value(self._bucket)
+        except js_errors.BucketNotFoundError:
+            kv = await js.create_key_value(
+                bucket=self._bucket, history=1, description="daimon task states"
+            )
+        self._js, self._kv = js, kv
+
+    async def _get(self, task_id: str) -> tuple[_Record, int]:
+        kv = await self._ready()
+        try:
+            entry = await kv.get(_key(self._queue, task_id))
+        except js_errors.KeyNotFoundError:
+            raise KeyError(task_id) from None
+        return _decode(entry.value), int(entry.revision)
+
+    async def _put(self, task_id: str, rec: _Record, revision: int) -> bool:
+        """Write ``rec`` if the record is still at ``revision``; whether it was."""
+        try:
+            await self._kv.update(_key(self._queue, task_id), _encode(rec), last=revision)
+        except js_errors.KeyWrongLastSequenceError:
+            return False
+        return True
+
+    async def submit(self, task: AgentTask) -> str:
+        """Queue ``task`` (once JetStream has stored it); a known task id is not queued again."""
+        payload = dumps(task).encode("utf-8")
+        kv = await self._ready()
+        try:
+            await kv.create(_key(self._queue, task.task_id), _encode(_Record()))
+        except js_errors.KeyWrongLastSequenceError:
+            rec, _ = await self._get(task.task_id)
+            if rec.state != "pending" or rec.attempt:
+                return task.task_id  # running or ended: queued before
+            # Pending and never started: maybe a submit died before publishing. Publish again;
+            # the message id makes it a no-op if it had been.
+        await self._js.publish(self._subject, payload, headers={"Nats-Msg-Id": task.task_id})
+        return task.task_id
+
+    async def status(self, task_id: str) -> TaskStatus:
+        """Where the task is; :class:`KeyError` when it is unknown."""
+        rec, _ = await self._get(task_id)
+        return _view(rec, time.time())
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a task that has not ended; whether it was cancelled."""
+        while True:
+            rec, revision = await self._get(task_id)
+            if not _cancel(rec):
+                return False
+            if await self._put(task_id, rec, revision):
+                return True
+
+    async def claim(self, wait: float = 1.0) -> _NatsDelivery | None:
+        """The next task, waiting up to ``wait`` seconds for one."""
+        await self._ready()
+        deadline = time.monotonic() + max(wait, 0.0)
+        while True:
+            try:
+                msgs = await self._sub.fetch(1, timeout=max(deadline - time.monotonic(), 0.05))
+            except nats_errors.TimeoutError:
+                return None
+            delivery = await self._begin(msgs[0])
+            if delivery is not None:
+                return delivery
+            if time.monotonic() >= deadline:
+                return None
+
+    async def _begin(self, msg: Any) -> _NatsDelivery | None:
+        try:
+            task: AgentTask | None = loads(msg.data, AgentTask)
+            error = ""
+        except SerializationError as exc:
+            task, error = None, f"SerializationError: {exc}"
+        task_id = task.task_id if task is not None else (msg.headers or {}).get("Nats-Msg-Id", "")
+        while True:
+            try:
+                rec, revision = await self._get(task_id)
+            except (KeyError, BuilderError):
+                _log.error("task %r has no state record; dropping its message", task_id)
+                await msg.term()
+                return None
+            outcome, value = _begin(rec, time.time(), self._lease, self._max_deliver)
+            if outcome == "skip":
+                await msg.ack()
+                return None
+            if outcome == "busy":
+                await msg.nak(delay=value)
+                return None
+            if outcome == "dead":
+                await self._dead_letter(task_id, msg.data, rec.error or "")
+            if await self._put(task_id, rec, revision):
+                break
+        if outcome == "dead":
+            await msg.term()
+            return None
+        attempt = int(value)
+        if task is None:  # undecodable: dead-letter it rather than fail on it forever
+            _log.error("task %s cannot be read, dead-lettering it: %s", task_id, error)
+            placeholder = AgentTask(task_id=task_id, input="", attempt=attempt)
+            await _NatsDelivery(self, msg, placeholder).fail(error)
+            return None
+        return _NatsDelivery(self, msg, dataclasses.replace(task, attempt=attempt))
+
+    async def _dead_letter(self, task_id: str, payload: bytes, error: str) -> None:
+        await self._js.publish(
+            self._dead_subject,
+            payload,
+            headers={"Nats-Msg-Id": f"dead:{task_id}", "Daimon-Error": error[:1000]},
+        )
+
+    # --- daimon.core.TaskBroker, for callers that settle by task id.
+
+    async def receive(self) -> AgentTask | None:
+        """Claim the next task (waiting up to a second); settle it with ``complete``/``fail``."""
+        delivery = await self.claim(wait=1.0)
+        if delivery is None:
+            return None
+        self._held[delivery.task.task_id] = delivery
+        return delivery.task
+
+    async def complete(self, task_id: str, result: TaskResult) -> None:
+        """Record the result of a task this handle received."""
+        await self._held.pop(task_id).complete(result)
+
+    async def fail(self, task_id: str, error: str) -> None:
+        """Record the failure of a task this handle received (dead-lettering it)."""
+        await self._held.pop(task_id).fail(error)
+
+
+class _NatsDelivery:
+    __slots__ = ("_broker", "_msg", "task")
+
+    def __init__(self, broker: NatsBroker, msg: Any, task: AgentTask) -> None:
+        self._broker = broker
+        self._msg = msg
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"<delivery of {self.task.task_id!r}, attempt {self.task.attempt}>"
+
+    async def heartbeat(self) -> bool:
+        broker = self._broker
+        while True:
+            rec, revision = await broker._get(self.task.task_id)
+            outcome = _heartbeat(rec, self.task.attempt, time.time(), broker._lease)
+            if outcome != "ok":
+                return False
+            if await broker._put(self.task.task_id, rec, revision):
+                break
+        await _answer(self._msg.in_progress)
+        return True
+
+    async def complete(self, result: TaskResult) -> bool:
+        dumps(result)
+        return await self._settle("complete", result=result) == "ok"
+
+    async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
+        outcome = await self._settle("retry" if retry else "fail", error=error, delay=delay)
+        return outcome in ("requeued", "dead")
+
+    async def release(self) -> None:
+        await self._settle("release")
+
+    async def _settle(
+        self,
+        action: str,
+        *,
+        result: TaskResult | None = None,
+        error: str = "",
+        delay: float = 0.0,
+    ) -> str:
+        broker = self._broker
+        task_id = self.task.task_id
+        while True:
+            rec, revision = await broker._get(task_id)
+            outcome = _settle(
+                rec, self.task.attempt, action, broker._max_deliver, result=result, error=error
+            )
+            if outcome == "stale":
+                return outcome  # the message is another attempt's now: leave it alone
+            if outcome == "ended":
+                await _answer(self._msg.ack_sync)
+                return outcome
+            if outcome == "dead":
+                await broker._dead_letter(task_id, self._msg.data, rec.error or "")
+            if await broker._put(task_id, rec, revision):
+                break
+        if outcome in ("requeued", "released"):
+            await _answer(
+                self._msg.nak, delay=delay if outcome == "requeued" and delay > 0 else None
+            )
+        elif outcome == "dead":
+            await _answer(self._msg.term)
+        else:
+            await _answer(self._msg.ack_sync)
+        return outcome
+
+
+async def _answer(method: Any, **kwargs: Any) -> None:
+    """Ack, nak or term a message, unless this handle has answered it already."""
+    with contextlib.suppress(nats_errors.MsgAlreadyAckdError):
+        await method(**kwargs)

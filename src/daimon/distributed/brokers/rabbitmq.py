@@ -1,0 +1,388 @@
+"""A task broker on RabbitMQ (aio-pika), with task states in a separate task store.
+
+Queues, named after ``queue``: ``<queue>``, a durable quorum queue of persistent task messages
+(``submit`` returns after the publisher confirm); ``<queue>.dead``, bound to the dead-letter
+exchange ``<queue>.dlx`` that ``<queue>`` names; and ``<queue>.delay``, where a task waits out a
+retry delay (per-message TTL) before it dead-letters back into ``<queue>``. Consumers ack
+manually, after the task's outcome is recorded; a worker whose connection closes (it crashed)
+gets its unacked tasks requeued by RabbitMQ at once.
+
+RabbitMQ is not a key-value store, and a task's state must be readable by any client and
+changed with compare-and-set (attempt fencing), so states live in a ``store``: a
+:class:`~daimon.distributed.brokers.redis.RedisTaskStore`, or anything with its methods. The
+store counts attempts (not the quorum queue's ``delivery-limit``: a graceful hand-back must not
+use one up), and after the last allowed attempt the task is rejected into the dead-letter queue.
+
+A worker that hangs with its connection open keeps its tasks until RabbitMQ's
+``consumer_timeout`` (30 minutes by default) closes its channel; meanwhile ``status`` reports
+such a task ``pending`` once its lease has run out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import Any, Protocol
+
+from daimon.core.codec import dumps, loads
+from daimon.core.errors import BuilderError, DaimonError, SerializationError
+from daimon.core.optional import require
+from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+
+aio_pika = require("aio_pika", extra="rabbitmq")
+
+__all__ = ("RabbitMQBroker", "TaskStore")
+
+_log = logging.getLogger("daimon.distributed")
+
+
+class TaskStore(Protocol):
+    """Where a broker without a key-value store keeps task states (see ``RedisTaskStore``)."""
+
+    async def create(self, task_id: str) -> bool:
+        """Record a new pending task; ``False`` when the id is already known."""
+        ...
+
+    async def begin(
+        self, task_id: str, *, lease: float, max_deliver: int, payload: str = ""
+    ) -> tuple[str, float]:
+        """Start an attempt: ``run`` (number), ``skip`` (ended), ``busy`` (lease left), ``dead``."""
+        ...
+
+    async def heartbeat(self, task_id: str, attempt: int, *, lease: float) -> str:
+        """Renew the lease: ``ok``, ``cancelled`` or ``lost``."""
+        ...
+
+    async def settle(
+        self,
+        task_id: str,
+        attempt: int,
+        action: str,
+        *,
+        max_deliver: int,
+        result: TaskResult | None = None,
+        error: str = "",
+        delay: float = 0.0,
+        lease: float = 30.0,
+    ) -> str:
+        """End an attempt: ``ok``, ``requeued``, ``released``, ``dead``, ``stale`` or ``ended``."""
+        ...
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a task that has not ended; :class:`KeyError` when unknown."""
+        ...
+
+    async def status(self, task_id: str) -> TaskStatus:
+        """Where the task is; :class:`KeyError` when unknown."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the store's connections if it owns them."""
+        ...
+
+
+class RabbitMQBroker:
+    """Queues tasks in RabbitMQ; see the module docstring.
+
+    Args:
+        connection: A URL such as ``"amqp://guest:guest@localhost/"`` (a robust connection that
+            reconnects, closed by :meth:`aclose`), or an open ``aio_pika`` connection (left open).
+        store: Where task states live (a ``RedisTaskStore``); closed by :meth:`aclose` when
+            ``own_store``.
+        queue: The task queue's name; the others are named after it.
+        lease: Seconds a task's state stays ``running`` without a heartbeat.
+        max_deliver: Attempts a task gets before it is dead-lettered.
+        prefetch: Unacknowledged tasks this handle may hold: set it to the worker's concurrency.
+        own_store: Close ``store`` with this broker.
+    """
+
+    def __init__(
+        self,
+        connection: Any,
+        *,
+        store: TaskStore,
+        queue: str = "daimon.tasks",
+        lease: float = 30.0,
+        max_deliver: int = 5,
+        prefetch: int = 8,
+        own_store: bool = False,
+    ) -> None:
+        if not lease > 0:
+            raise BuilderError(f"lease must be positive, got {lease!r}")
+        if type(max_deliver) is not int or max_deliver < 1:
+            raise BuilderError(f"max_deliver must be a positive integer, got {max_deliver!r}")
+        if type(prefetch) is not int or prefetch < 1:
+            raise BuilderError(f"prefetch must be a positive integer, got {prefetch!r}")
+        if not queue:
+            raise BuilderError("queue must not be empty")
+        self._url = connection if isinstance(connection, str) else None
+        self._connection: Any = None if self._url is not None else connection
+        self._store = store
+        self._own_store = own_store
+        self._queue_name = queue
+        self._lease = float(lease)
+        self._max_deliver = max_deliver
+        self._prefetch = prefetch
+        self._channel: Any = None
+        self._queue: Any = None
+        self._consuming = False
+        self._inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._held: dict[str, _RabbitDelivery] = {}
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RabbitMQBroker:
+        """A broker on its own connection to ``url``; ``store`` is a required option."""
+        if "store" not in options:
+            raise BuilderError("RabbitMQBroker needs a store= for task states (a RedisTaskStore)")
+        return cls(url, **options)
+
+    @property
+    def lease(self) -> float:
+        """Seconds a task's state stays ``running`` without a heartbeat."""
+        return self._lease
+
+    @property
+    def max_deliver(self) -> int:
+        """Attempts a task gets before it is dead-lettered."""
+        return self._max_deliver
+
+    @property
+    def store(self) -> TaskStore:
+        """Where task states live."""
+        return self._store
+
+    async def __aenter__(self) -> RabbitMQBroker:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def setup(self) -> None:
+        """Declare the exchanges and queues if they are missing."""
+        await self._ready()
+
+    async def aclose(self) -> None:
+        """Close the connection (and the store) if this broker opened them; safe to call again.
+
+        Tasks this handle holds unacknowledged go back to the queue.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._url is not None and self._connection is not None:
+            await self._connection.close()
+        elif self._channel is not None:
+            await self._channel.close()
+        if self._own_store:
+            await self._store.aclose()
+
+    async def _ready(self) -> Any:
+        if self._queue is None:
+            async with self._lock:
+                if self._queue is None:
+                    await self._open()
+        return self._queue
+
+    async def _open(self) -> None:
+        if self._closed:
+            raise DaimonError("the broker is closed")
+        if self._connection is None:
+            self._connection = await aio_pika.connect_robust(self._url)
+        channel = await self._connection.channel(publisher_confirms=True)
+        await channel.set_qos(prefetch_count=self._prefetch)
+        name = self._queue_name
+        dlx = await channel.declare_exchange(
+            f"{name}.dlx", aio_pika.ExchangeType.FANOUT, durable=True
+        )
+        dead = await channel.declare_queue(f"{name}.dead", durable=True)
+        await dead.bind(dlx)
+        await channel.declare_queue(
+            f"{name}.delay",
+            durable=True,
+            arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": name},
+        )
+        queue = await channel.declare_queue(
+            name,
+            durable=True,
+            arguments={"x-queue-type": "quorum", "x-dead-letter-exchange": f"{name}.dlx"},
+        )
+        self._channel, self._queue = channel, queue
+
+    async def _publish(self, routing_key: str, body: bytes, task_id: str, **props: Any) -> None:
+        await self._ready()
+        message = aio_pika.Message(
+            body,
+            message_id=task_id,
+            content_type="application/json",
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            **props,
+        )
+        await self._channel.default_exchange.publish(message, routing_key=routing_key)
+
+    async def submit(self, task: AgentTask) -> str:
+        """Queue ``task`` (after RabbitMQ confirms it); a started or ended task is not requeued."""
+        payload = dumps(task).encode("utf-8")
+        if not await self._store.create(task.task_id):
+            status = await self._store.status(task.task_id)
+            if status.state.value != "pending":
+                return task.task_id
+            # Pending: maybe a submit died before publishing. A duplicate message is harmless:
+            # the store lets one delivery run, and acks the other once the task has ended.
+        await self._publish(self._queue_name, payload, task.task_id)
+        return task.task_id
+
+    async def status(self, task_id: str) -> TaskStatus:
+        """Where the task is; :class:`KeyError` when it is unknown."""
+        return await self._store.status(task_id)
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a task that has not ended; whether it was cancelled."""
+        return await self._store.cancel(task_id)
+
+    async def claim(self, wait: float = 1.0) -> _RabbitDelivery | None:
+        """The next task, waiting up to ``wait`` seconds for one."""
+        queue = await self._ready()
+        if not self._consuming:
+            self._consuming = True
+            await queue.consume(self._inbox.put, no_ack=False)
+        deadline = time.monotonic() + max(wait, 0.0)
+        while True:
+            try:
+                message = await asyncio.wait_for(
+                    self._inbox.get(), max(deadline - time.monotonic(), 0.0)
+                )
+            except TimeoutError:
+                return None
+            delivery = await self._begin(message)
+            if delivery is not None:
+                return delivery
+
+    async def _begin(self, message: Any) -> _RabbitDelivery | None:
+        payload = message.body.decode("utf-8", errors="replace")
+        try:
+            task: AgentTask | None = loads(message.body, AgentTask)
+            error = ""
+        except SerializationError as exc:
+            task, error = None, f"SerializationError: {exc}"
+        task_id = task.task_id if task is not None else (message.message_id or "")
+        try:
+            outcome, value = await self._store.begin(
+                task_id, lease=self._lease, max_deliver=self._max_deliver, payload=payload
+            )
+        except BuilderError:  # no task id at all
+            await message.reject(requeue=False)
+            return None
+        if outcome == "skip":
+            await message.ack()
+            return None
+        if outcome == "busy":  # a duplicate, or a retry before its delay: back after that
+            await self._delay(message, value)
+            return None
+        if outcome == "dead":
+            await message.reject(requeue=False)
+            return None
+        attempt = int(value)
+        if task is None:  # undecodable: dead-letter it rather than fail on it forever
+            _log.error("task %s cannot be read, dead-lettering it: %s", task_id, error)
+            placeholder = AgentTask(task_id=task_id, input="", attempt=attempt)
+            await _RabbitDelivery(self, message, placeholder).fail(error)
+            return None
+        return _RabbitDelivery(self, message, dataclasses.replace(task, attempt=attempt))
+
+    async def _delay(self, message: Any, seconds: float) -> None:
+        """Send a copy through the delay queue (back in ``seconds``), then ack this one."""
+        await self._publish(
+            f"{self._queue_name}.delay",
+            message.body,
+            message.message_id or "",
+            expiration=max(seconds, 0.001),
+        )
+        await message.ack()
+
+    # --- daimon.core.TaskBroker, for callers that settle by task id.
+
+    async def receive(self) -> AgentTask | None:
+        """Claim the next task (waiting up to a second); settle it with ``complete``/``fail``."""
+        delivery = await self.claim(wait=1.0)
+        if delivery is None:
+            return None
+        self._held[delivery.task.task_id] = delivery
+        return delivery.task
+
+    async def complete(self, task_id: str, result: TaskResult) -> None:
+        """Record the result of a task this handle received."""
+        await self._held.pop(task_id).complete(result)
+
+    async def fail(self, task_id: str, error: str) -> None:
+        """Record the failure of a task this handle received (dead-lettering it)."""
+        await self._held.pop(task_id).fail(error)
+
+
+class _RabbitDelivery:
+    __slots__ = ("_broker", "_message", "task")
+
+    def __init__(self, broker: RabbitMQBroker, message: Any, task: AgentTask) -> None:
+        self._broker = broker
+        self._message = message
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"<delivery of {self.task.task_id!r}, attempt {self.task.attempt}>"
+
+    async def heartbeat(self) -> bool:
+        broker = self._broker
+        outcome = await broker._store.heartbeat(
+            self.task.task_id, self.task.attempt, lease=broker._lease
+        )
+        return outcome == "ok"
+
+    async def complete(self, result: TaskResult) -> bool:
+        return await self._settle("complete", result=result) == "ok"
+
+    async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
+        outcome = await self._settle("retry" if retry else "fail", error=error, delay=delay)
+        return outcome in ("requeued", "dead")
+
+    async def release(self) -> None:
+        await self._settle("release")
+
+    async def _settle(
+        self,
+        action: str,
+        *,
+        result: TaskResult | None = None,
+        error: str = "",
+        delay: float = 0.0,
+    ) -> str:
+        broker = self._broker
+        outcome = await broker._store.settle(
+            self.task.task_id,
+            self.task.attempt,
+            action,
+            max_deliver=broker._max_deliver,
+            result=result,
+            error=error,
+            delay=max(delay, 0.0),
+            lease=broker._lease,
+        )
+        message = self._message
+        if message.processed:
+            return outcome
+        try:
+            if outcome == "dead":
+                await message.reject(requeue=False)
+            elif outcome == "released" or (outcome == "requeued" and delay <= 0):
+                await message.nack(requeue=True)
+            elif outcome == "requeued":
+                await broker._delay(message, delay)
+            else:  # ok, ended, or stale (a newer attempt holds another copy): this one is done
+                await message.ack()
+        except Exception:
+            _log.warning(
+                "could not answer the message of task %s", self.task.task_id, exc_info=True
+            )
+        return outcome

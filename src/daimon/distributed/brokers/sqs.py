@@ -1,0 +1,399 @@
+"""A task broker on Amazon SQS (aiobotocore), with task states in a separate task store.
+
+Queues: ``<queue>``, a standard queue whose visibility timeout is the lease, and
+``<queue>-dead``, where dead-lettered tasks go. ``submit`` returns once ``SendMessage`` has
+answered (SQS has stored the message redundantly). A worker receives with long polling; a
+heartbeat extends the message's visibility (``ChangeMessageVisibility``) and renews the task's
+lease in the store; a message whose worker died becomes visible again when its visibility
+timeout ends, and runs as a new attempt.
+
+SQS is not a key-value store, so task states live in a ``store`` (a
+:class:`~daimon.distributed.brokers.redis.RedisTaskStore`, or anything with its methods),
+which counts attempts: after the last allowed one the task is moved to ``<queue>-dead`` by
+daimon (sent there, then deleted), with its status saying why. A redrive policy
+(``maxReceiveCount``) is not used: a graceful hand-back must not use up an attempt, and a
+message moved by SQS itself would leave the task without a terminal status.
+
+Visibility timeouts are whole seconds in SQS: the lease and retry delays round up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import math
+import time
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlsplit
+
+from daimon.core.codec import dumps, loads
+from daimon.core.errors import BuilderError, DaimonError, SerializationError
+from daimon.core.optional import require
+from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+
+aiobotocore_session = require("aiobotocore.session", extra="sqs")
+botocore_exceptions = require("botocore.exceptions", extra="sqs")
+
+__all__ = ("SqsBroker",)
+
+_log = logging.getLogger("daimon.distributed")
+_MAX_VISIBILITY = 12 * 3600
+
+
+class _TaskStore(Protocol):
+    """The task store this broker needs (``RedisTaskStore`` has these methods)."""
+
+    async def create(self, task_id: str) -> bool: ...
+
+    async def begin(
+        self, task_id: str, *, lease: float, max_deliver: int, payload: str = ""
+    ) -> tuple[str, float]: ...
+
+    async def heartbeat(self, task_id: str, attempt: int, *, lease: float) -> str: ...
+
+    async def settle(
+        self,
+        task_id: str,
+        attempt: int,
+        action: str,
+        *,
+        max_deliver: int,
+        result: TaskResult | None = None,
+        error: str = "",
+        delay: float = 0.0,
+        lease: float = 30.0,
+    ) -> str: ...
+
+    async def cancel(self, task_id: str) -> bool: ...
+
+    async def status(self, task_id: str) -> TaskStatus: ...
+
+    async def aclose(self) -> None: ...
+
+
+def _seconds(value: float) -> int:
+    """A visibility timeout in whole seconds (SQS's unit), rounded up, within SQS's bounds."""
+    return min(max(math.ceil(value), 0), _MAX_VISIBILITY)
+
+
+class SqsBroker:
+    """Queues tasks in Amazon SQS; see the module docstring.
+
+    Args:
+        queue: The queue's name (created by :meth:`setup` if missing).
+        store: Where task states live (a ``RedisTaskStore``); closed by :meth:`aclose` when
+            ``own_store``.
+        region: The AWS region.
+        endpoint_url: Another endpoint (a local emulator such as moto or ElasticMQ).
+        lease: Seconds a delivery stays invisible without a heartbeat (whole seconds).
+        max_deliver: Attempts a task gets before it is dead-lettered.
+        own_store: Close ``store`` with this broker.
+        client_options: More keyword arguments for ``create_client("sqs", ...)``
+            (credentials, ``config``).
+    """
+
+    def __init__(
+        self,
+        queue: str,
+        *,
+        store: _TaskStore,
+        region: str = "us-east-1",
+        endpoint_url: str | None = None,
+        lease: float = 30.0,
+        max_deliver: int = 5,
+        own_store: bool = False,
+        **client_options: Any,
+    ) -> None:
+        if not lease >= 1:
+            raise BuilderError(f"lease must be at least 1 second on SQS, got {lease!r}")
+        if type(max_deliver) is not int or max_deliver < 1:
+            raise BuilderError(f"max_deliver must be a positive integer, got {max_deliver!r}")
+        if not queue:
+            raise BuilderError("queue must not be empty")
+        self._name = queue
+        self._store = store
+        self._own_store = own_store
+        self._region = region
+        self._endpoint = endpoint_url
+        self._client_options = client_options
+        self._lease = float(_seconds(lease))
+        self._max_deliver = max_deliver
+        self._stack = contextlib.AsyncExitStack()
+        self._client: Any = None
+        self._url = ""
+        self._dead_url = ""
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._held: dict[str, _SqsDelivery] = {}
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SqsBroker:
+        """A broker for ``sqs://<queue>?region=...&endpoint_url=http://...``; ``store`` is required.
+
+        Query parameters ``region`` and ``endpoint_url`` become options; so does a host other
+        than the queue name's (``sqs://localhost:4566/<queue>`` means ``endpoint_url`` =
+        ``http://localhost:4566``).
+        """
+        if "store" not in options:
+            raise BuilderError("SqsBroker needs a store= for task states (a RedisTaskStore)")
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        if parts.path.strip("/"):
+            queue = parts.path.strip("/")
+            query.setdefault("endpoint_url", f"http://{parts.netloc}")
+        else:
+            queue = parts.netloc
+        return cls(queue, **{**query, **options})
+
+    @property
+    def lease(self) -> float:
+        """Seconds a delivery stays invisible without a heartbeat."""
+        return self._lease
+
+    @property
+    def max_deliver(self) -> int:
+        """Attempts a task gets before it is dead-lettered."""
+        return self._max_deliver
+
+    @property
+    def store(self) -> _TaskStore:
+        """Where task states live."""
+        return self._store
+
+    async def __aenter__(self) -> SqsBroker:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def setup(self) -> None:
+        """Create the queue and the dead-letter queue if they are missing."""
+        await self._ready()
+
+    async def aclose(self) -> None:
+        """Close the client (and the store, when it is this broker's); safe to call again.
+
+        Messages this handle holds become visible again when their visibility timeout ends.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        await self._stack.aclose()
+        if self._own_store:
+            await self._store.aclose()
+
+    async def _ready(self) -> Any:
+        if self._client is None:
+            async with self._lock:
+                if self._client is None:
+                    await self._open()
+        return self._client
+
+    async def _open(self) -> None:
+        if self._closed:
+            raise DaimonError("the broker is closed")
+        session = aiobotocore_session.get_session()
+        client = await self._stack.enter_async_context(
+            session.create_client(
+                "sqs",
+                region_name=self._region,
+                endpoint_url=self._endpoint,
+                **self._client_options,
+            )
+        )
+        visibility = str(_seconds(self._lease))
+        made = await client.create_queue(
+            QueueName=self._name, Attributes={"VisibilityTimeout": visibility}
+        )
+        dead = await client.create_queue(QueueName=f"{self._name}-dead")
+        self._url, self._dead_url = made["QueueUrl"], dead["QueueUrl"]
+        self._client = client
+
+    async def submit(self, task: AgentTask) -> str:
+        """Queue ``task`` (once SQS has stored it); a started or ended task is not queued again."""
+        payload = dumps(task)
+        client = await self._ready()
+        if not await self._store.create(task.task_id):
+            status = await self._store.status(task.task_id)
+            if status.state.value != "pending":
+                return task.task_id
+            # Pending: maybe a submit died before sending. A duplicate message is harmless:
+            # the store lets one delivery run, and deletes the other once the task has ended.
+        await client.send_message(
+            QueueUrl=self._url,
+            MessageBody=payload,
+            MessageAttributes={"task_id": {"DataType": "String", "StringValue": task.task_id}},
+        )
+        return task.task_id
+
+    async def status(self, task_id: str) -> TaskStatus:
+        """Where the task is; :class:`KeyError` when it is unknown."""
+        return await self._store.status(task_id)
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a task that has not ended; whether it was cancelled."""
+        return await self._store.cancel(task_id)
+
+    async def claim(self, wait: float = 1.0) -> _SqsDelivery | None:
+        """The next task, waiting up to ``wait`` seconds (long polling) for one."""
+        client = await self._ready()
+        deadline = time.monotonic() + max(wait, 0.0)
+        while True:
+            left = deadline - time.monotonic()
+            reply = await client.receive_message(
+                QueueUrl=self._url,
+                MaxNumberOfMessages=1,
+                WaitTimeSeconds=min(int(max(left, 0)), 20),
+                VisibilityTimeout=_seconds(self._lease),
+                MessageAttributeNames=["task_id"],
+            )
+            for message in reply.get("Messages", []):
+                delivery = await self._begin(message)
+                if delivery is not None:
+                    return delivery
+            if time.monotonic() >= deadline:
+                return None
+            if not reply.get("Messages"):
+                await asyncio.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
+
+    async def _begin(self, message: dict[str, Any]) -> _SqsDelivery | None:
+        body: str = message["Body"]
+        receipt: str = message["ReceiptHandle"]
+        try:
+            task: AgentTask | None = loads(body, AgentTask)
+            error = ""
+        except SerializationError as exc:
+            task, error = None, f"SerializationError: {exc}"
+        attribute = message.get("MessageAttributes", {}).get("task_id", {})
+        task_id = task.task_id if task is not None else attribute.get("StringValue", "")
+        try:
+            outcome, value = await self._store.begin(
+                task_id, lease=self._lease, max_deliver=self._max_deliver, payload=body
+            )
+        except BuilderError:  # no task id at all
+            await self._dead_letter(body, receipt, "no task id")
+            return None
+        if outcome == "skip":
+            await self._client.delete_message(QueueUrl=self._url, ReceiptHandle=receipt)
+            return None
+        if outcome == "busy":  # a duplicate, or a retry before its delay: back after that
+            await self._client.change_message_visibility(
+                QueueUrl=self._url, ReceiptHandle=receipt, VisibilityTimeout=_seconds(value)
+            )
+            return None
+        if outcome == "dead":
+            await self._dead_letter(body, receipt, "attempts spent")
+            return None
+        attempt = int(value)
+        if task is None:  # undecodable: dead-letter it rather than fail on it forever
+            _log.error("task %s cannot be read, dead-lettering it: %s", task_id, error)
+            placeholder = AgentTask(task_id=task_id, input="", attempt=attempt)
+            await _SqsDelivery(self, receipt, body, placeholder).fail(error)
+            return None
+        return _SqsDelivery(self, receipt, body, dataclasses.replace(task, attempt=attempt))
+
+    async def _dead_letter(self, body: str, receipt: str, error: str) -> None:
+        """Move a message to the dead-letter queue: send it there, then delete it here."""
+        await self._client.send_message(
+            QueueUrl=self._dead_url,
+            MessageBody=body,
+            MessageAttributes={"error": {"DataType": "String", "StringValue": error[:1000]}},
+        )
+        await self._client.delete_message(QueueUrl=self._url, ReceiptHandle=receipt)
+
+    # --- daimon.core.TaskBroker, for callers that settle by task id.
+
+    async def receive(self) -> AgentTask | None:
+        """Claim the next task (waiting up to a second); settle it with ``complete``/``fail``."""
+        delivery = await self.claim(wait=1.0)
+        if delivery is None:
+            return None
+        self._held[delivery.task.task_id] = delivery
+        return delivery.task
+
+    async def complete(self, task_id: str, result: TaskResult) -> None:
+        """Record the result of a task this handle received."""
+        await self._held.pop(task_id).complete(result)
+
+    async def fail(self, task_id: str, error: str) -> None:
+        """Record the failure of a task this handle received (dead-lettering it)."""
+        await self._held.pop(task_id).fail(error)
+
+
+class _SqsDelivery:
+    __slots__ = ("_body", "_broker", "_receipt", "task")
+
+    def __init__(self, broker: SqsBroker, receipt: str, body: str, task: AgentTask) -> None:
+        self._broker = broker
+        self._receipt = receipt
+        self._body = body
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"<delivery of {self.task.task_id!r}, attempt {self.task.attempt}>"
+
+    async def heartbeat(self) -> bool:
+        broker = self._broker
+        outcome = await broker._store.heartbeat(
+            self.task.task_id, self.task.attempt, lease=broker._lease
+        )
+        if outcome != "ok":
+            return False
+        try:
+            await broker._client.change_message_visibility(
+                QueueUrl=broker._url,
+                ReceiptHandle=self._receipt,
+                VisibilityTimeout=_seconds(broker._lease),
+            )
+        except botocore_exceptions.ClientError:  # the receipt is stale: received again since
+            return False
+        return True
+
+    async def complete(self, result: TaskResult) -> bool:
+        return await self._settle("complete", result=result) == "ok"
+
+    async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
+        outcome = await self._settle("retry" if retry else "fail", error=error, delay=delay)
+        return outcome in ("requeued", "dead")
+
+    async def release(self) -> None:
+        await self._settle("release")
+
+    async def _settle(
+        self,
+        action: str,
+        *,
+        result: TaskResult | None = None,
+        error: str = "",
+        delay: float = 0.0,
+    ) -> str:
+        broker = self._broker
+        outcome = await broker._store.settle(
+            self.task.task_id,
+            self.task.attempt,
+            action,
+            max_deliver=broker._max_deliver,
+            result=result,
+            error=error,
+            delay=max(delay, 0.0),
+            lease=broker._lease,
+        )
+        client, url = broker._client, broker._url
+        try:
+            if outcome in ("ok", "ended"):
+                await client.delete_message(QueueUrl=url, ReceiptHandle=self._receipt)
+            elif outcome == "dead":
+                await broker._dead_letter(self._body, self._receipt, error)
+            elif outcome in ("requeued", "released"):
+                seconds = _seconds(delay) if outcome == "requeued" else 0
+                await client.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=self._receipt, VisibilityTimeout=seconds
+                )
+            # stale: another attempt received the message since; its receipt is not ours
+        except botocore_exceptions.ClientError:
+            _log.warning(
+                "could not answer the message of task %s", self.task.task_id, exc_info=True
+            )
+        return outcome

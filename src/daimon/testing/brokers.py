@@ -1,0 +1,348 @@
+"""A conformance suite for task brokers (:class:`daimon.distributed.Broker`).
+
+Subclass :class:`BrokerConformance` in a test module and provide a ``make_broker`` fixture: an
+async callable that opens a new handle on one queue, fresh for each test, taking the options
+``lease`` and ``max_deliver`` as keywords, and closes its handles at teardown::
+
+    class TestRedisBroker(BrokerConformance):
+        @pytest.fixture
+        async def make_broker(self, redis_url):
+            handles = []
+            queue = f"test-{uuid.uuid4().hex}"
+
+            async def make(**options):
+                handles.append(RedisBroker.from_url(redis_url, queue=queue, **options))
+                return handles[-1]
+
+            yield make
+            for handle in handles:
+                await handle.aclose()
+
+Closing a handle that holds deliveries stands for a crashed worker: the suite does so to check
+that its tasks come back. The suite checks the contract a worker relies on: at-least-once
+delivery, attempt numbers and fencing (one visible result per task), heartbeats, hand-back,
+retries up to ``max_deliver`` then dead-lettering, cancellation, and that no task stays
+``running`` once its lease has run out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Awaitable
+from typing import Any, ClassVar, Protocol
+
+import pytest
+
+from daimon.core.chat import Usage
+from daimon.core.errors import SerializationError
+from daimon.core.tasks import AgentTask, TaskResult, TaskState
+from daimon.distributed import Broker, Delivery
+
+__all__ = ("BrokerConformance", "BrokerFactory", "sample_result", "sample_task")
+
+
+class BrokerFactory(Protocol):
+    """Opens a new handle on the queue under test."""
+
+    def __call__(self, **options: Any) -> Awaitable[Broker]:
+        """A handle with these options (``lease``, ``max_deliver``)."""
+        ...
+
+
+def sample_task(task_id: str = "task-1", input: str = "Hello, 世界 🧪") -> AgentTask:
+    """A task using every field."""
+    return AgentTask(
+        task_id=task_id,
+        input=input,
+        run_id=f"run-{task_id}",
+        session_id="session-1",
+        metadata={
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "nested": {"list": [1, 2.5, None, True], "text": "ünï"},
+        },
+    )
+
+
+def sample_result(task_id: str = "task-1", output: str = "done ✓") -> TaskResult:
+    """A result using every field."""
+    return TaskResult(
+        task_id=task_id,
+        output=output,
+        iterations=3,
+        cost=0.0125,
+        usage=Usage(input_tokens=120, output_tokens=45, cached_tokens=10, requests=3),
+    )
+
+
+async def _claim(broker: Broker, wait: float = 2.0) -> Delivery:
+    delivery = await broker.claim(wait=wait)
+    assert delivery is not None, f"no task was delivered within {wait}s"
+    return delivery
+
+
+class BrokerConformance:
+    """Tests every daimon task broker must pass."""
+
+    lease: ClassVar[float] = 0.6
+    """The short lease the lease tests use, in seconds."""
+    redelivers_when_lease_expires: ClassVar[bool] = True
+    """Whether a delivery whose worker is alive but silent is redelivered after the lease.
+
+    RabbitMQ redelivers only when the worker's connection closes; then this is ``False`` and
+    the stale-attempt test is skipped.
+    """
+
+    @pytest.fixture
+    async def broker(self, make_broker: BrokerFactory) -> Broker:
+        """A handle with default options on the queue under test."""
+        return await make_broker()
+
+    async def test_unknown_task_is_a_key_error(self, broker: Broker) -> None:
+        """``status`` and ``cancel`` of a task never submitted raise ``KeyError``."""
+        with pytest.raises(KeyError):
+            await broker.status("no-such-task")
+        with pytest.raises(KeyError):
+            await broker.cancel("no-such-task")
+
+    async def test_submitted_task_is_pending(self, broker: Broker) -> None:
+        """A submitted task is pending until a worker claims it."""
+        assert await broker.submit(sample_task()) == "task-1"
+        status = await broker.status("task-1")
+        assert status.state is TaskState.PENDING
+        assert status.result is None
+
+    async def test_task_and_result_round_trip(self, make_broker: BrokerFactory) -> None:
+        """The delivered task equals the submitted one (attempt 1); its result reads back equal."""
+        client, worker = await make_broker(), await make_broker()
+        await client.submit(sample_task())
+        delivery = await _claim(worker)
+        assert delivery.task == dataclasses.replace(sample_task(), attempt=1)
+        assert (await client.status("task-1")).state is TaskState.RUNNING
+        assert await delivery.complete(sample_result()) is True
+        status = await client.status("task-1")
+        assert status.state is TaskState.COMPLETED
+        assert status.result == sample_result()
+        assert await worker.claim(wait=0.2) is None
+
+    async def test_submit_is_idempotent(self, broker: Broker) -> None:
+        """Submitting a task id again queues nothing more."""
+        await broker.submit(sample_task())
+        await broker.submit(sample_task())
+        delivery = await _claim(broker)
+        assert await broker.claim(wait=0.3) is None
+        assert await delivery.complete(sample_result())
+        await broker.submit(sample_task())  # an ended task is not run again either
+        assert await broker.claim(wait=0.3) is None
+        assert (await broker.status("task-1")).result == sample_result()
+
+    async def test_a_task_settles_once(self, broker: Broker) -> None:
+        """After a result is recorded, no other result or failure is accepted."""
+        await broker.submit(sample_task())
+        delivery = await _claim(broker)
+        assert await delivery.complete(sample_result()) is True
+        assert await delivery.complete(sample_result(output="second")) is False
+        assert await delivery.fail("late failure") is False
+        assert await delivery.heartbeat() is False
+        status = await broker.status("task-1")
+        assert status.state is TaskState.COMPLETED
+        assert status.result == sample_result()
+
+    async def test_fail_without_retry_ends_the_task(self, broker: Broker) -> None:
+        """A failure without retry is final: status failed, with the error; no redelivery."""
+        await broker.submit(sample_task())
+        delivery = await _claim(broker)
+        assert await delivery.fail("ValueError: bad input") is True
+        status = await broker.status("task-1")
+        assert status.state is TaskState.FAILED
+        assert status.error is not None and "ValueError: bad input" in status.error
+        assert await broker.claim(wait=0.3) is None
+
+    async def test_retries_until_max_deliver_then_dead_letters(
+        self, make_broker: BrokerFactory
+    ) -> None:
+        """A task failing every attempt runs ``max_deliver`` times, then is dead-lettered."""
+        broker = await make_broker(max_deliver=3)
+        await broker.submit(sample_task())
+        attempts = []
+        for _ in range(3):
+            delivery = await _claim(broker)
+            attempts.append(delivery.task.attempt)
+            assert await delivery.fail(f"boom {delivery.task.attempt}", retry=True) is True
+            if delivery.task.attempt < 3:
+                status = await broker.status("task-1")
+                assert status.state is TaskState.PENDING
+        assert attempts == [1, 2, 3]
+        assert await broker.claim(wait=0.3) is None
+        status = await broker.status("task-1")
+        assert status.state is TaskState.FAILED
+        assert status.error is not None
+        assert "dead-lettered after 3 attempts" in status.error
+        assert "boom 3" in status.error
+
+    async def test_retry_waits_for_its_delay(self, broker: Broker) -> None:
+        """A retried task is not delivered again before its delay."""
+        await broker.submit(sample_task())
+        delivery = await _claim(broker)
+        start = time.monotonic()
+        await delivery.fail("transient", retry=True, delay=0.5)
+        again = await _claim(broker, wait=5.0)
+        assert time.monotonic() - start >= 0.45
+        assert again.task.attempt == 2
+        assert await again.complete(sample_result())
+
+    async def test_release_hands_back_without_counting(self, make_broker: BrokerFactory) -> None:
+        """A released task comes back at once, and the released attempt does not count."""
+        broker = await make_broker(max_deliver=1)
+        await broker.submit(sample_task())
+        first = await _claim(broker)
+        await first.release()
+        assert (await broker.status("task-1")).state is TaskState.PENDING
+        second = await _claim(broker)
+        assert second.task.attempt == 2
+        assert await first.complete(sample_result(output="stale")) is False
+        assert await second.complete(sample_result()) is True
+        assert (await broker.status("task-1")).result == sample_result()
+
+    async def test_lost_worker_task_runs_again(self, make_broker: BrokerFactory) -> None:
+        """A crashed worker's task leaves ``running`` once its lease ends and runs again."""
+        lease = self.lease
+        client = await make_broker(lease=lease)
+        crashed = await make_broker(lease=lease)
+        await client.submit(sample_task())
+        first = await _claim(crashed)
+        assert first.task.attempt == 1
+        await crashed.aclose()  # the worker dies holding the task
+        await asyncio.sleep(lease + 0.3)
+        assert (await client.status("task-1")).state is TaskState.PENDING
+        rescuer = await make_broker(lease=lease)
+        second = await _claim(rescuer, wait=lease * 6)
+        assert second.task.attempt == 2
+        assert await second.complete(sample_result()) is True
+        assert (await client.status("task-1")).result == sample_result()
+
+    async def test_stale_attempt_cannot_write(self, make_broker: BrokerFactory) -> None:
+        """A silent worker loses its lease; its later writes are refused (attempt fencing)."""
+        if not self.redelivers_when_lease_expires:
+            pytest.skip("this broker redelivers only when the worker's connection closes")
+        lease = self.lease
+        slow, fast = await make_broker(lease=lease), await make_broker(lease=lease)
+        await slow.submit(sample_task())
+        first = await _claim(slow)
+        second = await _claim(fast, wait=lease * 6)
+        assert second.task.attempt == 2
+        assert await first.heartbeat() is False
+        assert await first.complete(sample_result(output="stale")) is False
+        assert await first.fail("stale failure", retry=True) is False
+        assert (await fast.status("task-1")).state is TaskState.RUNNING
+        assert await second.complete(sample_result()) is True
+        assert (await fast.status("task-1")).result == sample_result()
+
+    async def test_heartbeats_keep_the_lease(self, make_broker: BrokerFactory) -> None:
+        """While heartbeats renew it, a lease outlives its length and no one else gets the task."""
+        lease = self.lease
+        holder, other = await make_broker(lease=lease), await make_broker(lease=lease)
+        await holder.submit(sample_task())
+        delivery = await _claim(holder)
+
+        async def beat() -> None:
+            for _ in range(9):
+                await asyncio.sleep(lease / 3)
+                assert await delivery.heartbeat() is True
+
+        beating = asyncio.create_task(beat())
+        assert await other.claim(wait=lease * 2.5) is None
+        await beating
+        assert (await other.status("task-1")).state is TaskState.RUNNING
+        assert await delivery.complete(sample_result()) is True
+
+    async def test_cancel_a_pending_task(self, broker: Broker) -> None:
+        """A cancelled pending task is never delivered; cancelling again says ``False``."""
+        await broker.submit(sample_task())
+        assert await broker.cancel("task-1") is True
+        assert (await broker.status("task-1")).state is TaskState.CANCELLED
+        assert await broker.claim(wait=0.3) is None
+        assert await broker.cancel("task-1") is False
+
+    async def test_cancel_a_running_task(self, make_broker: BrokerFactory) -> None:
+        """Cancelling a running task reaches its worker through the next heartbeat."""
+        client, worker = await make_broker(), await make_broker()
+        await client.submit(sample_task())
+        delivery = await _claim(worker)
+        assert await client.cancel("task-1") is True
+        assert (await client.status("task-1")).state is TaskState.CANCELLED
+        assert await delivery.heartbeat() is False
+        assert await delivery.complete(sample_result()) is False
+        assert (await client.status("task-1")).state is TaskState.CANCELLED
+        assert await worker.claim(wait=0.3) is None
+
+    async def test_cancel_an_ended_task(self, broker: Broker) -> None:
+        """An ended task cannot be cancelled."""
+        await broker.submit(sample_task())
+        assert await (await _claim(broker)).complete(sample_result())
+        assert await broker.cancel("task-1") is False
+        assert (await broker.status("task-1")).state is TaskState.COMPLETED
+
+    async def test_poison_task_dead_lettered_after_max_deliver(
+        self, make_broker: BrokerFactory
+    ) -> None:
+        """A task whose worker dies on every attempt runs exactly ``max_deliver`` times."""
+        lease = self.lease
+        client = await make_broker(lease=lease, max_deliver=2)
+        await client.submit(sample_task())
+        attempts = []
+        for _ in range(2):
+            worker = await make_broker(lease=lease, max_deliver=2)
+            attempts.append((await _claim(worker, wait=lease * 6)).task.attempt)
+            await worker.aclose()  # dies on it
+        survivor = await make_broker(lease=lease, max_deliver=2)
+        assert await survivor.claim(wait=lease * 4) is None
+        assert attempts == [1, 2]
+        status = await client.status("task-1")
+        assert status.state is TaskState.FAILED
+        assert status.error is not None
+        assert "dead-lettered after 2 attempts" in status.error
+        assert "lost" in status.error
+
+    async def test_concurrent_workers_get_each_task_once(self, make_broker: BrokerFactory) -> None:
+        """Tasks claimed by several workers at once are each delivered to one of them."""
+        client = await make_broker()
+        workers = [await make_broker() for _ in range(4)]
+        ids = [f"t{n}" for n in range(24)]
+        for task_id in ids:
+            await client.submit(sample_task(task_id, input=task_id))
+        seen: list[str] = []
+
+        async def work(handle: Broker) -> None:
+            while (delivery := await handle.claim(wait=0.5)) is not None:
+                seen.append(delivery.task.task_id)
+                assert await delivery.complete(sample_result(delivery.task.task_id))
+
+        await asyncio.gather(*(work(w) for w in workers))
+        assert sorted(seen) == sorted(ids)
+        for task_id in ids:
+            status = await client.status(task_id)
+            assert status.result == sample_result(task_id)
+
+    async def test_unstorable_task_is_refused(self, broker: Broker) -> None:
+        """A task the codec cannot carry raises ``SerializationError`` and is not queued."""
+        bad = AgentTask(task_id="bad", input="x", metadata={"x": object()})
+        with pytest.raises(SerializationError):
+            await broker.submit(bad)
+        with pytest.raises(SerializationError):
+            await broker.submit(AgentTask(task_id="bad", input="x", metadata={"__class__": 1}))
+        with pytest.raises(KeyError):
+            await broker.status("bad")
+        assert await broker.claim(wait=0.2) is None
+
+    async def test_core_task_broker_methods(self, broker: Any) -> None:
+        """``receive``/``complete``/``fail`` by task id (daimon.core.TaskBroker) work too."""
+        await broker.submit(sample_task("a"))
+        await broker.submit(sample_task("b"))
+        got = [await broker.receive(), await broker.receive()]
+        assert sorted(t.task_id for t in got if t is not None) == ["a", "b"]
+        await broker.complete("a", sample_result("a"))
+        await broker.fail("b", "broken")
+        assert (await broker.status("a")).result == sample_result("a")
+        assert (await broker.status("b")).state is TaskState.FAILED

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aio_pika
+import pytest
+
+from daimon.core import BuilderError, TaskBroker, TaskState
+from daimon.distributed import Broker, broker_from_url
+from daimon.distributed.brokers.rabbitmq import RabbitMQBroker
+from daimon.distributed.brokers.redis import RedisTaskStore
+from daimon.testing.brokers import BrokerConformance, sample_task
+
+pytestmark = [pytest.mark.service("rabbitmq"), pytest.mark.service("redis")]
+
+
+async def drop(rabbitmq_url: str, redis_url: str, queue: str) -> None:
+    connection = await aio_pika.connect(rabbitmq_url)
+    async with connection:
+        channel = await connection.channel()
+        for name in (queue, f"{queue}.delay", f"{queue}.dead"):
+            await channel.queue_delete(name)
+        await channel.exchange_delete(f"{queue}.dlx")
+    async with RedisTaskStore.from_url(redis_url, queue=queue, prefix="daimon-test:") as store:
+        keys = [k async for k in store.client.scan_iter(match=f"daimon-test:{{{queue}}}:*")]
+        if keys:
+            await store.client.delete(*keys)
+
+
+@pytest.fixture
+async def queue(rabbitmq_url: str, redis_url: str) -> AsyncIterator[str]:
+    name = f"daimon-test.{uuid.uuid4().hex[:12]}"
+    yield name
+    await drop(rabbitmq_url, redis_url, name)
+
+
+def open_broker(rabbitmq_url: str, redis_url: str, queue: str, **options: Any) -> RabbitMQBroker:
+    store = RedisTaskStore.from_url(redis_url, queue=queue, prefix="daimon-test:")
+    return RabbitMQBroker.from_url(
+        rabbitmq_url, store=store, queue=queue, own_store=True, **options
+    )
+
+
+class TestRabbitMQBroker(BrokerConformance):
+    redelivers_when_lease_expires = False
+
+    @pytest.fixture
+    async def make_broker(
+        self, rabbitmq_url: str, redis_url: str, queue: str
+    ) -> AsyncIterator[Any]:
+        handles: list[RabbitMQBroker] = []
+
+        async def make(**options: Any) -> RabbitMQBroker:
+            handles.append(open_broker(rabbitmq_url, redis_url, queue, **options))
+            return handles[-1]
+
+        yield make
+        for handle in handles:
+            await handle.aclose()
+
+
+async def test_is_a_broker_and_a_core_task_broker(
+    rabbitmq_url: str, redis_url: str, queue: str
+) -> None:
+    async with open_broker(rabbitmq_url, redis_url, queue) as broker:
+        assert isinstance(broker, Broker)
+        core: TaskBroker = broker
+        assert core is broker
+
+
+async def test_from_a_url_with_a_store_url(rabbitmq_url: str, redis_url: str, queue: str) -> None:
+    broker = broker_from_url(rabbitmq_url, store=redis_url, queue=queue, lease=3.0)
+    assert isinstance(broker, RabbitMQBroker) and broker.lease == 3.0
+    assert isinstance(broker.store, RedisTaskStore)
+    await broker.aclose()
+    with pytest.raises(BuilderError, match="needs a store"):
+        broker_from_url(rabbitmq_url)
+
+
+async def test_dead_letters_go_to_the_dead_queue(
+    rabbitmq_url: str, redis_url: str, queue: str
+) -> None:
+    async with open_broker(rabbitmq_url, redis_url, queue) as broker:
+        await broker.submit(sample_task())
+        delivery = await broker.claim(wait=2)
+        assert delivery is not None
+        assert await delivery.fail("ValueError: nope")
+        assert (await broker.status("task-1")).state is TaskState.FAILED
+        dead = await broker._channel.get_queue(f"{queue}.dead")
+        message = await dead.get(timeout=5, fail=False)
+        for _ in range(20):
+            if message is not None:
+                break
+            message = await dead.get(timeout=5, fail=False)
+        assert message is not None and message.message_id == "task-1"
+        await message.ack()
