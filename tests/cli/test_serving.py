@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from .conftest import CLI, cli_env, daimon_command
 
 
@@ -55,3 +57,43 @@ async def test_the_official_mcp_client_uses_an_agent_served_over_stdio(tmp_path:
         result = await client.call_tool("calculator", {"expression": "6 * 7"})
         assert not result.is_error
         assert "42" in json.dumps(result.model_dump(mode="json"))
+
+
+@pytest.mark.service("redis")
+def test_worker_runs_tasks_from_redis_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    import asyncio
+    import signal
+    import subprocess
+    import uuid
+
+    from daimon.distributed import broker_from_url, new_task, wait_for_task
+
+    queue = f"cli-{uuid.uuid4().hex[:8]}"
+    url = "redis://127.0.0.1:6379/0"
+    command = ["worker", "agents:calculating", "--broker", url, "--queue", queue]
+    process = subprocess.Popen(
+        daimon_command(*command),
+        env=cli_env(),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    async def submit_and_wait() -> str:
+        broker = broker_from_url(url, queue=queue)
+        try:
+            task_id = await broker.submit(new_task("what is 12.5 * 4 + 3?"))
+            async with asyncio.timeout(60):
+                status = await wait_for_task(broker, task_id)
+            assert status.result is not None
+            return status.result.output
+        finally:
+            await broker.aclose()
+
+    try:
+        assert asyncio.run(submit_and_wait()) == "12.5 * 4 + 3 = 53.0"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err

@@ -1,4 +1,4 @@
-"""``daimon mcp serve``, ``daimon a2a serve`` and ``daimon eval``: an agent behind a protocol.
+"""``daimon mcp serve``, ``a2a serve``, ``worker`` and ``eval``: an agent behind a protocol.
 
 They share the exit codes of :mod:`daimon.cli.app`: ``2`` when the agent or an option is wrong
 (or the server refuses to start, e.g. exposed without a token), ``1`` when an eval falls below
@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -122,3 +122,34 @@ def eval_(
             concurrency=concurrency,
         )
     )
+
+
+@app.command("worker")
+def worker(
+    agent: AgentArgument,
+    broker: Annotated[
+        str,
+        typer.Option(
+            envvar="DAIMON_BROKER",
+            help="redis://, nats://, amqp:// (with --store redis://...), sqs:// or memory://.",
+        ),
+    ],
+    concurrency: Annotated[int, typer.Option(help="Tasks run at once.")] = 4,
+    grace: Annotated[
+        float, typer.Option(help="Seconds to finish tasks on SIGTERM before handing them back.")
+    ] = 30.0,
+    store: Annotated[
+        str | None, typer.Option(help="Task-state store for brokers without one (RabbitMQ, SQS).")
+    ] = None,
+    queue: Annotated[str, typer.Option(help="The queue (stream, subject) to take tasks from.")] = (
+        "tasks"
+    ),
+) -> None:
+    """Run tasks from a broker on the agent until SIGTERM, losing none."""
+    served = load_served_agent(agent)
+    from daimon.distributed import run_worker
+
+    options: dict[str, Any] = {"queue": queue}
+    if store is not None:
+        options["store"] = store
+    _serve(run_worker(served, broker, concurrency=concurrency, grace=grace, **options))
