@@ -97,3 +97,44 @@ def test_worker_runs_tasks_from_redis_and_stops_cleanly_on_sigterm(tmp_path: Pat
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
+
+
+def test_serve_answers_over_http_and_refuses_to_be_exposed_without_a_token(
+    cli: CLI, tmp_path: Path
+) -> None:
+    import socket
+    import subprocess
+    import time
+
+    import httpx
+
+    exposed = cli("serve", "agents:calculating", "--host", "0.0.0.0")
+    assert exposed.returncode == 2 and "token" in exposed.stderr
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        daimon_command("serve", "agents:calculating", "--port", str(port)),
+        env=cli_env(),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                response = httpx.post(
+                    f"http://127.0.0.1:{port}/prompt", json={"input": "12.5 * 4 + 3?"}, timeout=30
+                )
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the server did not come up"
+                time.sleep(0.2)
+        assert response.status_code == 200, response.text
+        assert response.json()["text"] == "12.5 * 4 + 3 = 53.0"
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)

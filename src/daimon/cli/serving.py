@@ -1,4 +1,4 @@
-"""``daimon mcp serve``, ``a2a serve``, ``worker`` and ``eval``: an agent behind a protocol.
+"""``daimon serve``, ``mcp serve``, ``a2a serve``, ``worker``, ``eval``: agents behind protocols.
 
 They share the exit codes of :mod:`daimon.cli.app`: ``2`` when the agent or an option is wrong
 (or the server refuses to start, e.g. exposed without a token), ``1`` when an eval falls below
@@ -153,3 +153,31 @@ def worker(
     if store is not None:
         options["store"] = store
     _serve(run_worker(served, broker, concurrency=concurrency, grace=grace, **options))
+
+
+@app.command("serve")
+def serve(
+    agents: Annotated[
+        list[str],
+        typer.Argument(
+            help="Agents to serve (module:attr or agent files); the first is the default."
+        ),
+    ],
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    token: TokenOption = None,
+) -> None:
+    """Serve agents over HTTP: REST, SSE streaming and an OpenAI-compatible /v1 endpoint."""
+    served: dict[str, Agent] = {}
+    for spec in agents:
+        agent = load_served_agent(spec)
+        served[agent.name if agent.name not in served else spec] = agent
+    from daimon.server import serve as serve_http
+
+    try:
+        serve_http(served, host=host, port=port, token=token)
+    except DaimonError as exc:  # refused to start: exposed without a token, a bad setting
+        sys.stderr.write(f"error: {exc}\n")
+        raise _Exit(EXIT_USAGE) from None
+    except KeyboardInterrupt:
+        raise _Exit(EXIT_INTERRUPTED) from None

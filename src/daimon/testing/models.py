@@ -210,7 +210,9 @@ class WireServer:
         """Start serving on a free loopback port."""
         if self._server is not None:
             return
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP spelled out: asyncio turns Nagle off only for sockets that say they are TCP,
+        # and with Nagle on every small response waits ~40 ms for an ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self._socket = sock

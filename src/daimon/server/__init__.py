@@ -1,0 +1,70 @@
+"""Serve agents over HTTP (extra ``server``: ``pip install "daimon[server]"``).
+
+::
+
+    from daimon.server import serve
+
+    serve(agent)  # http://127.0.0.1:8000, loopback only
+    serve({"support": support, "sales": sales}, host="0.0.0.0", token=secret, settings=...)
+
+Routes (all JSON unless said; every error is ``{"error": {"type", "message"}}``):
+
+==============================  =========================================================
+``POST /prompt``                run an agent: ``{"input", "session_id"?, "agent"?}`` ->
+                                text, usage, cost, iterations, run and session ids
+``POST /prompt/stream``         the same, as server-sent events: ``event: <kind>`` with the
+                                event's JSON, ``: ping`` while idle, ``done`` or ``error`` last
+``GET/DELETE /sessions/{id}``   a conversation's messages; forget it (``?agent=`` to choose)
+``GET /agents``                 the served agents
+``GET /health``, ``GET /ready``  liveness (no token needed), readiness
+``GET /openapi.json``           the OpenAPI document
+``POST /v1/chat/completions``   OpenAI Chat Completions (streamed or not); model = agent name
+``GET /v1/models``              one model per agent
+==============================  =========================================================
+
+Secure by default: it binds 127.0.0.1 and refuses any other address without a bearer token;
+``Host`` and ``Origin`` are checked against allowlists on every request; bodies over
+``max_body_bytes`` get 413 before they are read; runs are cancelled past ``request_timeout``;
+CORS is off unless ``cors_origins`` is set. A client that disconnects cancels its run (unlike the
+MCP server, where only an explicit cancellation does).
+
+The namespace is lazy: ``ServerSettings`` needs only the standard library, and ``create_app`` and
+``serve`` import FastAPI and uvicorn on first use, naming the extra when they are missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from daimon.server._app import create_app, serve
+    from daimon.server._settings import ServerSettings
+
+__all__ = ("ServerSettings", "create_app", "serve")
+
+_LAZY: dict[str, str] = {
+    "ServerSettings": "daimon.server._settings",
+    "create_app": "daimon.server._app",
+    "serve": "daimon.server._app",
+}
+_LIBRARIES = ("fastapi", "starlette", "pydantic", "uvicorn")
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    if module != "daimon.server._settings":
+        from daimon.core.optional import require
+
+        for library in _LIBRARIES:
+            require(library, extra="server")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,203 @@
+"""The app factory and the runner: ``create_app`` builds the ASGI app, ``serve`` runs it."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+
+from daimon.agent import Agent
+from daimon.server._agents import ServedAgents
+from daimon.server._errors import error_response
+from daimon.server._openai_compat import add_openai_routes
+from daimon.server._routes import add_native_routes
+from daimon.server._security import HostOriginGuard, RequestGate
+from daimon.server._settings import ServerSettings
+
+__all__ = ("create_app", "serve")
+
+logger = logging.getLogger("daimon.server")
+
+_HTTP_ERROR_TYPES = {
+    400: "invalid_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+}
+
+
+def create_app(
+    agents: Agent | Mapping[str, Agent], *, settings: ServerSettings | None = None
+) -> FastAPI:
+    """The ASGI app serving ``agents`` (one agent, or several by name; the first is the default).
+
+    The app is a :class:`fastapi.FastAPI`: run it with any ASGI server, or with :func:`serve`.
+    Its gates (host and origin allowlist, bearer token, body limit) wrap every route, including
+    any added later.
+
+    Raises:
+        BuilderError: The agents or the settings are unusable (see :class:`ServerSettings`).
+    """
+    settings = settings if settings is not None else ServerSettings()
+    served = ServedAgents(agents)
+    status = {"ready": False}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        status["ready"] = True
+        try:
+            yield
+        finally:
+            status["ready"] = False
+
+    app = FastAPI(
+        title=settings.title,
+        summary="daimon agents over HTTP",
+        version="1",
+        docs_url=None,  # the interactive pages load scripts from a CDN: not by default
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    add_native_routes(app.router, served, settings, lambda: status["ready"])
+    add_openai_routes(app.router, served, settings, int(time.time()))
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)
+    # Added innermost first: the host and origin guard runs before CORS, CORS (answering
+    # preflights, which carry no token) before the token check.
+    app.add_middleware(
+        RequestGate,
+        token=settings.token,
+        max_body_bytes=settings.max_body_bytes,
+        public_paths=settings.public_paths,
+    )
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["authorization", "content-type"],
+        )
+    app.add_middleware(
+        HostOriginGuard,
+        hosts=settings.host_allowlist,
+        origins=(*settings.allowed_origins, *settings.cors_origins),
+    )
+    if settings.token is not None:
+        _document_bearer_auth(app, settings.public_paths)
+    app.state.daimon_settings = settings
+    return app
+
+
+def _document_bearer_auth(app: FastAPI, public: tuple[str, ...]) -> None:
+    """Say in the OpenAPI document that every operation but the public ones needs the token."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        document = build()
+        schemes = document.setdefault("components", {}).setdefault("securitySchemes", {})
+        schemes["bearer"] = {"type": "http", "scheme": "bearer"}
+        for path, operations in document.get("paths", {}).items():
+            if path not in public:
+                for operation in operations.values():
+                    operation["security"] = [{"bearer": []}]
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def serve(
+    agents: Agent | Mapping[str, Agent],
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    token: str | None = None,
+    settings: ServerSettings | None = None,
+    log_level: str = "info",
+    shutdown_timeout: int = 10,
+) -> None:
+    """Serve ``agents`` over HTTP with uvicorn until interrupted (Ctrl+C).
+
+    ``host`` (default ``127.0.0.1``), ``port`` (default 8000) and ``token`` override the same
+    fields of ``settings``. Binding anything but loopback without a token is refused.
+
+    Args:
+        agents: One agent, or several by name (the first answers requests that name none).
+        host: The address to bind.
+        port: The port to bind.
+        token: The bearer token clients must send.
+        settings: Everything else: allowlists, limits, timeouts (see :class:`ServerSettings`).
+        log_level: uvicorn's log level.
+        shutdown_timeout: Seconds open requests get to finish on shutdown before they are
+            cancelled.
+
+    Raises:
+        BuilderError: The agents or the settings are unusable, for example a public address
+            without a token.
+    """
+    import uvicorn
+
+    settings = settings if settings is not None else ServerSettings()
+    changes: dict[str, Any] = {"host": host, "port": port, "token": token}
+    settings = dataclasses.replace(settings, **{k: v for k, v in changes.items() if v is not None})
+    app = create_app(agents, settings=settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+        server_header=False,
+        proxy_headers=False,  # trust no X-Forwarded-* unless a deployment says so
+        timeout_graceful_shutdown=shutdown_timeout,
+    )
+    uvicorn.Server(config).run()
+
+
+async def _invalid_request(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    problems = exc.errors()
+    details = [
+        {"loc": list(p.get("loc", ())), "msg": str(p.get("msg", "")), "type": p.get("type")}
+        for p in problems[:20]
+    ]
+    if any(p.get("type") == "json_invalid" for p in problems):
+        reason = next(str(p.get("ctx", {}).get("error", "")) for p in problems)
+        return error_response(400, "invalid_json", f"the body is not valid JSON: {reason}")
+    summary = "; ".join(
+        f"{'.'.join(str(part) for part in d['loc'])}: {d['msg']}" for d in details[:5]
+    )
+    return error_response(422, "invalid_request", summary, details=details)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    kind = _HTTP_ERROR_TYPES.get(exc.status_code, "http_error")
+    headers = {k.lower(): v for k, v in exc.headers.items()} if exc.headers else {}
+    if exc.status_code == 405:
+        # Starlette names the methods of the first route for the path only: list them all.
+        path = request.url.path
+        allowed: set[str] = set()
+        for route in request.app.router.routes:
+            regex: re.Pattern[str] | None = getattr(route, "path_regex", None)
+            if regex is not None and regex.match(path):
+                allowed |= getattr(route, "methods", None) or set()
+        headers["allow"] = ", ".join(sorted(allowed))
+    return error_response(exc.status_code, kind, str(exc.detail), headers=headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    logger.error("unhandled error in %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", "internal server error")

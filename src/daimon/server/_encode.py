@@ -1,0 +1,88 @@
+"""JSON for the wire: daimon values through :mod:`daimon.core.codec`, written compactly."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from daimon.core import codec
+from daimon.core.chat import Usage
+from daimon.core.errors import SerializationError
+from daimon.core.events import Done, StreamEvent
+from daimon.core.results import AgentResponse
+
+__all__ = ("dump_json", "event_data", "jsonable", "prompt_body", "usage_body")
+
+
+def dump_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON; strings that UTF-8 cannot hold (lone surrogates) are escaped."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode(
+            "utf-8"
+        )
+    except UnicodeEncodeError:
+        return json.dumps(value, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON value for a run's typed output: daimon's codec, else pydantic's, else its text."""
+    try:
+        return codec.to_data(value)
+    except SerializationError:
+        pass
+    from pydantic_core import to_jsonable_python
+
+    try:
+        return to_jsonable_python(value)
+    except Exception:  # not representable: say what it was rather than fail the answer
+        return repr(value)
+
+
+def usage_body(usage: Usage) -> dict[str, int]:
+    """Token counts, with their total."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "requests": usage.requests,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def prompt_body(agent: str, response: AgentResponse) -> dict[str, Any]:
+    """The ``POST /prompt`` answer for a finished (or paused) run."""
+    return {
+        "text": response.text,
+        "agent": agent,
+        "run_id": response.run_id,
+        "session_id": response.session_id,
+        "iterations": response.iterations,
+        "usage": usage_body(response.usage),
+        "cost": response.cost,
+        "output": None if response.output is None else jsonable(response.output),
+        "pending_approvals": [
+            {"id": a.id, "tool": a.call.name, "arguments": a.call.arguments}
+            for a in response.pending_approvals
+        ],
+    }
+
+
+def event_data(event: StreamEvent) -> bytes:
+    """A stream event as JSON (``codec.to_data``).
+
+    A typed output that the codec cannot hold is written as :func:`jsonable` makes it.
+    """
+    try:
+        return dump_json(codec.to_data(event))
+    except SerializationError:
+        if isinstance(event, Done) and event.response is not None:
+            return _done_data(event, event.response)
+        raise
+
+
+def _done_data(event: Done, response: AgentResponse) -> bytes:
+    bare = dataclasses.replace(event, response=dataclasses.replace(response, output=None))
+    data = codec.to_data(bare)
+    data["response"]["output"] = jsonable(response.output)
+    return dump_json(data)

@@ -1,0 +1,269 @@
+"""daimon's own routes: prompts (whole or streamed), sessions, agents, health and readiness."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from starlette.responses import Response
+
+from daimon.core import codec
+from daimon.core.cancel import CancelToken
+from daimon.core.events import ErrorEvent
+from daimon.server._agents import ServedAgents
+from daimon.server._encode import dump_json, event_data, prompt_body
+from daimon.server._errors import describe_failure, error_response
+from daimon.server._runs import ClientDisconnected, run_supervised
+from daimon.server._schemas import (
+    SESSION_PATTERN,
+    AgentsResponse,
+    ErrorResponse,
+    HealthResponse,
+    PromptRequest,
+    PromptResponse,
+    ReadyResponse,
+    SessionResponse,
+)
+from daimon.server._settings import ServerSettings
+from daimon.server._sse import EventStreamResponse, sse_frame
+
+__all__ = ("CLIENT_CLOSED", "add_native_routes", "error_responses")
+
+CLIENT_CLOSED = 499
+"""The status logged for a run whose client went away (nobody receives it)."""
+
+_ERROR_DESCRIPTIONS = {
+    400: "Malformed JSON, or a request the agent's guardrails refused.",
+    401: "The bearer token is missing or wrong (when the server has one).",
+    403: "The Host or Origin header is not allowed.",
+    404: "No such agent (or route).",
+    409: "The run paused for a person's approval (not supported on this route).",
+    413: "The request body is larger than the limit.",
+    422: "The request body does not match the schema; `details` says where.",
+    500: "The run failed (the error type names the daimon exception).",
+    502: "The model provider failed.",
+    504: "The run took longer than the request timeout.",
+}
+
+
+def error_responses(*codes: int, streaming: bool = False) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for error answers, all with the ``ErrorResponse`` JSON body.
+
+    A route whose own answer is not JSON (``streaming``) gets the body by reference, as FastAPI
+    would otherwise give it the route's media type.
+    """
+    if streaming:
+        content = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+        return {
+            code: {"description": _ERROR_DESCRIPTIONS[code], "content": content} for code in codes
+        }
+    return {
+        code: {"model": ErrorResponse, "description": _ERROR_DESCRIPTIONS[code]} for code in codes
+    }
+
+
+_GATED = (401, 403)
+_WITH_INPUT = (*_GATED, 400, 404, 413, 422)
+_RUN = (*_WITH_INPUT, 500, 502, 504)
+
+SessionId = Annotated[str, Path(pattern=SESSION_PATTERN, description="The conversation's id.")]
+AgentName = Annotated[
+    str | None, Query(description="The agent whose memory holds the session; default agent.")
+]
+
+_STREAM_DOC = {
+    "description": (
+        "Server-sent events: one per agent stream event, `event: <kind>` (`text_delta`, "
+        "`tool_call_start`, `tool_call_delta`, `tool_call_end`, `tool_result`, `usage`) with "
+        "`data:` its JSON encoding; `: ping` comments while idle; and a last event that is "
+        "either `done` (data: the `Done` event carrying the response) or `error` (data: "
+        '`{"message", "error_type", "kind": "error"}`).'
+    ),
+    "content": {
+        "text/event-stream": {
+            "schema": {
+                "type": "object",
+                "description": "One server-sent event.",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {
+                        "type": "string",
+                        "enum": [
+                            "text_delta",
+                            "tool_call_start",
+                            "tool_call_delta",
+                            "tool_call_end",
+                            "tool_result",
+                            "usage",
+                            "done",
+                            "error",
+                        ],
+                    },
+                    "data": {"type": "string", "description": "The event's JSON encoding."},
+                },
+            }
+        }
+    },
+}
+
+
+def stream_error_frame(exc: BaseException) -> bytes:
+    """The ``error`` event that ends a failed native stream."""
+    _, kind, message = describe_failure(exc)
+    event = ErrorEvent(message=message, error_type=kind)
+    return sse_frame(dump_json(codec.to_data(event)), "error")
+
+
+async def reject_unknown_query(request: Request) -> None:
+    """Refuse query parameters the route does not declare (422), as bodies refuse extra fields."""
+    if not request.query_params:
+        return
+    route = request.scope.get("route")
+    declared = (
+        {p.alias for p in route.dependant.query_params} if isinstance(route, APIRoute) else set()
+    )
+    unknown = [name for name in request.query_params if name not in declared]
+    if unknown:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "extra_forbidden",
+                    "loc": ("query", name),
+                    "msg": "Unknown query parameter",
+                }
+                for name in unknown
+            ]
+        )
+
+
+def add_native_routes(
+    router: APIRouter, served: ServedAgents, settings: ServerSettings, ready: Callable[[], bool]
+) -> None:
+    """Add the routes of daimon's own API to ``router`` (the app's own: no nested routers)."""
+    strict_query = [Depends(reject_unknown_query)]
+    timeout = settings.request_timeout
+
+    @router.post("/prompt", response_model=PromptResponse, responses=error_responses(*_RUN))
+    async def prompt(body: PromptRequest, request: Request) -> Response:
+        """Ask an agent; answers once the run is finished.
+
+        A client that disconnects cancels its run. A run longer than the request timeout is
+        cancelled and answered with 504.
+        """
+        agent = served.get(body.agent)
+        if agent is None:
+            return error_response(404, "not_found", served.unknown(body.agent or ""))
+        name = body.agent or served.default
+        try:
+            response = await run_supervised(
+                lambda token: agent.prompt(body.input, session_id=body.session_id, cancel=token),
+                request.receive,
+                timeout,
+            )
+        except ClientDisconnected:
+            return Response(status_code=CLIENT_CLOSED)
+        except Exception as exc:
+            status, kind, message = describe_failure(exc)
+            return error_response(status, kind, message)
+        return Response(dump_json(prompt_body(name, response)), media_type="application/json")
+
+    @router.post(
+        "/prompt/stream",
+        status_code=200,
+        response_class=EventStreamResponse,
+        responses={200: _STREAM_DOC, **error_responses(*_WITH_INPUT, streaming=True)},
+    )
+    async def prompt_stream(body: PromptRequest) -> Response:
+        """Ask an agent and stream its events as they happen (server-sent events).
+
+        Runs that fail, or pass the request timeout, end with an `error` event; a client that
+        disconnects cancels its run.
+        """
+        agent = served.get(body.agent)
+        if agent is None:
+            return error_response(404, "not_found", served.unknown(body.agent or ""))
+
+        async def events(token: CancelToken) -> AsyncGenerator[bytes, None]:
+            stream = agent.prompt_stream(body.input, session_id=body.session_id, cancel=token)
+            async for event in stream:
+                yield sse_frame(event_data(event), event.kind)
+
+        return EventStreamResponse(
+            events,
+            on_error=stream_error_frame,
+            heartbeat=settings.heartbeat_interval,
+            timeout=timeout,
+        )
+
+    @router.get("/health", response_model=HealthResponse, responses=error_responses(*_GATED))
+    async def health() -> Response:
+        """Liveness: the process is up."""
+        return Response(b'{"status":"ok"}', media_type="application/json")
+
+    @router.get(
+        "/ready",
+        response_model=ReadyResponse,
+        responses={
+            **error_responses(*_GATED),
+            503: {"model": ErrorResponse, "description": "Starting or shutting down."},
+        },
+    )
+    async def ready_() -> Response:
+        """Readiness: the server accepts prompts."""
+        if not ready():
+            return error_response(503, "not_ready", "the server is starting or shutting down")
+        body = {"status": "ready", "agents": list(served.by_name)}
+        return Response(dump_json(body), media_type="application/json")
+
+    @router.get("/agents", response_model=AgentsResponse, responses=error_responses(*_GATED))
+    async def agents() -> Response:
+        """The served agents: names, models and tools."""
+        body = {
+            "default": served.default,
+            "agents": [
+                {
+                    "name": name,
+                    "model": str(getattr(agent.model, "model_name", type(agent.model).__name__)),
+                    "tools": list(agent.tools.names),
+                }
+                for name, agent in served.by_name.items()
+            ],
+        }
+        return Response(dump_json(body), media_type="application/json")
+
+    @router.get(
+        "/sessions/{session_id}",
+        response_model=SessionResponse,
+        dependencies=strict_query,
+        responses=error_responses(*_GATED, 404, 422),
+    )
+    async def get_session(session_id: SessionId, agent: AgentName = None) -> Response:
+        """A conversation's messages, as the agent's memory keeps them (its window)."""
+        found = served.get(agent)
+        if found is None:
+            return error_response(404, "not_found", served.unknown(agent or ""))
+        messages = await found.memory.get_messages(session_id)
+        body = {
+            "session_id": session_id,
+            "agent": agent or served.default,
+            "messages": [codec.to_data(m) for m in messages],
+        }
+        return Response(dump_json(body), media_type="application/json")
+
+    @router.delete(
+        "/sessions/{session_id}",
+        status_code=204,
+        dependencies=strict_query,
+        response_class=Response,
+        responses=error_responses(*_GATED, 404, 422),
+    )
+    async def delete_session(session_id: SessionId, agent: AgentName = None) -> Response:
+        """Forget a conversation."""
+        found = served.get(agent)
+        if found is None:
+            return error_response(404, "not_found", served.unknown(agent or ""))
+        await found.memory.clear(session_id)
+        return Response(status_code=204)

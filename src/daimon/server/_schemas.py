@@ -1,0 +1,288 @@
+"""The HTTP bodies, as pydantic models: they validate requests and write the OpenAPI document.
+
+Responses are encoded by hand (see ``_routes`` and ``_openai_compat``) for speed; the response
+models here document them, and the tests check the two agree.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = (
+    "AgentInfo",
+    "AgentsResponse",
+    "ApprovalBody",
+    "ChatCompletion",
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "ErrorResponse",
+    "HealthResponse",
+    "ModelList",
+    "ModelObject",
+    "PromptRequest",
+    "PromptResponse",
+    "ReadyResponse",
+    "SessionResponse",
+    "UsageBody",
+)
+
+SESSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@+=~-]{0,255}$"
+"""Session ids: 1-256 characters, letters, digits and ``._:@+=~-``, starting alphanumeric."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ------------------------------------------------------------------------------------ errors
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    type: str = Field(description="A stable identifier, e.g. `invalid_request` or `ModelError`.")
+    message: str = Field(description="A human-readable explanation.")
+    details: list[dict[str, Any]] | None = Field(
+        default=None, description="For invalid requests: each problem, with where it is (`loc`)."
+    )
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error answer."""
+
+    error: ErrorDetail
+
+
+# ------------------------------------------------------------------------------------ native
+
+
+class PromptRequest(_Strict):
+    """A prompt for one of the served agents."""
+
+    input: str = Field(min_length=1, description="The user's message.")
+    session_id: str | None = Field(
+        default=None,
+        pattern=SESSION_PATTERN,
+        description="Continue this conversation (kept in the agent's memory); omit for a "
+        "one-off, stateless prompt.",
+    )
+    agent: str | None = Field(
+        default=None, description="The agent to ask, by name; omit for the default agent."
+    )
+
+
+class UsageBody(BaseModel):
+    """Tokens used by the run."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    requests: int = Field(description="Model calls made.")
+    total_tokens: int
+
+
+class ApprovalBody(BaseModel):
+    """A tool call waiting for a person's approval."""
+
+    id: str
+    tool: str
+    arguments: dict[str, Any] | str
+
+
+class PromptResponse(BaseModel):
+    """A finished (or paused) run."""
+
+    text: str = Field(description="The final answer.")
+    agent: str
+    run_id: str
+    session_id: str | None
+    iterations: int = Field(description="Model calls the run made.")
+    usage: UsageBody
+    cost: float = Field(description="Dollars spent, when the agent has a cost model.")
+    output: Any = Field(default=None, description="The typed answer, for structured output.")
+    pending_approvals: list[ApprovalBody] = Field(
+        default_factory=list[ApprovalBody],
+        description="Tool calls waiting for approval: the run is paused until they are decided.",
+    )
+
+
+class SessionResponse(BaseModel):
+    """A conversation's messages (the window the agent's memory keeps), oldest first."""
+
+    session_id: str
+    agent: str
+    messages: list[dict[str, Any]] = Field(description="Messages in daimon's JSON encoding.")
+
+
+class HealthResponse(BaseModel):
+    """The process is up."""
+
+    status: Literal["ok"]
+
+
+class ReadyResponse(BaseModel):
+    """The server accepts prompts."""
+
+    status: Literal["ready"]
+    agents: list[str]
+
+
+class AgentInfo(BaseModel):
+    """A served agent."""
+
+    name: str
+    model: str
+    tools: list[str]
+
+
+class AgentsResponse(BaseModel):
+    """The served agents."""
+
+    default: str = Field(description="The agent that answers when a request names none.")
+    agents: list[AgentInfo]
+
+
+# ---------------------------------------------------------------------- OpenAI-compatible
+
+
+class TextContentPart(BaseModel):
+    """Text inside a message."""
+
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(BaseModel):
+    """Where an image is (``https:`` or ``data:`` URL)."""
+
+    url: str
+    detail: str | None = None
+
+
+class ImageContentPart(BaseModel):
+    """An image inside a user message."""
+
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+ContentPart = Annotated[TextContentPart | ImageContentPart, Field(discriminator="type")]
+
+
+class FunctionCall(BaseModel):
+    """The function an earlier assistant turn called."""
+
+    name: str
+    arguments: str
+
+
+class ToolCallBody(BaseModel):
+    """A tool call of an earlier assistant turn."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessage(BaseModel):
+    """One message of the conversation."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCallBody] | None = None
+    tool_call_id: str | None = None
+
+
+class StreamOptions(BaseModel):
+    """Options of a streamed answer."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """An OpenAI Chat Completions request; sampling parameters are the agent's and are ignored.
+
+    ``model`` names the agent. System and developer messages are added to the agent's
+    instructions, earlier turns become the conversation's history, and the last message, which
+    must be the user's, is the prompt. The agent's own tools run on the server; ``tools`` sent
+    by the client are ignored.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    n: int | None = Field(default=None, ge=1, le=1, description="Only one choice is produced.")
+
+
+class CompletionMessage(BaseModel):
+    """The agent's answer."""
+
+    role: Literal["assistant"]
+    content: str
+    refusal: None = None
+
+
+class Choice(BaseModel):
+    """The one choice."""
+
+    index: int
+    message: CompletionMessage
+    logprobs: None = None
+    finish_reason: Literal["stop"]
+
+
+class PromptTokensDetails(BaseModel):
+    """Input tokens detail."""
+
+    cached_tokens: int
+
+
+class CompletionUsage(BaseModel):
+    """Tokens used by the whole run (every model call)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+
+class ChatCompletion(BaseModel):
+    """An OpenAI ``chat.completion`` object.
+
+    With ``stream: true`` the answer is ``chat.completion.chunk`` events instead, ending with
+    ``data: [DONE]``.
+    """
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: CompletionUsage
+    system_fingerprint: None = None
+
+
+class ModelObject(BaseModel):
+    """A served agent, as an OpenAI model."""
+
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    """The served agents, as OpenAI models."""
+
+    object: Literal["list"]
+    data: list[ModelObject]

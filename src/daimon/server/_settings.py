@@ -1,0 +1,135 @@
+"""ServerSettings: how the HTTP server listens and what it lets in (standard library only)."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from dataclasses import dataclass
+
+from daimon.core.errors import BuilderError
+
+__all__ = ("ServerSettings",)
+
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+_WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSettings:
+    """How the server listens, whom it lets in and what it bounds.
+
+    Secure by default: it binds 127.0.0.1, and any other address needs a ``token``, so an
+    unauthenticated agent is never reachable from another machine. Even on loopback, requests
+    whose ``Host`` is not an allowed name (DNS rebinding) or whose ``Origin`` is another site's
+    are refused with 403.
+    """
+
+    host: str = "127.0.0.1"
+    """The address to bind. Anything but loopback needs ``token``."""
+    port: int = 8000
+    """The TCP port to bind (also the port the default host allowlist expects; with 0, the
+    system picks one and the allowlist accepts the loopback names with any port)."""
+    token: str | None = None
+    """The bearer token every request must carry (``Authorization: Bearer <token>``)."""
+    allowed_hosts: tuple[str, ...] | None = None
+    """``Host`` header values accepted: ``"name"`` (any port), ``"name:port"``, ``"*.domain"``
+    or ``"*"`` (any). ``None``: ``localhost``, ``127.0.0.1`` and ``[::1]`` with ``port``, plus
+    the bound address when it is a specific one. Binding a wildcard address (``0.0.0.0``, ``::``)
+    needs an explicit list: the server cannot guess the names clients will use."""
+    allowed_origins: tuple[str, ...] = ()
+    """Browser origins (``"https://app.example.com"``) allowed besides the server's own; a request
+    from any other ``Origin`` is refused. Requests without an ``Origin`` (non-browser clients)
+    are not affected."""
+    cors_origins: tuple[str, ...] = ()
+    """Origins sent CORS headers (and allowed as by ``allowed_origins``). Empty: CORS is off."""
+    public_paths: tuple[str, ...] = ("/health",)
+    """Paths served without the token (liveness only, by default)."""
+    max_body_bytes: int = 1024 * 1024
+    """The largest request body accepted; a larger one gets 413 before it is read."""
+    request_timeout: float = 300.0
+    """Seconds a run may take; then it is cancelled (504, or an ``error`` event on a stream)."""
+    heartbeat_interval: float = 15.0
+    """Longest silence on an event stream: a comment line is sent when nothing else was."""
+    ui: bool = False
+    """Reserved for the web UI at ``/`` (not served yet)."""
+    title: str = "daimon"
+    """The title of the OpenAPI document."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.host, str):
+            raise BuilderError(f"host must be a string, got {self.host!r}")
+        if type(self.port) is not int or not 0 <= self.port <= 65535:
+            raise BuilderError(f"port must be an integer from 0 to 65535, got {self.port!r}")
+        if self.token is not None and (
+            not isinstance(self.token, str)
+            or not self.token
+            or not all("\x21" <= c <= "\x7e" for c in self.token)
+        ):
+            raise BuilderError("token must be a non-empty string of visible ASCII characters")
+        for name in ("max_body_bytes",):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise BuilderError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("request_timeout", "heartbeat_interval"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (value > 0 and math.isfinite(value))
+            ):
+                raise BuilderError(f"{name} must be a positive number of seconds, got {value!r}")
+        for name in ("allowed_origins", "cors_origins", "public_paths"):
+            _check_strings(name, getattr(self, name))
+        if self.allowed_hosts is not None:
+            _check_strings("allowed_hosts", self.allowed_hosts)
+        if not self.is_loopback and self.token is None:
+            raise BuilderError(
+                f"refusing to serve on {self.host!r} without authentication: that address is "
+                "reachable from other machines. Set a token (clients send "
+                "'Authorization: Bearer <token>'), or bind 127.0.0.1"
+            )
+        if self.allowed_hosts is None and self.host.strip() in _WILDCARDS:
+            raise BuilderError(
+                f"binding the wildcard address {self.host!r} needs allowed_hosts: the host names "
+                "clients use to reach this server (for example ('api.example.com',)), or ('*',) "
+                "to accept any Host header"
+            )
+
+    @property
+    def is_loopback(self) -> bool:
+        """Whether ``host`` is a loopback address, reachable from this machine only."""
+        return _is_loopback(self.host)
+
+    @property
+    def host_allowlist(self) -> frozenset[str]:
+        """The ``Host`` values accepted, lower-cased (see ``allowed_hosts``)."""
+        return frozenset(_default_hosts(self))
+
+
+def _check_strings(name: str, values: object) -> None:
+    if not isinstance(values, tuple) or not all(isinstance(v, str) and v for v in values):
+        raise BuilderError(f"{name} must be a tuple of non-empty strings, got {values!r}")
+
+
+def _is_loopback(host: str) -> bool:
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _default_hosts(settings: ServerSettings) -> list[str]:
+    if settings.allowed_hosts is not None:
+        return [h.lower() for h in settings.allowed_hosts]
+    # Port 0 lets the system choose: the names are then accepted with any port.
+    port = f":{settings.port}" if settings.port else ""
+    hosts = [f"{name}{port}" for name in _LOOPBACK_NAMES]
+    bound = settings.host.strip().lower()
+    if ":" in bound and not bound.startswith("["):
+        bound = f"[{bound}]"  # an IPv6 address, as it appears in a Host header
+    if bound not in _LOOPBACK_NAMES:
+        hosts.append(f"{bound}{port}")
+    return hosts

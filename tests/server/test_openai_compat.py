@@ -1,0 +1,273 @@
+"""The official openai SDK against /v1: the agent's tools run on the server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import openai
+import pytest
+
+from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, ToolCall, Usage, tool
+from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd
+from daimon.models import FunctionModel
+
+from .conftest import TOKEN, Calls, LiveServer, calculator, echo, sse_events
+
+Live = Callable[..., LiveServer]
+
+
+_clients: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _clients:
+        _clients.pop().close()
+
+
+def sdk(server: LiveServer, token: str = TOKEN) -> openai.OpenAI:
+    """The official client, pointed at the server (closed after the test)."""
+    client = openai.OpenAI(
+        base_url=f"{server.url}/v1",
+        api_key=token,
+        max_retries=0,
+        http_client=openai.DefaultHttpxClient(verify=False),
+    )
+    _clients.append(client)
+    return client
+
+
+def weather_agent(calls: Calls) -> Agent:
+    """Says a sentence, calls ``weather``, then answers with its result (usage on each call)."""
+
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        calls.tool_args.append({"city": city})
+        return f"sunny in {city}"
+
+    async def stream(request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        calls.requests.append(request)
+        last = request.messages[-1]
+        if last.role is Role.TOOL:
+            for piece in ("It is ", last.text, "."):
+                yield TextDelta(text=piece)
+        else:
+            yield TextDelta(text="Let me check.")
+            yield ToolCallEnd(call=ToolCall(id="w1", name="weather", arguments={"city": "Oslo"}))
+
+    def generate(request: ChatRequest) -> ChatResponse:
+        calls.requests.append(request)
+        usage = Usage(input_tokens=7, output_tokens=3, cached_tokens=1, requests=1)
+        last = request.messages[-1]
+        if last.role is Role.TOOL:
+            return ChatResponse.reply(f"It is {last.text}.", usage=usage)
+        call = ToolCall(id="w1", name="weather", arguments={"city": "Oslo"})
+        return ChatResponse.tool_use(call, text="Let me check.", usage=usage)
+
+    model = FunctionModel(generate, stream_function=stream, model_name="fake-weather")
+    return Agent(model, name="weather", tools=[weather], system_prompt="You report weather.")
+
+
+def test_a_completion_runs_the_agents_tool_on_the_server(live: Live) -> None:
+    calls = Calls()
+    server = live(weather_agent(calls), token=TOKEN)
+    completion = sdk(server).chat.completions.create(
+        model="weather", messages=[{"role": "user", "content": "Weather in Oslo?"}]
+    )
+    assert calls.tool_args == [{"city": "Oslo"}]
+    assert completion.object == "chat.completion"
+    assert completion.model == "weather"
+    assert completion.id.startswith("chatcmpl-")
+    assert len(completion.choices) == 1
+    choice = completion.choices[0]
+    assert choice.finish_reason == "stop"
+    assert choice.message.role == "assistant"
+    assert choice.message.content == "It is sunny in Oslo."
+    assert completion.usage is not None
+    assert completion.usage.prompt_tokens == 14
+    assert completion.usage.completion_tokens == 6
+    assert completion.usage.total_tokens == 20
+    assert completion.usage.prompt_tokens_details is not None
+    assert completion.usage.prompt_tokens_details.cached_tokens == 2
+
+
+def test_a_streamed_completion_sends_chunks_usage_and_done(live: Live) -> None:
+    calls = Calls()
+    server = live(weather_agent(calls), token=TOKEN)
+    stream = sdk(server).chat.completions.create(
+        model="weather",
+        messages=[{"role": "user", "content": "Weather in Oslo?"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert calls.tool_args == [{"city": "Oslo"}]
+    assert {c.object for c in chunks} == {"chat.completion.chunk"}
+    assert len({c.id for c in chunks}) == 1
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Let me check.\n\nIt is sunny in Oslo."
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert finishes[-1] == "stop"
+    assert all(f is None for f in finishes[:-1])
+    usage_chunk = chunks[-1]
+    assert usage_chunk.choices == []
+    assert usage_chunk.usage is not None
+
+
+def test_the_raw_stream_ends_with_done_marker(live: Live) -> None:
+    server = live(echo(Calls()))
+    body = {"model": "echo", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with server.client() as client, client.stream("POST", "/v1/chat/completions", json=body) as r:
+        assert r.headers["content-type"] == "text/event-stream; charset=utf-8"
+        frames = sse_events(list(r.iter_lines()))
+    assert frames[-1] == ("", "[DONE]")
+
+
+def test_the_messages_become_instructions_history_and_prompt(live: Live) -> None:
+    calls = Calls()
+    agent = echo(calls)
+    agent.system_prompt = "You echo."
+    server = live(agent, token=TOKEN)
+    completion = sdk(server).chat.completions.create(
+        model="echo",
+        messages=[
+            {"role": "system", "content": "Answer in French."},
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "premier"},
+            {"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "second"}]},
+        ],
+    )
+    assert completion.choices[0].message.content == "echo: second (4 messages)"
+    seen = calls.requests[-1].messages
+    assert [(m.role, m.text) for m in seen] == [
+        (Role.SYSTEM, "You echo.\n\nAnswer in French.\n\nBe brief."),
+        (Role.USER, "first"),
+        (Role.ASSISTANT, "premier"),
+        (Role.USER, "second"),
+    ]
+    # The agent itself is untouched: a plain prompt sees its own instructions only.
+    plain = sdk(server).chat.completions.create(
+        model="echo", messages=[{"role": "user", "content": "alone"}]
+    )
+    assert plain.choices[0].message.content == "echo: alone (2 messages)"
+    assert [m.text for m in calls.requests[-1].messages] == ["You echo.", "alone"]
+
+
+def test_models_list_one_model_per_agent(live: Live) -> None:
+    calls = Calls()
+    server = live({"calc": calculator(calls), "echo": echo(calls)}, token=TOKEN)
+    client = sdk(server)
+    models = client.models.list()
+    assert [m.id for m in models.data] == ["calc", "echo"]
+    assert {m.object for m in models.data} == {"model"}
+    assert {m.owned_by for m in models.data} == {"daimon"}
+    assert client.models.retrieve("echo").id == "echo"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("nobody")
+
+
+def test_sdk_errors_for_bad_requests_and_auth(live: Live) -> None:
+    server = live(echo(Calls()), token=TOKEN)
+    client = sdk(server)
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.chat.completions.create(model="nobody", messages=[{"role": "user", "content": "x"}])
+    assert "no agent named 'nobody'" in missing.value.message
+    with pytest.raises(openai.BadRequestError) as last:
+        client.chat.completions.create(
+            model="echo", messages=[{"role": "assistant", "content": "x"}]
+        )
+    assert "the last message must be the user's" in last.value.message
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(
+            model="echo",
+            messages=[
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "t",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "user", "content": "x"},
+            ],
+        )
+    with pytest.raises(openai.UnprocessableEntityError):
+        client.chat.completions.create(model="echo", messages=[])
+    with pytest.raises(openai.AuthenticationError):
+        sdk(server, token="wrong").models.list()
+
+
+def test_a_failure_mid_stream_raises_in_the_sdk(live: Live) -> None:
+    async def stream(request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        yield TextDelta(text="partial ")
+        raise ModelError("provider fell over")
+
+    server = live(Agent(FunctionModel(stream_function=stream), name="flaky"), token=TOKEN)
+    chunks = sdk(server).chat.completions.create(
+        model="flaky", messages=[{"role": "user", "content": "x"}], stream=True
+    )
+    with pytest.raises(openai.APIError, match="provider fell over"):
+        for _ in chunks:
+            pass
+
+
+def test_tool_turns_in_the_history_are_kept(live: Live) -> None:
+    calls = Calls()
+    server = live(echo(calls), token=TOKEN)
+    sdk(server).chat.completions.create(
+        model="echo",
+        messages=[
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "t1",
+                        "type": "function",
+                        "function": {"name": "weather", "arguments": '{"city": "Oslo"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "t1", "content": "sunny"},
+            {"role": "assistant", "content": "It is sunny."},
+            {"role": "user", "content": "thanks"},
+        ],
+    )
+    seen = calls.requests[-1].messages
+    assert [m.role for m in seen] == [
+        Role.USER,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,
+        Role.USER,
+    ]
+    assert seen[1].tool_calls[0].arguments == {"city": "Oslo"}
+    assert seen[2].tool_call_id == "t1"
+
+
+async def test_the_async_sdk_streams_too(live: Live) -> None:
+    calls = Calls()
+    server = live(weather_agent(calls), token=TOKEN)
+    client = openai.AsyncOpenAI(
+        base_url=f"{server.url}/v1",
+        api_key=TOKEN,
+        max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(verify=False),
+    )
+    async with client:
+        stream = await client.chat.completions.create(
+            model="weather", messages=[{"role": "user", "content": "Oslo?"}], stream=True
+        )
+        pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
+    assert "".join(pieces).endswith("It is sunny in Oslo.")
+    await asyncio.sleep(0)
