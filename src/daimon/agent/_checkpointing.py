@@ -47,7 +47,7 @@ class RunCheckpointer:
     def __init__(self, checkpoint: Checkpoint | None, state: RunState) -> None:
         self._checkpoint = checkpoint
         self._state = state
-        self._lock = asyncio.Lock()
+        self._lock: asyncio.Lock | None = None  # made on the first write: most runs never write
 
     @property
     def enabled(self) -> bool:
@@ -127,6 +127,8 @@ class RunCheckpointer:
         info: dict[str, Any],
     ) -> None:
         assert self._checkpoint is not None
+        if self._lock is None:
+            self._lock = asyncio.Lock()
         async with self._lock:
             await self._checkpoint.save(self._state_of(pending, completed, info))
 

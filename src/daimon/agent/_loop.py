@@ -6,10 +6,12 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from daimon.agent._checkpointing import RunCheckpointer
 from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
+from daimon.core._fastinit import fast_new
 from daimon.core.cancel import CancelToken
 from daimon.core.chat import ChatRequest, ChatResponse, Usage
 from daimon.core.checkpoints import CheckpointState
@@ -29,7 +31,7 @@ from daimon.core.events import (
     ToolResult,
     UsageEvent,
 )
-from daimon.core.messages import Message, ToolCall
+from daimon.core.messages import Message, Role, ToolCall
 from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
 from daimon.core.streaming import StreamAccumulator
 from daimon.core.tools import ToolOutput
@@ -40,10 +42,17 @@ from daimon.tools import EndRun, RunContext
 
 if TYPE_CHECKING:
     from daimon.agent._agent import Agent
+    from daimon.middleware import MiddlewareStack
 
 __all__ = ("run_events",)
 
 _FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd)
+_NO_DECISIONS: Mapping[str, ApprovalDecision] = MappingProxyType({})
+# The loop builds these on every model call: fast_new skips the cost of calling the class.
+_new_request = fast_new(ChatRequest)
+_new_response = fast_new(AgentResponse)
+_new_message = fast_new(Message)
+_new_done = fast_new(Done)
 
 
 class _Interrupt:
@@ -100,6 +109,10 @@ async def run_events(
 ) -> AsyncIterator[StreamEvent]:
     """Run ``agent`` on ``prompt``, yielding events; the last is ``Done`` with the response.
 
+    With ``stream`` the model streams and every event is yielded. Without it the model is called
+    with ``generate`` and only the final ``Done`` is yielded: ``prompt()`` and ``resume()`` read
+    nothing else, so building usage and tool-result events for them would be wasted work.
+
     A run continues instead of starting when ``resume`` holds a paused run's state, or when the
     agent has a checkpoint store holding ``run_id``; ``decisions`` answer pending approvals.
     """
@@ -120,8 +133,11 @@ async def run_events(
     state.cancel = cancel
     interrupt = _Interrupt(asyncio.current_task())
     detach = cancel.on_cancel(interrupt)
-    checkpointer = RunCheckpointer(agent.checkpoint, state)
-    decisions = decisions or {}
+    # Without a checkpoint store there is nothing to write: no checkpointer, no snapshots.
+    checkpointer = (
+        RunCheckpointer(agent.checkpoint, state) if agent.checkpoint is not None else None
+    )
+    decisions = decisions or _NO_DECISIONS
     output = agent.output
     try:
         messages = state.messages
@@ -129,8 +145,8 @@ async def run_events(
         completed: dict[str, ToolOutput] = {}
         output_attempts = 0
         restored = None
-        if resume is not None or agent.checkpoint is not None:
-            restored = await checkpointer.restore(resume)
+        if resume is not None or checkpointer is not None:
+            restored = await (checkpointer or RunCheckpointer(None, state)).restore(resume)
         if restored is not None:
             if restored.finished is not None:
                 yield Done(response=restored.finished)
@@ -153,9 +169,10 @@ async def run_events(
                 if agent.input_guardrails:
                     text = await check_input(agent.input_guardrails, text, history)
                 user = Message.user(text)
-            system = await agent.system_message(state)
-            if system is not None:
-                messages.append(system)
+            if agent.system_prompt is not None:  # no coroutine to await for a run without one
+                system = await agent.system_message(state)
+                if system is not None:
+                    messages.append(system)
             messages.extend(agent.examples)
             messages.extend(history)
             new_start = memory_mark = len(messages)
@@ -165,7 +182,8 @@ async def run_events(
         hooks = agent.hooks
         for hook in hooks:
             await hook.on_run_start(state)
-        middleware = agent.middleware
+        # MiddlewareStack.__bool__ is Python code: ask once per run, not at every step.
+        middleware = agent.middleware if agent.middleware else None
         model = agent.model
         tools = agent.tools.specs
         response_format = None
@@ -175,25 +193,6 @@ async def run_events(
             else:
                 tools = (*tools, output.tool_spec)
         last_output_tokens = 0
-
-        def marks() -> dict[str, int]:
-            return {
-                "new_start": new_start,
-                "memory_mark": memory_mark,
-                "output_attempts": output_attempts,
-            }
-
-        def finish(text: str, value: Any) -> AgentResponse:
-            return AgentResponse(
-                text=text,
-                messages=tuple(messages[new_start:]),
-                iterations=state.iteration,
-                usage=state.usage,
-                cost=state.cost,
-                run_id=run_id,
-                session_id=session_id,
-                output=value,
-            )
 
         while True:
             if not pending:
@@ -206,7 +205,7 @@ async def run_events(
                     _check_budget(agent, tracker, state, last_output_tokens)
                 for hook in hooks:
                     await hook.on_iteration_start(state)
-                request = ChatRequest(
+                request = _new_request(
                     messages=tuple(messages),
                     tools=tools,
                     temperature=agent.temperature,
@@ -215,7 +214,7 @@ async def run_events(
                     settings=agent.model_settings,
                 )
                 response: ChatResponse | None = None
-                if middleware:
+                if middleware is not None:
                     request, response = await middleware.on_request(request, state)
                 if response is None:
                     interrupt.armed = True
@@ -242,8 +241,9 @@ async def run_events(
                 usage = response.usage
                 last_output_tokens = usage.output_tokens
                 call_cost = rollup.model_call(response.model or model.model_name, usage)
-                yield UsageEvent(usage=usage, cost=call_cost)
-                if middleware:
+                if stream:
+                    yield UsageEvent(usage=usage, cost=call_cost)
+                if middleware is not None:
                     response = await middleware.on_response(response, state)
                 for hook in hooks:
                     await hook.on_model_response(response, state)
@@ -263,8 +263,10 @@ async def run_events(
                         if memory is not None:
                             await memory.add_messages(session_id, messages[memory_mark:])  # type: ignore[arg-type]
                             memory_mark = len(messages)
-                        result = finish(text, value)
-                        await checkpointer.finish(result, marks())
+                        result = _response(state, run_id, session_id, new_start, text, value)
+                        if checkpointer is not None:
+                            marks = _marks(new_start, memory_mark, output_attempts)
+                            await checkpointer.finish(result, marks)
                         for hook in hooks:
                             await hook.on_run_end(result, state)
                         yield Done(
@@ -293,29 +295,39 @@ async def run_events(
                     if memory is not None:
                         await memory.add_messages(session_id, messages[memory_mark:])  # type: ignore[arg-type]
                         memory_mark = len(messages)
-                    result = finish(text, None)
-                    await checkpointer.finish(result, marks())
+                    result = _response(state, run_id, session_id, new_start, text, None)
+                    if checkpointer is not None:
+                        marks = _marks(new_start, memory_mark, output_attempts)
+                        await checkpointer.finish(result, marks)
                     for hook in hooks:
                         await hook.on_run_end(result, state)
-                    yield Done(
+                    yield _new_done(
                         stop_reason=response.stop_reason, model=response.model, response=result
                     )
                     return
-                await checkpointer.save(pending, completed, marks())
+                if checkpointer is not None:
+                    marks = _marks(new_start, memory_mark, output_attempts)
+                    await checkpointer.save(pending, completed, marks)
 
             # --------------------------------------------------------------- the tools' turn
+            if cancel.cancelled:  # cancelled while a streaming consumer held the last event
+                raise RunCancelled(cancel.reason)
             calls = pending
             waiting = _apply_decisions(agent, calls, completed, decisions)
-            runnable = [c for c in calls if c.id not in completed and c not in waiting]
-            durations: dict[str, float] = {}
+            runnable = _runnable(calls, completed, waiting)
+            turn = _ToolTurn(agent, state, cancel, rollup, middleware, completed, stream)
+            if checkpointer is not None:
+                turn.checkpoint(
+                    checkpointer, calls, _marks(new_start, memory_mark, output_attempts)
+                )
             ended: _Ended | None = None
             if runnable:
                 interrupt.armed = True
                 try:
-                    await _run_tools(
-                        agent, runnable, state, cancel, completed, durations, checkpointer,
-                        calls, marks(), rollup,
-                    )  # fmt: skip
+                    if len(runnable) == 1:  # most turns: one call, run in the loop's own task
+                        await turn.run_one(runnable[0])
+                    else:
+                        await turn.run(runnable)
                 except _Ended as exc:
                     ended = exc
                 except asyncio.CancelledError:
@@ -328,46 +340,21 @@ async def run_events(
                 finally:
                     interrupt.armed = False
             if waiting:
-                await checkpointer.save(calls, completed, marks())
-                paused = AgentResponse(
-                    text="",
-                    messages=tuple(messages[new_start:]),
-                    iterations=state.iteration,
-                    usage=state.usage,
-                    cost=state.cost,
-                    run_id=run_id,
-                    session_id=session_id,
-                    pending_approvals=tuple(
-                        ApprovalRequest(id=c.id, call=c, run_id=run_id) for c in waiting
-                    ),
-                    state=checkpointer.snapshot(calls, completed, marks()),
+                marks = _marks(new_start, memory_mark, output_attempts)
+                if checkpointer is not None:
+                    await checkpointer.save(calls, completed, marks)
+                paused = _paused(
+                    state, run_id, session_id, new_start, waiting, calls, completed, marks
                 )
                 for hook in hooks:
                     await hook.on_run_end(paused, state)
                 yield Done(response=paused)
                 return
-            for call in calls:
-                if ended is not None and call is ended.call:
-                    result_output = ToolOutput.text(ended.end.text or "Done.")
-                else:
-                    result_output = completed.get(call.id) or ToolOutput.error(
-                        "Not run: the run ended."
-                    )
-                messages.append(
-                    Message.tool(
-                        call.id,
-                        result_output.content,
-                        name=call.name,
-                        is_error=result_output.is_error,
-                    )
-                )
-                if call.id in durations or (ended is not None and call is ended.call):
-                    yield ToolResult(
-                        call_id=call.id,
-                        name=call.name,
-                        output=result_output,
-                        duration=durations.get(call.id, 0.0),
-                    )
+            for event in _add_results(messages, calls, completed, turn.durations, ended):
+                yield event
+            # Nothing of the turn stays referenced while the next model call waits: with many
+            # runs in flight, every object kept is one more for the garbage collector to scan.
+            del turn
             pending = ()
             completed = {}
             if memory is not None:
@@ -376,13 +363,17 @@ async def run_events(
             if ended is not None:
                 end = ended.end
                 text = end.text if end.text is not None else _as_text(end.output)
-                result = finish(text, end.output)
-                await checkpointer.finish(result, marks())
+                result = _response(state, run_id, session_id, new_start, text, end.output)
+                if checkpointer is not None:
+                    marks = _marks(new_start, memory_mark, output_attempts)
+                    await checkpointer.finish(result, marks)
                 for hook in hooks:
                     await hook.on_run_end(result, state)
                 yield Done(response=result)
                 return
-            await checkpointer.save((), completed, marks())
+            if checkpointer is not None:
+                marks = _marks(new_start, memory_mark, output_attempts)
+                await checkpointer.save((), completed, marks)
             for hook in hooks:
                 await hook.on_iteration_end(state)
     except Exception as exc:
@@ -391,6 +382,99 @@ async def run_events(
         raise
     finally:
         detach()
+
+
+def _add_results(
+    messages: list[Message],
+    calls: Sequence[ToolCall],
+    completed: dict[str, ToolOutput],
+    durations: dict[str, float] | None,
+    ended: _Ended | None,
+) -> Sequence[ToolResult]:
+    """Append the turn's tool messages, in call order; the ToolResult events when streaming."""
+    events: list[ToolResult] = []
+    for call in calls:
+        if ended is not None and call is ended.call:
+            output = ToolOutput.text(ended.end.text or "Done.")
+        else:
+            output = completed.get(call.id) or ToolOutput.error("Not run: the run ended.")
+        messages.append(
+            _new_message(
+                role=Role.TOOL,
+                content=output.content,
+                tool_call_id=call.id,
+                name=call.name,
+                is_error=output.is_error,
+            )
+        )
+        if durations is not None and (
+            call.id in durations or (ended is not None and call is ended.call)
+        ):
+            events.append(
+                ToolResult(
+                    call_id=call.id,
+                    name=call.name,
+                    output=output,
+                    duration=durations.get(call.id, 0.0),
+                )
+            )
+    return events
+
+
+def _runnable(
+    calls: tuple[ToolCall, ...], completed: dict[str, ToolOutput], waiting: Sequence[ToolCall]
+) -> Sequence[ToolCall]:
+    """The calls to run now: not decided already (rejected, resumed) and not awaiting approval."""
+    # Comprehensions and closures are kept out of run_events: in Python 3.11 each would turn the
+    # locals they read into cells, allocated on every run.
+    if not completed and not waiting:
+        return calls
+    return [c for c in calls if c.id not in completed and c not in waiting]
+
+
+def _paused(
+    state: RunState,
+    run_id: str,
+    session_id: str | None,
+    new_start: int,
+    waiting: Sequence[ToolCall],
+    calls: tuple[ToolCall, ...],
+    completed: dict[str, ToolOutput],
+    marks: dict[str, int],
+) -> AgentResponse:
+    """The response of a run that waits for approvals: the pending calls and how to resume."""
+    return AgentResponse(
+        text="",
+        messages=tuple(state.messages[new_start:]),
+        iterations=state.iteration,
+        usage=state.usage,
+        cost=state.cost,
+        run_id=run_id,
+        session_id=session_id,
+        pending_approvals=tuple(ApprovalRequest(id=c.id, call=c, run_id=run_id) for c in waiting),
+        state=RunCheckpointer(None, state).snapshot(calls, completed, marks),
+    )
+
+
+def _marks(new_start: int, memory_mark: int, output_attempts: int) -> dict[str, int]:
+    """The loop's own bookkeeping, saved with each checkpoint."""
+    return {"new_start": new_start, "memory_mark": memory_mark, "output_attempts": output_attempts}
+
+
+def _response(
+    state: RunState, run_id: str, session_id: str | None, new_start: int, text: str, output: Any
+) -> AgentResponse:
+    """The finished run's response: the run's own messages, usage and cost."""
+    return _new_response(
+        text=text,
+        messages=tuple(state.messages[new_start:]),
+        iterations=state.iteration,
+        usage=state.usage,
+        cost=state.cost,
+        run_id=run_id,
+        session_id=session_id,
+        output=output,
+    )
 
 
 class _Rollup:
@@ -440,101 +524,134 @@ def _apply_decisions(
     calls: Sequence[ToolCall],
     completed: dict[str, ToolOutput],
     decisions: Mapping[str, ApprovalDecision],
-) -> list[ToolCall]:
+) -> Sequence[ToolCall]:
     """Record rejections as results; the calls still waiting for a decision."""
-    waiting: list[ToolCall] = []
+    waiting: list[ToolCall] | None = None  # a list only when some call waits: most turns none
     for call in calls:
         if call.id in completed or not agent.requires_approval(call):
             continue
         decision = decisions.get(call.id)
         if decision is None:
+            if waiting is None:
+                waiting = []
             waiting.append(call)
         elif not decision.approved:
             reason = f": {decision.reason}" if decision.reason else "."
             completed[call.id] = ToolOutput.error(f"The user rejected this call{reason}")
-    return waiting
+    return waiting if waiting is not None else ()
 
 
-async def _run_tools(
-    agent: Agent,
-    calls: Sequence[ToolCall],
-    state: RunState,
-    cancel: CancelToken,
-    completed: dict[str, ToolOutput],
-    durations: dict[str, float],
-    checkpointer: RunCheckpointer,
-    turn: Sequence[ToolCall],
-    marks: dict[str, int],
-    rollup: _Rollup,
-) -> None:
-    """Run calls concurrently, recording each result in ``completed`` (and its checkpoint)."""
-    save = checkpointer.enabled
+class _ToolTurn:
+    """Runs one turn's tool calls, recording each result in ``completed`` (and its checkpoint).
 
-    async def one(call: ToolCall) -> None:
+    One object per turn rather than a closure over the loop's locals, which would cost a cell per
+    variable in every run, checkpoint store or not.
+    """
+
+    __slots__ = (
+        "_agent",
+        "_calls",
+        "_cancel",
+        "_checkpointer",
+        "_marks",
+        "_middleware",
+        "_rollup",
+        "_state",
+        "completed",
+        "durations",
+    )
+
+    def __init__(
+        self,
+        agent: Agent,
+        state: RunState,
+        cancel: CancelToken,
+        rollup: _Rollup,
+        middleware: MiddlewareStack | None,
+        completed: dict[str, ToolOutput],
+        timed: bool,
+    ) -> None:
+        self._agent = agent
+        self._state = state
+        self._cancel = cancel
+        self._rollup = rollup
+        self._middleware = middleware
+        self.completed = completed
+        self.durations: dict[str, float] | None = {} if timed else None
+        """Seconds each call took, by call id, when the stream reports them."""
+        self._checkpointer: RunCheckpointer | None = None
+        self._calls: Sequence[ToolCall] = ()
+        self._marks: dict[str, int] = {}
+
+    def checkpoint(
+        self, checkpointer: RunCheckpointer, calls: Sequence[ToolCall], marks: dict[str, int]
+    ) -> None:
+        """Save the turn after each result."""
+        self._checkpointer = checkpointer
+        self._calls = calls
+        self._marks = marks
+
+    async def run(self, calls: Sequence[ToolCall]) -> None:
+        """Run calls concurrently, each in its own task."""
         try:
-            result, duration = await _run_one(agent, call, state, cancel, rollup)
+            async with asyncio.TaskGroup() as group:
+                for call in calls:
+                    group.create_task(self.run_one(call))
+        except BaseExceptionGroup as failures:
+            # Tools report their own errors as results, so only a signal, a hook or middleware
+            # failure (or the process going down) lands here: surface a lone one as itself.
+            if len(failures.exceptions) == 1:
+                raise failures.exceptions[0] from failures
+            ended = [e for e in failures.exceptions if isinstance(e, _Ended)]
+            if ended:
+                raise ended[0] from failures
+            cancelled = [e for e in failures.exceptions if isinstance(e, RunCancelled)]
+            if cancelled:  # several calls honoured the same cancelled token: one cancellation
+                raise cancelled[0] from failures
+            raise
+
+    async def run_one(self, call: ToolCall) -> None:
+        """Run one call through hooks, middleware and the registry; record its result."""
+        agent, state = self._agent, self._state
+        key = call.id
+        started = time.perf_counter()
+        try:
+            for hook in agent.hooks:
+                await hook.on_tool_call(call, state)
+            output: ToolOutput | None = None
+            if self._middleware is not None:
+                replaced = await self._middleware.on_tool_call(call, state)
+                if isinstance(replaced, ToolOutput):
+                    output = replaced
+                else:
+                    call = replaced
+            if output is None:
+                ctx: RunContext[Any] = RunContext(
+                    run_id=state.run_id,
+                    deps=state.deps,
+                    cancel=self._cancel,
+                    usage=state.usage,
+                    call_id=call.id,
+                    tool_name=call.name,
+                    session_id=state.session_id,
+                    iteration=state.iteration,
+                    on_usage=self._rollup.report,
+                )
+                output = await agent.tools.run(
+                    call,
+                    ctx,
+                    validate=agent.validate_tool_inputs,
+                    retry_policy=agent.tool_retry_policy,
+                )
+            for hook in agent.hooks:
+                await hook.on_tool_result(call, output, state)
         except EndRun as end:
             raise _Ended(end, call) from None
-        completed[call.id] = result
-        durations[call.id] = duration
-        if save:
-            await checkpointer.save(turn, completed, marks)
-
-    if len(calls) == 1:
-        await one(calls[0])
-        return
-    try:
-        async with asyncio.TaskGroup() as group:
-            for call in calls:
-                group.create_task(one(call))
-    except BaseExceptionGroup as failures:
-        # Tools report their own errors as results, so only a signal, a hook or middleware
-        # failure (or the process going down) lands here: surface a lone one as itself.
-        if len(failures.exceptions) == 1:
-            raise failures.exceptions[0] from failures
-        ended = [e for e in failures.exceptions if isinstance(e, _Ended)]
-        if ended:
-            raise ended[0] from failures
-        cancelled = [e for e in failures.exceptions if isinstance(e, RunCancelled)]
-        if cancelled:  # several calls honoured the same cancelled token: one cancellation
-            raise cancelled[0] from failures
-        raise
-
-
-async def _run_one(
-    agent: Agent, call: ToolCall, state: RunState, cancel: CancelToken, rollup: _Rollup
-) -> tuple[ToolOutput, float]:
-    started = time.perf_counter()
-    for hook in agent.hooks:
-        await hook.on_tool_call(call, state)
-    output: ToolOutput | None = None
-    if agent.middleware:
-        replaced = await agent.middleware.on_tool_call(call, state)
-        if isinstance(replaced, ToolOutput):
-            output = replaced
-        else:
-            call = replaced
-    if output is None:
-        ctx: RunContext[Any] = RunContext(
-            run_id=state.run_id,
-            deps=state.deps,
-            cancel=cancel,
-            usage=state.usage,
-            call_id=call.id,
-            tool_name=call.name,
-            session_id=state.session_id,
-            iteration=state.iteration,
-            on_usage=rollup.report,
-        )
-        output = await agent.tools.run(
-            call,
-            ctx,
-            validate=agent.validate_tool_inputs,
-            retry_policy=agent.tool_retry_policy,
-        )
-    for hook in agent.hooks:
-        await hook.on_tool_result(call, output, state)
-    return output, time.perf_counter() - started
+        self.completed[key] = output
+        if self.durations is not None:
+            self.durations[key] = time.perf_counter() - started
+        if self._checkpointer is not None:
+            await self._checkpointer.save(self._calls, self.completed, self._marks)
 
 
 def _read_output(output: OutputSpec, assistant: Message) -> tuple[ToolCall | None, Any, str | None]:

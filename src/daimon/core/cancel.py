@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 from daimon.core.errors import RunCancelled
@@ -64,12 +63,23 @@ class CancelToken:
             callback()
             return _noop
         self._callbacks.append(callback)
+        return _Detach(self, callback)
 
-        def detach() -> None:
-            with contextlib.suppress(ValueError):
-                self._callbacks.remove(callback)
 
-        return detach
+class _Detach:
+    """Removes one callback from its token: an object, not a closure (one allocation, not three)."""
+
+    __slots__ = ("_callback", "_token")
+
+    def __init__(self, token: CancelToken, callback: Callable[[], object]) -> None:
+        self._token = token
+        self._callback = callback
+
+    def __call__(self) -> None:
+        try:  # noqa: SIM105 - contextlib.suppress() would build a context manager on every run
+            self._token._callbacks.remove(self._callback)
+        except ValueError:  # already detached, or the token fired (it empties its list)
+            pass
 
 
 def _noop() -> None:

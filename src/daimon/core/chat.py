@@ -8,6 +8,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Literal
 
+from daimon.core._fastinit import fast_init, fast_new
 from daimon.core.messages import Message, ToolCall
 from daimon.core.tools import ToolSpec
 
@@ -25,6 +26,7 @@ class StopReason(StrEnum):
     CONTENT_FILTER = "content_filter"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Tokens used by one or more model calls."""
@@ -43,12 +45,16 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
+        return _new_usage(  # Usage(...), without the cost of calling a class
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
             requests=self.requests + other.requests,
         )
+
+
+_NO_USAGE = Usage()  # immutable, so every reply without usage can share one
+_new_usage = fast_new(Usage)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +67,7 @@ class ResponseFormat:
     kind: Literal["response_format"] = field(default="response_format", init=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChatRequest:
     """Everything a model needs for one call."""
@@ -79,6 +86,7 @@ class ChatRequest:
     kind: Literal["chat_request"] = field(default="chat_request", init=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChatResponse:
     """One model answer."""
@@ -96,7 +104,7 @@ class ChatResponse:
         cls, text: str, *, usage: Usage | None = None, model: str | None = None
     ) -> ChatResponse:
         """A final text answer."""
-        return cls(message=Message.assistant(text), usage=usage or Usage(), model=model)
+        return cls(message=Message.assistant(text), usage=usage or _NO_USAGE, model=model)
 
     @classmethod
     def tool_use(
@@ -106,7 +114,7 @@ class ChatResponse:
         return cls(
             message=Message.assistant(text, calls),
             stop_reason=StopReason.TOOL_USE,
-            usage=usage or Usage(),
+            usage=usage or _NO_USAGE,
             model=model,
         )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
+from daimon.core._fastinit import fast_init
 from daimon.core.chat import StopReason, Usage
 from daimon.core.messages import ToolCall
 from daimon.core.results import AgentResponse
@@ -28,6 +29,7 @@ __all__ = (
 )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta:
     """A piece of assistant text, streamed as it arrives."""
@@ -36,6 +38,7 @@ class TextDelta:
     kind: Literal["text_delta"] = field(default="text_delta", init=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallStart:
     """The model began a tool call."""
@@ -47,6 +50,7 @@ class ToolCallStart:
     kind: Literal["tool_call_start"] = field(default="tool_call_start", init=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallDelta:
     """A piece of a tool call's JSON arguments."""
@@ -57,6 +61,7 @@ class ToolCallDelta:
     kind: Literal["tool_call_delta"] = field(default="tool_call_delta", init=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallEnd:
     """A tool call is complete."""
@@ -66,6 +71,7 @@ class ToolCallEnd:
     kind: Literal["tool_call_end"] = field(default="tool_call_end", init=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
     """A tool ran (agent streams only)."""
@@ -83,6 +89,7 @@ class ToolResult:
         return self.output.is_error
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UsageEvent:
     """Tokens used so far by this stream (models) or by the latest model call (agents)."""
@@ -101,6 +108,7 @@ class ErrorEvent:
     kind: Literal["error"] = field(default="error", init=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Done:
     """The stream is complete.

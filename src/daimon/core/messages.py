@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
+from daimon.core._fastinit import fast_init
+
 __all__ = ("Content", "ContentPart", "ImagePart", "Message", "Role", "TextPart", "ToolCall")
 
 
@@ -49,6 +51,7 @@ ContentPart: TypeAlias = TextPart | ImagePart
 Content: TypeAlias = str | tuple[ContentPart, ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """A model's request to run a tool.
@@ -87,6 +90,7 @@ class ToolCall:
         return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """One message of a conversation."""

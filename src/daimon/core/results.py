@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from daimon.core._fastinit import fast_init
 from daimon.core.chat import Usage
 from daimon.core.checkpoints import CheckpointState
 from daimon.core.messages import Message, ToolCall
@@ -43,6 +44,7 @@ class ApprovalDecision:
         return cls(approved=False, reason=reason)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentResponse:
     """What a finished run returns."""

@@ -7,7 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from daimon.core._fastinit import fast_init
+
 __all__ = ("ToolOutput", "ToolSpec")
+
+# json.dumps(data, ensure_ascii=False, default=str) builds this same encoder on every call; it
+# keeps no state between calls, so one serves them all.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,6 +27,7 @@ class ToolSpec:
     kind: Literal["tool_spec"] = field(default="tool_spec", init=False, repr=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolOutput:
     """A tool's result: the text the model reads, plus optional structured data."""
@@ -41,7 +48,9 @@ class ToolOutput:
     @classmethod
     def json(cls, data: Any) -> ToolOutput:
         """A JSON result; the model reads it as JSON text."""
-        return cls(content=json.dumps(data, ensure_ascii=False, default=str), data=data)
+        # An int's JSON is its repr; skipping the encoder halves the cost of a numeric result.
+        text = int.__repr__(data) if type(data) is int else _ENCODER.encode(data)
+        return cls(content=text, data=data)
 
     @classmethod
     def error(cls, message: str) -> ToolOutput:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from types import CoroutineType
 from typing import TypeAlias, cast
 
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason
@@ -21,6 +22,9 @@ StreamFunction: TypeAlias = Callable[
 ]
 
 
+_REPLIES = (ChatResponse, str)
+
+
 class FunctionModel:
     """A model whose answers come from your function.
 
@@ -33,7 +37,6 @@ class FunctionModel:
 
     __slots__ = (
         "_function",
-        "_is_async",
         "_stream_function",
         "model_name",
         "supports_json_schema",
@@ -50,7 +53,6 @@ class FunctionModel:
         if function is None and stream_function is None:
             raise BuilderError("FunctionModel needs a function or a stream_function")
         self._function = function
-        self._is_async = function is not None and inspect.iscoroutinefunction(function)
         self._stream_function = stream_function
         self.model_name = model_name
         self.supports_json_schema = supports_json_schema
@@ -64,17 +66,26 @@ class FunctionModel:
                 accumulator.add(event)
             return accumulator.response()
         result: object = self._function(request)
-        if self._is_async or inspect.isawaitable(result):
+        # Whether to await is read off the result rather than worked out when the model is built
+        # (inspect.iscoroutinefunction costs more than the rest of __init__); inspect.isawaitable
+        # is Python code, so it is asked only of what is neither a coroutine nor a reply.
+        if type(result) is CoroutineType or (
+            not isinstance(result, _REPLIES) and inspect.isawaitable(result)
+        ):
             result = await cast(Awaitable[object], result)
+        if type(result) is ChatResponse:
+            return result
         return self._as_response(result)
 
-    async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream the stream function's events, or the function's answer as events."""
+        # The stream itself, not an async generator re-yielding it: one hop less per event.
         if self._stream_function is None:
-            for event in events_from_response(await self.generate(request)):
-                yield event
-            return
-        async for event in self._stream(request):
+            return self._replay(request)
+        return self._stream(request)
+
+    async def _replay(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        for event in events_from_response(await self.generate(request)):
             yield event
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -83,6 +94,9 @@ class FunctionModel:
         saw_tool_call = False
         if isinstance(produced, AsyncIterator):
             async for item in produced:
+                if type(item) is TextDelta:  # most events are deltas: one check for them
+                    yield item
+                    continue
                 event = TextDelta(text=item) if isinstance(item, str) else item
                 if isinstance(event, Done):
                     yield event
@@ -91,6 +105,9 @@ class FunctionModel:
                 yield event
         else:
             for item in produced:
+                if type(item) is TextDelta:
+                    yield item
+                    continue
                 event = TextDelta(text=item) if isinstance(item, str) else item
                 if isinstance(event, Done):
                     yield event

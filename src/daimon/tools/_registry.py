@@ -46,13 +46,13 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
         registry: dict[str, Tool] = {}
         for item in tools:
-            found = _as_tool(item)
+            found = item if type(item) is FunctionTool else _as_tool(item)  # the usual case inline
             name = found.name
             if name in registry:
                 raise DuplicateToolError(name)
             registry[name] = found
         self._tools = registry
-        self._validators: dict[str, Validator] = {}
+        self._validators: dict[str, Validator] | None = None  # made on the first validated call
         self._names: tuple[str, ...] | None = None
         self._specs: tuple[ToolSpec, ...] | None = None
 
@@ -118,7 +118,10 @@ class ToolRegistry:
         if isinstance(arguments, str):
             return _not_an_object(call.name, arguments)
         if validate:
-            validator = self._validators.get(call.name) or self._validator(call.name, found)
+            validators = self._validators
+            validator = validators.get(call.name) if validators is not None else None
+            if validator is None:
+                validator = self._validator(call.name, found)
             try:
                 validator(arguments)
             except Exception as exc:  # any failure is reported to the model
@@ -141,6 +144,8 @@ class ToolRegistry:
 
     def _validator(self, name: str, found: Tool) -> Validator:
         validator = validator_for(found.parameters_schema)
+        if self._validators is None:
+            self._validators = {}
         self._validators[name] = validator
         return validator
 
