@@ -33,8 +33,8 @@ from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
+from daimon._http_guard import Guard, check_exposure, hosts_for
 from daimon.a2a._convert import agent_card_for
-from daimon.a2a._guard import Guard, check_exposure, hosts_for
 from daimon.agent import Agent
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, DaimonError, RunCancelled

@@ -40,12 +40,12 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from daimon._http_guard import Guard, check_exposure, hosts_for
 from daimon.agent import Agent
 from daimon.core.errors import BuilderError, RunCancelled
 from daimon.core.messages import ToolCall
 from daimon.core.tools import ToolOutput
 from daimon.mcp._convert import call_tool_result, mcp_tool
-from daimon.mcp._guard import Guard, check_exposure, hosts_for
 from daimon.tools import EndRun, RunContext, Tool, ToolRegistry
 
 __all__ = ("create_mcp_server", "mcp_http_app", "serve_mcp")

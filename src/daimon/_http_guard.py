@@ -7,7 +7,8 @@
 3. With a token, ``Authorization: Bearer <token>`` on every request except the public paths (401),
    compared in constant time. A session id is never accepted in its place.
 
-``daimon.mcp`` keeps an identical copy (the two integrations do not import each other).
+Shared by ``daimon.mcp`` and ``daimon.a2a`` (which may not import each other); imported only by
+their servers, so Starlette loads only with them.
 """
 
 from __future__ import annotations
