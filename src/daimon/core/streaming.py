@@ -17,7 +17,37 @@ from daimon.core.events import (
 )
 from daimon.core.messages import Message, ToolCall
 
-__all__ = ("StreamAccumulator", "events_from_response", "stream_from_response")
+__all__ = ("PendingToolCall", "StreamAccumulator", "events_from_response", "stream_from_response")
+
+
+class PendingToolCall:
+    """A tool call a provider streams in pieces: its id and name first, then argument text.
+
+    Stream decoders keep one per open call and turn it into daimon events.
+    """
+
+    __slots__ = ("arguments", "id", "index", "name")
+
+    def __init__(self, *, id: str, name: str, index: int) -> None:
+        self.id = id
+        self.name = name
+        self.index = index
+        self.arguments: list[str] = []
+
+    def start(self) -> ToolCallStart:
+        """The event that opens the call."""
+        return ToolCallStart(call_id=self.id, name=self.name, index=self.index)
+
+    def add(self, piece: str) -> ToolCallDelta:
+        """Take one piece of the arguments' JSON text; the event that carries it."""
+        self.arguments.append(piece)
+        return ToolCallDelta(call_id=self.id, arguments_delta=piece, index=self.index)
+
+    def end(self) -> ToolCallEnd:
+        """The event that closes the call, with its arguments parsed (or kept raw if not JSON)."""
+        return ToolCallEnd(
+            call=ToolCall.from_json(self.id, self.name, "".join(self.arguments)), index=self.index
+        )
 
 
 class StreamAccumulator:

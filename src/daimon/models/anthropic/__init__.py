@@ -33,15 +33,13 @@ from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
+from daimon.core.sdk_support import LoopClients, is_retryable_status, retry_after
 from daimon.models.anthropic._mapping import (
     ERROR_STATUS,
     REQUEST_OPTIONS,
-    Clients,
     EventDecoder,
-    is_retryable_status,
     request_body,
     response_from_wire,
-    retry_after,
 )
 
 anthropic = require("anthropic", extra="anthropic")
@@ -143,7 +141,7 @@ class AnthropicModel:
 
         self.model_name = model_name
         self._max_tokens = max_tokens_default
-        self._clients = Clients(factory, client)
+        self._clients = LoopClients(factory, client)
 
     def _call(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         body = request_body(request, max_tokens=self._max_tokens)

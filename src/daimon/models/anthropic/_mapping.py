@@ -6,13 +6,8 @@ Plain data both ways, plus the client plumbing; no SDK import. Only
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import email.utils
-import time
-import weakref
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
@@ -21,23 +16,18 @@ from daimon.core.events import (
     Done,
     StreamEvent,
     TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
     UsageEvent,
 )
 from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.streaming import PendingToolCall
 
 __all__ = (
-    "Clients",
     "ERROR_STATUS",
     "EventDecoder",
     "REQUEST_OPTIONS",
-    "is_retryable_status",
     "messages_to_wire",
     "request_body",
     "response_from_wire",
-    "retry_after",
 )
 
 REQUEST_OPTIONS = frozenset({"timeout", "extra_headers", "extra_query", "extra_body"})
@@ -207,14 +197,6 @@ def _usage(usage: Mapping[str, Any] | None) -> Usage:
     )
 
 
-@dataclass(slots=True)
-class _PendingCall:
-    id: str
-    name: str
-    index: int
-    arguments: list[str] = field(default_factory=list[str])
-
-
 class EventDecoder:
     """Turns Messages stream events into daimon stream events.
 
@@ -224,7 +206,7 @@ class EventDecoder:
     __slots__ = ("_calls", "_model", "_saw_calls", "_stop", "_stopped", "_tool_count", "_usage")
 
     def __init__(self) -> None:
-        self._calls: dict[int, _PendingCall] = {}
+        self._calls: dict[int, PendingToolCall] = {}
         self._tool_count = 0
         self._model: str | None = None
         self._usage: dict[str, Any] = {}
@@ -242,26 +224,23 @@ class EventDecoder:
             elif delta.get("type") == "input_json_delta" and delta.get("partial_json"):
                 call = self._calls.get(event.get("index", 0))
                 if call is not None:
-                    call.arguments.append(delta["partial_json"])
-                    yield ToolCallDelta(
-                        call_id=call.id, arguments_delta=delta["partial_json"], index=call.index
-                    )
+                    yield call.add(delta["partial_json"])
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
             if block.get("type") == "tool_use":
-                call = _PendingCall(
+                call = PendingToolCall(
                     id=block.get("id") or "", name=block.get("name") or "", index=self._tool_count
                 )
                 self._tool_count += 1
                 self._saw_calls = True
                 self._calls[event.get("index", 0)] = call
-                yield ToolCallStart(call_id=call.id, name=call.name, index=call.index)
+                yield call.start()
             elif block.get("type") == "text" and block.get("text"):
                 yield TextDelta(text=block["text"])
         elif kind == "content_block_stop":
             call = self._calls.pop(event.get("index", 0), None)
             if call is not None:
-                yield _end(call)
+                yield call.end()
         elif kind == "message_start":
             message = event.get("message") or {}
             self._model = message.get("model") or None
@@ -272,7 +251,7 @@ class EventDecoder:
         elif kind == "message_stop":
             self._stopped = True
             for index in sorted(self._calls):
-                yield _end(self._calls[index])
+                yield self._calls[index].end()
             self._calls.clear()
 
     def _merge_usage(self, usage: Mapping[str, Any] | None) -> None:
@@ -291,80 +270,3 @@ class EventDecoder:
         yield Done(
             stop_reason=_stop_reason(self._stop, has_calls=self._saw_calls), model=self._model
         )
-
-
-def _end(call: _PendingCall) -> ToolCallEnd:
-    return ToolCallEnd(
-        call=ToolCall.from_json(call.id, call.name, "".join(call.arguments)), index=call.index
-    )
-
-
-def is_retryable_status(status: int) -> bool:
-    """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
-    return status in (408, 409, 429) or status >= 500
-
-
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-class Clients:
-    """SDK clients, one per event loop (connection pools belong to the loop that opened them).
-
-    Each client is closed by :meth:`aclose`, or else when its event loop shuts down
-    (``asyncio.run`` and ``asyncio.Runner`` finalize async generators, and a guard generator
-    closes the client then), so no connection outlives its loop.
-    """
-
-    __slots__ = ("_client", "_factory", "_given", "_guard", "_loop")
-
-    def __init__(self, factory: Callable[[], Any], given: Any) -> None:
-        self._factory = factory
-        self._given = given
-        self._client: Any = None
-        self._guard: AsyncGenerator[None] | None = None
-        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-
-    async def get(self) -> Any:
-        """The client for the running loop."""
-        if self._given is not None:
-            return self._given
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is None or self._loop() is not loop:
-            client = self._factory()
-            guard = _close_with_loop(client)
-            await anext(guard)  # the loop now tracks the guard, and finalizes it at shutdown
-            self._client, self._guard, self._loop = client, guard, weakref.ref(loop)
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the client built for the running loop, if any."""
-        guard, loop = self._guard, self._loop
-        self._client = self._guard = self._loop = None
-        if guard is not None and loop is not None and loop() is asyncio.get_running_loop():
-            await guard.aclose()
-
-
-async def _close_with_loop(client: Any) -> AsyncGenerator[None]:
-    try:
-        yield
-    finally:
-        await client.close()

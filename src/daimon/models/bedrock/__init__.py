@@ -42,16 +42,14 @@ from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
+from daimon.core.sdk_support import LoopClients, is_retryable_status, retry_after
 from daimon.models.bedrock._mapping import (
     ERROR_STATUS,
     MERGED_FIELDS,
     RETRYABLE_ERRORS,
-    Clients,
     EventDecoder,
-    is_retryable_status,
     request_params,
     response_from_wire,
-    retry_after,
 )
 
 aio_session = require("aiobotocore.session", extra="bedrock")
@@ -148,7 +146,7 @@ class _Bedrock:
             raise BuilderError(f"{what} needs both aws_access_key_id and aws_secret_access_key")
         self.model_name = model_name
         if client is not None:
-            self._clients = Clients(_no_factory, client, _close)
+            self._clients = LoopClients(_no_factory, client, _close)
             return
         region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         if not region:
@@ -183,7 +181,7 @@ class _Bedrock:
             )
             return await context.__aenter__()
 
-        self._clients = Clients(factory, None, _close)
+        self._clients = LoopClients(factory, None, _close)
 
     async def _client(self) -> Any:
         try:

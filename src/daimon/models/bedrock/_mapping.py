@@ -6,14 +6,9 @@ import. Only :mod:`daimon.models.bedrock` uses it.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import email.utils
 import json
-import time
-import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
@@ -22,24 +17,19 @@ from daimon.core.events import (
     Done,
     StreamEvent,
     TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
     UsageEvent,
 )
 from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.streaming import PendingToolCall
 
 __all__ = (
-    "Clients",
     "ERROR_STATUS",
     "EventDecoder",
     "MERGED_FIELDS",
     "RETRYABLE_ERRORS",
-    "is_retryable_status",
     "messages_to_wire",
     "request_params",
     "response_from_wire",
-    "retry_after",
 )
 
 MERGED_FIELDS = frozenset({"inferenceConfig", "outputConfig", "additionalModelRequestFields"})
@@ -279,14 +269,6 @@ def _usage(usage: Mapping[str, Any] | None) -> Usage:
     )
 
 
-@dataclass(slots=True)
-class _PendingCall:
-    id: str
-    name: str
-    index: int
-    arguments: list[str] = field(default_factory=list[str])
-
-
 class EventDecoder:
     """Turns ConverseStream events (``{"contentBlockDelta": {...}}``, ...) into daimon events.
 
@@ -298,7 +280,7 @@ class EventDecoder:
 
     def __init__(self, *, model: str) -> None:
         self._model = model
-        self._calls: dict[int, _PendingCall] = {}
+        self._calls: dict[int, PendingToolCall] = {}
         self._count = 0
         self._stop: str | None = None
         self._stopped = False
@@ -318,27 +300,26 @@ class EventDecoder:
                 piece = (delta["toolUse"] or {}).get("input") or ""
                 call = self._calls.get(body.get("contentBlockIndex", 0))
                 if call is not None and piece:
-                    call.arguments.append(piece)
-                    yield ToolCallDelta(call_id=call.id, arguments_delta=piece, index=call.index)
+                    yield call.add(piece)
         elif "contentBlockStart" in event:
             body = event["contentBlockStart"]
             use = (body.get("start") or {}).get("toolUse")
             if use is not None:
-                call = _PendingCall(
+                call = PendingToolCall(
                     id=use.get("toolUseId") or "", name=use.get("name") or "", index=self._count
                 )
                 self._count += 1
                 self._calls[body.get("contentBlockIndex", 0)] = call
-                yield ToolCallStart(call_id=call.id, name=call.name, index=call.index)
+                yield call.start()
         elif "contentBlockStop" in event:
             call = self._calls.pop(event["contentBlockStop"].get("contentBlockIndex", 0), None)
             if call is not None:
-                yield _end(call)
+                yield call.end()
         elif "messageStop" in event:
             self._stop = event["messageStop"].get("stopReason")
             self._stopped = True
             for index in sorted(self._calls):
-                yield _end(self._calls[index])
+                yield self._calls[index].end()
             self._calls.clear()
         elif "metadata" in event:
             self._usage = event["metadata"].get("usage") or {}
@@ -354,88 +335,4 @@ class EventDecoder:
         )
 
 
-def _end(call: _PendingCall) -> ToolCallEnd:
-    return ToolCallEnd(
-        call=ToolCall.from_json(call.id, call.name, "".join(call.arguments)), index=call.index
-    )
-
-
 # ---------------------------------------------------------------- errors
-def is_retryable_status(status: int) -> bool:
-    """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
-    return status in (408, 409, 429) or status >= 500
-
-
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-# ---------------------------------------------------------------- clients
-class Clients:
-    """SDK clients, one per event loop (connection pools belong to the loop that opened them).
-
-    Each client is closed by :meth:`aclose`, or else when its event loop shuts down
-    (``asyncio.run`` and ``asyncio.Runner`` finalize async generators, and a guard generator
-    closes the client then), so no connection outlives its loop.
-    """
-
-    __slots__ = ("_client", "_close", "_factory", "_given", "_guard", "_loop")
-
-    def __init__(
-        self,
-        factory: Callable[[], Awaitable[Any]],
-        given: Any,
-        close: Callable[[Any], Awaitable[None]],
-    ) -> None:
-        self._factory = factory
-        self._given = given
-        self._close = close
-        self._client: Any = None
-        self._guard: AsyncGenerator[None] | None = None
-        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-
-    async def get(self) -> Any:
-        """The client for the running loop."""
-        if self._given is not None:
-            return self._given
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is None or self._loop() is not loop:
-            client = await self._factory()
-            guard = _close_with_loop(client, self._close)
-            await anext(guard)  # the loop now tracks the guard, and finalizes it at shutdown
-            self._client, self._guard, self._loop = client, guard, weakref.ref(loop)
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the client built for the running loop, if any."""
-        guard, loop = self._guard, self._loop
-        self._client = self._guard = self._loop = None
-        if guard is not None and loop is not None and loop() is asyncio.get_running_loop():
-            await guard.aclose()
-
-
-async def _close_with_loop(
-    client: Any, close: Callable[[Any], Awaitable[None]]
-) -> AsyncGenerator[None]:
-    try:
-        yield
-    finally:
-        await close(client)

@@ -45,15 +45,13 @@ from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
+from daimon.core.sdk_support import LoopClients, is_retryable_status, retry_after
 from daimon.models.gemini._mapping import (
     REQUEST_OPTIONS,
     ChunkDecoder,
-    Clients,
     contents_to_wire,
-    is_retryable_status,
     request_config,
     response_from_wire,
-    retry_after,
     retry_delay,
 )
 
@@ -229,7 +227,7 @@ class _Gemini:
                 api_version=api_version,
                 timeout=timeout,
             )
-        self._clients = Clients(factory, client, _close)
+        self._clients = LoopClients(factory, client, _close)
 
     async def _client(self) -> Any:
         try:

@@ -39,14 +39,12 @@ from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
+from daimon.core.sdk_support import LoopClients, is_retryable_status, retry_after
 from daimon.models.ollama._mapping import (
     CHAT_ARGUMENTS,
     ChunkDecoder,
-    Clients,
     chat_arguments,
-    is_retryable_status,
     response_from_wire,
-    retry_after,
 )
 
 ollama = require("ollama", extra="ollama")
@@ -139,7 +137,7 @@ class _Ollama:
                     event_hooks={"response": [_remember_error_headers]},
                 )
 
-        self._clients = Clients(factory, client, _close)
+        self._clients = LoopClients(factory, client, _close)
 
     async def aclose(self) -> None:
         """Close the HTTP client this model opened (not one it was given). Idempotent."""

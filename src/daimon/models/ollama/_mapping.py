@@ -11,13 +11,9 @@ calls they answer.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import email.utils
-import time
 import uuid
-import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
@@ -36,13 +32,10 @@ from daimon.core.messages import ImagePart, Message, Role, ToolCall
 __all__ = (
     "CHAT_ARGUMENTS",
     "ChunkDecoder",
-    "Clients",
     "chat_arguments",
-    "is_retryable_status",
     "messages_to_wire",
     "new_call_id",
     "response_from_wire",
-    "retry_after",
 )
 
 CHAT_ARGUMENTS = frozenset({"think", "keep_alive", "logprobs", "top_logprobs", "format"})
@@ -248,78 +241,3 @@ class ChunkDecoder:
 
 
 # ---------------------------------------------------------------- errors
-def is_retryable_status(status: int) -> bool:
-    """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
-    return status in (408, 409, 429) or status >= 500
-
-
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-# ---------------------------------------------------------------- clients
-class Clients:
-    """SDK clients, one per event loop (connection pools belong to the loop that opened them).
-
-    Each client is closed by :meth:`aclose`, or else when its event loop shuts down
-    (``asyncio.run`` and ``asyncio.Runner`` finalize async generators, and a guard generator
-    closes the client then), so no connection outlives its loop.
-    """
-
-    __slots__ = ("_client", "_close", "_factory", "_given", "_guard", "_loop")
-
-    def __init__(
-        self, factory: Callable[[], Any], given: Any, close: Callable[[Any], Awaitable[None]]
-    ) -> None:
-        self._factory = factory
-        self._given = given
-        self._close = close
-        self._client: Any = None
-        self._guard: AsyncGenerator[None] | None = None
-        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-
-    async def get(self) -> Any:
-        """The client for the running loop."""
-        if self._given is not None:
-            return self._given
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is None or self._loop() is not loop:
-            client = self._factory()
-            guard = _close_with_loop(client, self._close)
-            await anext(guard)  # the loop now tracks the guard, and finalizes it at shutdown
-            self._client, self._guard, self._loop = client, guard, weakref.ref(loop)
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the client built for the running loop, if any."""
-        guard, loop = self._guard, self._loop
-        self._client = self._guard = self._loop = None
-        if guard is not None and loop is not None and loop() is asyncio.get_running_loop():
-            await guard.aclose()
-
-
-async def _close_with_loop(
-    client: Any, close: Callable[[Any], Awaitable[None]]
-) -> AsyncGenerator[None]:
-    try:
-        yield
-    finally:
-        await close(client)

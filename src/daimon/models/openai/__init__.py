@@ -20,16 +20,14 @@ from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
+from daimon.core.sdk_support import LoopClients, is_retryable_status, retry_after
 from daimon.models.openai._mapping import (
     REQUEST_OPTIONS,
     ChunkDecoder,
-    Clients,
     as_dict,
     detail,
-    is_retryable_status,
     request_body,
     response_from_wire,
-    retry_after,
 )
 
 openai = require("openai", extra="openai")
@@ -100,7 +98,7 @@ class _ChatCompletions:
     """Agents with an ``output_type`` use ``response_format`` (JSON schema) with these models."""
     __slots__ = ("_clients", "_max_tokens_param", "model_name")
 
-    def __init__(self, model_name: str, clients: Clients, max_tokens_param: str) -> None:
+    def __init__(self, model_name: str, clients: LoopClients, max_tokens_param: str) -> None:
         if not model_name:
             raise BuilderError(f"{type(self).__name__} needs a model name")
         if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
@@ -218,7 +216,7 @@ class OpenAIModel(_ChatCompletions):
                 timeout=timeout,
                 what="OpenAIModel",
             )
-        super().__init__(model_name, Clients(factory, client), max_tokens_param)
+        super().__init__(model_name, LoopClients(factory, client), max_tokens_param)
 
 
 class AzureOpenAIModel(_ChatCompletions):
@@ -279,7 +277,7 @@ class AzureOpenAIModel(_ChatCompletions):
                     max_retries=0,
                 )
 
-        super().__init__(deployment, Clients(factory, client), "max_completion_tokens")
+        super().__init__(deployment, LoopClients(factory, client), "max_completion_tokens")
 
 
 class OpenAIEmbeddingModel:
@@ -336,7 +334,7 @@ class OpenAIEmbeddingModel:
                 timeout=timeout,
                 what="OpenAIEmbeddingModel",
             )
-        self._clients = Clients(factory, client)
+        self._clients = LoopClients(factory, client)
 
     @property
     def dimensions(self) -> int:

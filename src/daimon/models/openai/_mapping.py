@@ -6,13 +6,8 @@ uses it.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import email.utils
-import time
-import weakref
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
@@ -21,24 +16,19 @@ from daimon.core.events import (
     Done,
     StreamEvent,
     TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
     UsageEvent,
 )
 from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.streaming import PendingToolCall
 
 __all__ = (
     "ChunkDecoder",
-    "Clients",
     "REQUEST_OPTIONS",
     "as_dict",
     "detail",
-    "is_retryable_status",
     "message_to_wire",
     "request_body",
     "response_from_wire",
-    "retry_after",
 )
 
 REQUEST_OPTIONS = frozenset({"timeout", "extra_headers", "extra_query", "extra_body"})
@@ -168,14 +158,6 @@ def _usage(usage: Mapping[str, Any] | None) -> Usage:
     )
 
 
-@dataclass(slots=True)
-class _PendingCall:
-    id: str
-    name: str
-    index: int
-    arguments: list[str] = field(default_factory=list[str])
-
-
 class ChunkDecoder:
     """Turns ``chat.completion.chunk`` objects into daimon stream events.
 
@@ -188,7 +170,7 @@ class ChunkDecoder:
 
     def __init__(self, *, provider: str) -> None:
         self._provider = provider
-        self._calls: dict[int, _PendingCall] = {}
+        self._calls: dict[int, PendingToolCall] = {}
         self._finish: str | None = None
         self._model: str | None = None
         self._usage: Usage | None = None
@@ -219,24 +201,20 @@ class ChunkDecoder:
         function = piece.get("function") or {}
         call = self._calls.get(index)
         if call is None:
-            call = _PendingCall(
+            call = PendingToolCall(
                 id=piece.get("id") or f"call_{index}", name=function.get("name") or "", index=index
             )
             self._calls[index] = call
             self._saw_calls = True
-            yield ToolCallStart(call_id=call.id, name=call.name, index=index)
+            yield call.start()
         elif function.get("name") and function["name"] != call.name:
             call.name += function["name"]
         if function.get("arguments"):
-            call.arguments.append(function["arguments"])
-            yield ToolCallDelta(call_id=call.id, arguments_delta=function["arguments"], index=index)
+            yield call.add(function["arguments"])
 
     def _end_calls(self) -> Iterator[StreamEvent]:
         for index in sorted(self._calls):
-            call = self._calls[index]
-            yield ToolCallEnd(
-                call=ToolCall.from_json(call.id, call.name, "".join(call.arguments)), index=index
-            )
+            yield self._calls[index].end()
         self._calls.clear()
 
     def finish(self) -> Iterator[StreamEvent]:
@@ -248,77 +226,6 @@ class ChunkDecoder:
         yield UsageEvent(usage=self._usage or Usage(requests=1))
         stop = _stop_reason(self._finish, has_calls=self._saw_calls)
         yield Done(stop_reason=stop, model=self._model)
-
-
-def is_retryable_status(status: int) -> bool:
-    """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
-    return status in (408, 409, 429) or status >= 500
-
-
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-class Clients:
-    """SDK clients, one per event loop (connection pools belong to the loop that opened them).
-
-    Each client is closed by :meth:`aclose`, or else when its event loop shuts down
-    (``asyncio.run`` and ``asyncio.Runner`` finalize async generators, and a guard generator
-    closes the client then), so no connection outlives its loop.
-    """
-
-    __slots__ = ("_client", "_factory", "_given", "_guard", "_loop")
-
-    def __init__(self, factory: Callable[[], Any], given: Any) -> None:
-        self._factory = factory
-        self._given = given
-        self._client: Any = None
-        self._guard: AsyncGenerator[None] | None = None
-        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-
-    async def get(self) -> Any:
-        """The client for the running loop."""
-        if self._given is not None:
-            return self._given
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is None or self._loop() is not loop:
-            client = self._factory()
-            guard = _close_with_loop(client)
-            await anext(guard)  # the loop now tracks the guard, and finalizes it at shutdown
-            self._client, self._guard, self._loop = client, guard, weakref.ref(loop)
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the client built for the running loop, if any."""
-        guard, loop = self._guard, self._loop
-        self._client = self._guard = self._loop = None
-        if guard is not None and loop is not None and loop() is asyncio.get_running_loop():
-            await guard.aclose()
-
-
-async def _close_with_loop(client: Any) -> AsyncGenerator[None]:
-    try:
-        yield
-    finally:
-        await client.close()
 
 
 def as_dict(obj: Any) -> dict[str, Any]:
