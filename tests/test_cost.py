@@ -2,8 +2,17 @@ from __future__ import annotations
 
 import pytest
 
-from daimon.core import BuilderError, Usage
-from daimon.cost import CostModel, CostTracker, ModelPrice, PriceTable, TokenDirection
+from daimon.core import BudgetExceededError, BuilderError, Usage
+from daimon.cost import (
+    DEFAULT_MAX_OUTPUT_TOKENS,
+    Budget,
+    CostModel,
+    CostTracker,
+    ModelPrice,
+    PriceTable,
+    SpendRecord,
+    TokenDirection,
+)
 
 M = 1_000_000
 
@@ -265,3 +274,98 @@ def test_builtin_prices_cover_the_providers_and_say_when_they_were_read() -> Non
     assert mini is not None and 0 < mini.input < mini.output
     assert table.price("anthropic:claude-sonnet-4-5") is not None
     assert table.cost("gpt-4o-mini", Usage(input_tokens=1_000_000)) == mini.input
+
+
+# ------------------------------------------------------------------ budgets and worst cases
+def test_a_response_naming_an_unpriced_model_is_priced_as_the_model_asked_for() -> None:
+    tracker = CostTracker(TABLE)
+    assert tracker.record("my-alias", usage(1000, 100), requested="gpt-4o") == pytest.approx(
+        (1000 * 2.5 + 100 * 10.0) / M
+    )
+    # The model that answered prices the call when it has a price of its own.
+    assert tracker.record("gpt-4o-mini", usage(1000), requested="gpt-4o") == pytest.approx(
+        1000 * 0.15 / M
+    )
+    assert tracker.record("mystery", usage(1000), requested="unknown") == 0.0
+    assert set(tracker.by_model) == {"my-alias", "gpt-4o-mini", "mystery"}
+
+
+def test_any_cost_model_falls_back_to_the_requested_model_when_the_answer_costs_nothing() -> None:
+    class PerModel:
+        def cost_per_token(self, model_id: str, direction: TokenDirection) -> float:
+            return 1.0 if model_id == "known" else 0.0
+
+    tracker = CostTracker(PerModel())
+    assert tracker.record("alias", usage(2, 3), requested="known") == 5.0
+    assert tracker.worst_case(["alias", "known"], 2, 3) == 5.0
+
+
+def test_the_worst_case_takes_the_dearest_model_that_may_answer() -> None:
+    tracker = CostTracker(TABLE)
+    cost = tracker.worst_case(["gpt-4o-mini", "gpt-4o"], 1000, 100)
+    assert cost == pytest.approx((1000 * 2.5 + 100 * 10.0) / M)
+    # Models the table does not know are left out; when it knows none, its highest prices count.
+    assert tracker.worst_case(["gpt-4o", "mystery"], 1000, 0) == pytest.approx(1000 * 2.5 / M)
+    assert tracker.worst_case(["mystery"], 1000, 100) == pytest.approx((1000 * 30 + 100 * 60) / M)
+    assert CostTracker().worst_case(["gpt-4o"], 1000, 100) == 0.0
+
+
+def test_a_cached_price_above_the_input_price_is_the_worst_case_of_input() -> None:
+    table = PriceTable({"m": ModelPrice(input=1.0, output=0.0, cached_input=3.0)}, as_of="t")
+    assert CostTracker(table).worst_case(["m"], 10, 0) == pytest.approx(30 / M)
+
+
+def test_max_output_tokens_comes_from_the_price_entry_or_the_default() -> None:
+    table = PriceTable(
+        {"small": ModelPrice(input=1.0, output=1.0, max_output_tokens=4096)}, as_of="t"
+    )
+    tracker = CostTracker(table)
+    assert tracker.max_output_tokens("small-2025") == 4096
+    assert tracker.max_output_tokens("other") == DEFAULT_MAX_OUTPUT_TOKENS
+    assert CostTracker().max_output_tokens("small") == DEFAULT_MAX_OUTPUT_TOKENS
+    with pytest.raises(BuilderError, match="max_output_tokens must be a positive integer"):
+        ModelPrice(input=1.0, output=1.0, max_output_tokens=0)
+
+
+def test_a_budget_refuses_what_could_pass_its_limit_or_a_callers() -> None:
+    caller = Budget(10.0)
+    held = caller.reserve(4.0)
+    caller.settle(held, 3.0)
+    assert caller.used == 3.0
+    sub = Budget(None, caller)  # no limit of its own: the caller's applies
+    sub.reserve(6.0)
+    assert caller.used == 9.0  # held for the sub-agent while it runs
+    with pytest.raises(BudgetExceededError) as refused:
+        Budget(None, caller).reserve(2.0)  # a second sub-agent, in parallel
+    assert (refused.value.spent, refused.value.limit) == (9.0, 10.0)
+    sub.settle(6.0, 5.0)
+    sub.spend(0.5)  # what its own tools reported
+    assert (sub.used, caller.used) == (5.5, 8.5)
+    sub.close()  # it ended: the caller counts it from the usage its tool reports
+    assert caller.used == 3.0
+    caller.spend(5.5)
+    assert caller.used == 8.5
+
+
+def test_a_budget_of_its_own_can_be_tighter_than_the_callers() -> None:
+    caller = Budget(100.0)
+    sub = Budget(1.0, caller, spent=0.5)  # resumed with $0.5 spent: not counted again above
+    with pytest.raises(BudgetExceededError) as refused:
+        sub.reserve(0.6)
+    assert (refused.value.spent, refused.value.limit) == (0.5, 1.0)
+    deep = Budget(None, sub)
+    deep.reserve(0.25)
+    assert (sub.used, caller.used) == (0.75, 0.25)
+    deep.close()
+    assert (sub.used, caller.used) == (0.5, 0.0)
+
+
+def test_a_spend_record_goes_to_the_first_run_that_claims_it() -> None:
+    assert SpendRecord.claim() is None
+    record, token = SpendRecord.collect()
+    try:
+        assert SpendRecord.claim() is record
+        assert SpendRecord.claim() is None  # nested runs do not overwrite their caller's totals
+    finally:
+        SpendRecord.done(token)
+    assert SpendRecord.claim() is None

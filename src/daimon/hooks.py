@@ -16,6 +16,10 @@ class AgentHook:
 
     An exception raised by a hook fails the run: hooks are part of the program, not observers
     that may be ignored.
+
+    Every run that :meth:`on_run_start` began ends with exactly one of :meth:`on_run_end` (it
+    finished or paused) and :meth:`on_error` (it failed, was cancelled or interrupted, or its
+    stream was abandoned), so whatever a hook opens at the start it can close at the end.
     """
 
     async def on_run_start(self, state: RunState) -> None:
@@ -40,4 +44,11 @@ class AgentHook:
         """Once, when the run finishes or pauses for approvals (``response.paused``)."""
 
     async def on_error(self, error: BaseException, state: RunState) -> None:
-        """When the run fails, before the error reaches the caller."""
+        """When the run ends without an answer, before the error reaches the caller.
+
+        ``error`` is what ended it: an exception; :class:`asyncio.CancelledError` when the run's
+        task was cancelled (``task.cancel()``, ``asyncio.timeout``); :class:`KeyboardInterrupt`;
+        or :class:`GeneratorExit` when a ``prompt_stream`` consumer closed the stream early or
+        dropped it (then asyncio closes it in a task of its own). ``state.usage`` and
+        ``state.cost`` hold what the run had used and spent.
+        """

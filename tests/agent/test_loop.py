@@ -255,7 +255,8 @@ PRICES = PriceTable({"pricey": ModelPrice(input=1_000_000.0, output=1_000_000.0)
 
 
 async def test_the_budget_stops_the_run_before_the_call_that_would_pass_it() -> None:
-    # each call costs 10 input + 10 output tokens at $1 per token = $20.
+    # $1 an output token, $0.001 an input token: each call costs 10 * 0.001 + 10 * 1 = $10.01,
+    # and its reservation is max_tokens (10) dollars plus under a dollar of input.
     def respond(request: ChatRequest) -> ChatResponse:
         return ChatResponse.tool_use(
             call("add", {"a": 1, "b": 2}, f"c{len(request.messages)}"),
@@ -263,13 +264,13 @@ async def test_the_budget_stops_the_run_before_the_call_that_would_pass_it() -> 
             model="pricey",
         )
 
+    prices = PriceTable({"pricey": ModelPrice(input=1_000.0, output=1_000_000.0)}, as_of="test")
     model = FunctionModel(respond, model_name="pricey")
-    agent = Agent(model, tools=[add], cost_model=PRICES, max_budget=50.0, max_tokens=10)
+    agent = Agent(model, tools=[add], cost_model=prices, max_budget=25.0, max_tokens=10)
     with pytest.raises(BudgetExceededError) as info:
         await agent.prompt("go")
-    assert info.value.limit == 50.0
-    assert info.value.spent <= 50.0
-    assert info.value.spent == 40.0  # two calls made; a third could pass the limit
+    assert info.value.limit == 25.0
+    assert info.value.spent == pytest.approx(20.02)  # two calls made; a third could pass 25
 
 
 async def test_usage_and_cost_add_up_over_the_run() -> None:

@@ -9,13 +9,16 @@ import pytest
 
 from daimon import (
     Agent,
-    BudgetExceededError,
+    AgentHook,
     CancelToken,
     ChatRequest,
     ChatResponse,
+    ModelPrice,
+    PriceTable,
     Role,
     RunCancelled,
     RunContext,
+    RunState,
     ToolCall,
     tool,
 )
@@ -191,25 +194,76 @@ async def test_a_sub_agent_that_needs_approval_is_an_error_result() -> None:
     assert ran == []
 
 
-async def test_the_parents_budget_counts_what_the_sub_agent_spent() -> None:
-    # The parent's own first call costs $3; the sub-agent's answer costs 10 + 2*5 = $20.
-    def family(sub_priced: bool) -> Agent:
-        sub = Agent(
-            ScriptedModel([reply("fact", 10, 5)], model_name="m"),
-            cost_model=PRICES if sub_priced else None,
-        )
-        return scripted(
-            calls(("research", {"task": "t"}), input_tokens=1, output_tokens=1),
-            reply("done", 1, 1),
-            tools=[research_tool(sub)],
-            max_budget=20.0,
-        )
+CHEAP_INPUT = PriceTable({"m": ModelPrice(input=1_000, output=2_000_000)}, as_of="2025-01-01")
+"""$0.001 per input token (a reservation's input allowance stays small) and $2 per output token."""
 
-    assert (await family(sub_priced=False).prompt("go")).text == "done"  # $3 + $0: within budget
-    with pytest.raises(BudgetExceededError) as raised:
-        await family(sub_priced=True).prompt("go")
-    assert raised.value.spent == pytest.approx(23.0)
-    assert raised.value.limit == 20.0
+
+async def test_the_sub_agent_spends_from_the_parents_budget() -> None:
+    # The parent's calls cost $2 each; the sub-agent's answer costs $20, and it reserves a little
+    # more (its 10 output tokens, plus its input at a token a byte).
+    def family(budget: float) -> tuple[Agent, Agent]:
+        sub = Agent(
+            ScriptedModel([reply("fact", 0, 10)], model_name="m"),
+            cost_model=CHEAP_INPUT,
+            max_tokens=10,
+        )
+        parent = scripted(
+            calls(("research", {"task": "t"}), input_tokens=0, output_tokens=1),
+            reply("done", 0, 1),
+            tools=[research_tool(sub)],
+            max_tokens=1,
+            max_budget=budget,
+        )
+        return parent.replace(cost_model=CHEAP_INPUT), sub
+
+    parent, sub = family(100.0)
+    assert (await parent.prompt("go")).cost == pytest.approx(2 + 20 + 2)
+    # $18 left after the parent's first call: too little for the sub-agent's worst case, so it
+    # makes no call, and the parent's model reads why.
+    parent, sub = family(20.0)
+    response = await parent.prompt("go")
+    assert (response.text, response.cost) == ("done", pytest.approx(4.0))
+    assert requests_of(sub) == []
+    refusal = requests_of(parent)[1].messages[-1]
+    assert refusal.is_error and "BudgetExceededError" in refusal.text
+    assert "limit was $20.000000" in refusal.text
+
+
+async def test_parallel_sub_agents_share_what_the_parent_has_left() -> None:
+    # Each sub-agent reserves just over $20 and spends $20: with $50, two fit and the third is
+    # refused, although none has spent anything yet when the third starts.
+    started: list[str] = []
+    two_started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def answer(request: ChatRequest) -> ChatResponse:
+        started.append(request.messages[-1].text)
+        if len(started) == 2:
+            two_started.set()
+        await release.wait()
+        return reply("fact", 0, 10)
+
+    async def release_when_two_wait() -> None:
+        await two_started.wait()
+        for _ in range(10):  # time for a third to start, were it allowed to
+            await asyncio.sleep(0)
+        release.set()
+
+    sub = Agent(FunctionModel(answer, model_name="m"), cost_model=CHEAP_INPUT, max_tokens=10)
+    parent = scripted(
+        calls(*[("research", {"task": "t"})] * 3, input_tokens=0, output_tokens=0),
+        reply("done", 0, 0),
+        tools=[research_tool(sub)],
+        max_tokens=1,
+        max_budget=50.0,
+    ).replace(cost_model=CHEAP_INPUT)
+    releaser = asyncio.create_task(release_when_two_wait())
+    response = await parent.prompt("go")
+    await releaser
+    assert len(started) == 2
+    assert response.cost == pytest.approx(40.0)
+    results = [m for m in requests_of(parent)[1].messages if m.role == "tool"]
+    assert sorted(m.is_error for m in results) == [False, False, True]
 
 
 async def test_cancelling_the_parent_stops_the_sub_agent_at_once() -> None:
@@ -291,3 +345,32 @@ async def test_a_sub_agent_with_an_output_type_answers_with_json() -> None:
     result = requests_of(parent)[1].messages[-1]
     assert not result.is_error
     assert result.text == '{"claim":"owls hunt at night","confidence":0.9}'
+
+
+async def test_a_cancelled_sub_agents_spending_still_reaches_the_parent() -> None:
+    reached = asyncio.Event()
+    seen: list[float] = []
+
+    @tool
+    async def wait() -> str:
+        """Waits forever."""
+        reached.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    class LastCost(AgentHook):
+        async def on_error(self, error: BaseException, state: RunState) -> None:
+            seen.append(state.cost)
+
+    sub = scripted(calls(("wait", {}), input_tokens=2, output_tokens=1), tools=[wait])  # $4
+    parent = scripted(
+        calls(("research", {"task": "t"}), input_tokens=1, output_tokens=0),  # $1
+        tools=[research_tool(sub)],
+        hooks=[LastCost()],
+    )
+    run = asyncio.create_task(parent.prompt("go"))
+    await reached.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert seen == [pytest.approx(5.0)]

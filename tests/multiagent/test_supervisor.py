@@ -10,12 +10,13 @@ import pytest
 
 from daimon import (
     Agent,
-    BudgetExceededError,
     BuilderError,
     CancelToken,
     ChatRequest,
     ChatResponse,
     Done,
+    ModelPrice,
+    PriceTable,
     Role,
     RunCancelled,
     ToolCall,
@@ -212,20 +213,32 @@ async def test_a_wrong_typed_answer_is_retried_after_delegating() -> None:
     assert retry.is_error and "summary" in retry.text
 
 
-async def test_the_supervisors_budget_counts_its_agents_spending() -> None:
-    # The supervisor's own calls are cheap; billing's answer costs $1000, past the $100 budget.
-    billing = scripted(reply("refund issued", 1000, 0), name="billing")
+async def test_the_supervisors_agents_spend_from_its_budget() -> None:
+    # Billing's answer would cost $1000 (500 output tokens at $2), past the $100 budget: it is
+    # refused before its call, and the supervisor's model reads why.
+    cheap_input = PriceTable({"m": ModelPrice(input=1_000, output=2_000_000)}, as_of="t")
+    billing = Agent(
+        ScriptedModel([reply("refund issued", 0, 500)], model_name="m"),
+        name="billing",
+        cost_model=cheap_input,
+        max_tokens=500,
+    )
     supervisor = Supervisor(
-        ScriptedModel([calls(delegate("billing", "refund")), reply("done")], model_name="m"),
+        ScriptedModel(
+            [calls(delegate("billing", "refund"), input_tokens=0), reply("done", 0, 1)],
+            model_name="m",
+        ),
         {"billing": billing},
         system_prompt="Delegate.",
-        cost_model=PRICES,
+        cost_model=cheap_input,
+        max_tokens=1,
         max_budget=100.0,
     )
-    with pytest.raises(BudgetExceededError) as raised:
-        await supervisor.prompt("refund")
-    assert raised.value.spent == pytest.approx(3 + 1000)
-    assert len(requests_of(supervisor.agent)) == 1  # the second call was refused
+    response = await supervisor.prompt("refund")
+    assert (response.text, response.cost) == ("done", pytest.approx(4.0))
+    assert requests_of(billing) == []
+    refusal = requests_of(supervisor.agent)[1].messages[-1]
+    assert refusal.is_error and "BudgetExceededError" in refusal.text
 
 
 async def test_cancelling_stops_every_running_delegation() -> None:

@@ -1,8 +1,8 @@
-"""Spans exported over real OTLP/HTTP, configured by OTEL_* variables, to a local receiver.
+"""Spans and metrics exported over real OTLP/HTTP, configured by OTEL_* variables, to a receiver.
 
 The receiver is a small Starlette app under uvicorn on 127.0.0.1 that accepts ``POST /v1/traces``
-and decodes the protobuf payload; the traced program runs in a fresh interpreter, as a user's
-would, configured only by its environment.
+and ``POST /v1/metrics`` and decodes the protobuf payloads; the traced program runs in a fresh
+interpreter, as a user's would, configured only by its environment.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="the otel e
 pytest.importorskip("uvicorn")
 
 import uvicorn
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -54,9 +58,10 @@ PROGRAM = textwrap.dedent(
     def writer(request: ChatRequest) -> ChatResponse:
         if not any(m.role is Role.TOOL for m in request.messages):
             call = ToolCall(id="call-1", name="research", arguments={"task": "owls"})
-            return ChatResponse.tool_use(call, usage=Usage(input_tokens=10, output_tokens=4))
+            usage = Usage(input_tokens=10, output_tokens=4)
+            return ChatResponse.tool_use(call, usage=usage, model="w-1")
         usage = Usage(input_tokens=20, output_tokens=6)
-        return ChatResponse.reply("Owls hunt at night.", usage=usage)
+        return ChatResponse.reply("Owls hunt at night.", usage=usage, model="w-1")
 
 
     def broken(request: ChatRequest) -> ChatResponse:
@@ -77,7 +82,7 @@ PROGRAM = textwrap.dedent(
 
 
     asyncio.run(main())
-    provider.shutdown()  # flushes the batch
+    provider.shutdown()  # flushes the batch; the meter provider exports when the process exits
     """
 )
 
@@ -87,8 +92,14 @@ class Receiver:
 
     def __init__(self) -> None:
         self.requests: list[ExportTraceServiceRequest] = []
+        self.metric_requests: list[ExportMetricsServiceRequest] = []
         self.paths: list[str] = []
-        app = Starlette(routes=[Route("/v1/traces", self._traces, methods=["POST"])])
+        app = Starlette(
+            routes=[
+                Route("/v1/traces", self._traces, methods=["POST"]),
+                Route("/v1/metrics", self._metrics, methods=["POST"]),
+            ]
+        )
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -105,6 +116,17 @@ class Receiver:
         self.requests.append(message)
         self.paths.append(request.url.path)
         reply = ExportTraceServiceResponse().SerializeToString()
+        return Response(reply, media_type="application/x-protobuf")
+
+    async def _metrics(self, request: Request) -> Response:
+        body = await request.body()
+        if request.headers.get("content-encoding") == "gzip":
+            body = gzip.decompress(body)
+        message = ExportMetricsServiceRequest()
+        message.ParseFromString(body)
+        self.metric_requests.append(message)
+        self.paths.append(request.url.path)
+        reply = ExportMetricsServiceResponse().SerializeToString()
         return Response(reply, media_type="application/x-protobuf")
 
     def start(self) -> None:
@@ -127,6 +149,20 @@ class Receiver:
                 for scope_spans in resource_spans.scope_spans:
                     assert scope_spans.scope.name == "daimon"
                     found += [(resource, span) for span in scope_spans.spans]
+        return found
+
+    def histograms(self) -> dict[str, list[tuple[dict[str, Any], Any]]]:
+        """Every histogram data point received, with its attributes, by metric name."""
+        found: dict[str, list[tuple[dict[str, Any], Any]]] = {}
+        for message in self.metric_requests:
+            for resource_metrics in message.resource_metrics:
+                for scope_metrics in resource_metrics.scope_metrics:
+                    assert scope_metrics.scope.name == "daimon"
+                    for metric in scope_metrics.metrics:
+                        assert metric.WhichOneof("data") == "histogram", metric.name
+                        found.setdefault(f"{metric.name} [{metric.unit}]", []).extend(
+                            (_attributes(point), point) for point in metric.histogram.data_points
+                        )
         return found
 
 
@@ -164,7 +200,7 @@ def test_spans_reach_an_otlp_http_receiver_configured_by_the_environment(
         [sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    assert set(receiver.paths) == {"/v1/traces"}
+    assert set(receiver.paths) == {"/v1/traces", "/v1/metrics"}
     received = receiver.spans()
     resource = received[0][0]
     assert resource["service.name"] == "owl-writer"
@@ -201,6 +237,43 @@ def test_spans_reach_an_otlp_http_receiver_configured_by_the_environment(
         assert _attributes(span)["error.type"] == "daimon.core.errors.ModelError"
         assert [e.name for e in span.events] == ["exception"]
 
+    histograms = receiver.histograms()
+    assert set(histograms) == {
+        "gen_ai.client.token.usage [{token}]",
+        "gen_ai.client.operation.duration [s]",
+    }
+    tokens = {
+        (a["gen_ai.request.model"], a.get("gen_ai.response.model"), a["gen_ai.token.type"]): (
+            point.count,
+            point.sum,
+        )
+        for a, point in histograms["gen_ai.client.token.usage [{token}]"]
+    }
+    assert tokens == {
+        ("w", "w-1", "input"): (2, 30),
+        ("w", "w-1", "output"): (2, 10),
+        ("r", None, "input"): (1, 3),
+        ("r", None, "output"): (1, 2),
+    }  # the failed call to "b" used no tokens it could report
+    token_points = histograms["gen_ai.client.token.usage [{token}]"]
+    assert all(a["gen_ai.operation.name"] == "chat" for a, _ in token_points)
+    assert list(token_points[0][1].explicit_bounds) == [4**i for i in range(14)]
+    durations = {
+        (a["gen_ai.request.model"], a.get("error.type")): point
+        for a, point in histograms["gen_ai.client.operation.duration [s]"]
+    }
+    assert {key: point.count for key, point in durations.items()} == {
+        ("w", None): 2,
+        ("r", None): 1,
+        ("b", "daimon.core.errors.ModelError"): 1,
+    }
+    assert all(0 < point.sum < 10 for point in durations.values())
+    assert list(durations["b", "daimon.core.errors.ModelError"].explicit_bounds)[:3] == [
+        0.01,
+        0.02,
+        0.04,
+    ]
+
 
 CONFIGURE = textwrap.dedent(
     """
@@ -211,8 +284,15 @@ CONFIGURE = textwrap.dedent(
     from daimon.models import FunctionModel
     from daimon.telemetry import configure_otlp, instrument
 
+    from opentelemetry import metrics
+
     refused = {}
-    for key, value in [("OTEL_TRACES_EXPORTER", "zipkin"), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]:
+    for key, value in [
+        ("OTEL_TRACES_EXPORTER", "zipkin"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_METRICS_EXPORTER", "prometheus"),
+        ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json"),
+    ]:
         os.environ[key] = value
         try:
             configure_otlp()
@@ -220,10 +300,12 @@ CONFIGURE = textwrap.dedent(
             refused[value] = str(exc)
         del os.environ[key]
     os.environ["OTEL_TRACES_EXPORTER"] = "console"
+    os.environ["OTEL_METRICS_EXPORTER"] = "console"
     provider = configure_otlp(service_name="console-service")
     agent = instrument(Agent(FunctionModel(lambda request: ChatResponse.reply("hi")), name="a"))
     asyncio.run(agent.prompt("hello"))
     provider.shutdown()
+    metrics.get_meter_provider().shutdown()
     print(json.dumps(refused))
     """
 )
@@ -239,6 +321,9 @@ def test_the_environment_picks_the_exporter_and_bad_choices_are_refused() -> Non
     refused = json.loads(last)
     assert "configure_otlp offers otlp, console and none" in refused["zipkin"]
     assert "OTLP protocol 'grpc' is not offered" in refused["grpc"]
+    assert "OTEL_METRICS_EXPORTER names ['prometheus']" in refused["prometheus"]
+    assert "OTLP protocol 'http/json' is not offered" in refused["http/json"]
     printed = "\n".join(console)
     assert '"name": "invoke_agent a"' in printed
     assert '"service.name": "console-service"' in printed
+    assert '"name": "gen_ai.client.operation.duration"' in printed

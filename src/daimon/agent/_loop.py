@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from daimon.agent._budget import RunBudget
 from daimon.agent._checkpointing import RunCheckpointer
 from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
 from daimon.core._fastinit import fast_new
@@ -16,7 +17,6 @@ from daimon.core.cancel import CancelToken
 from daimon.core.chat import ChatRequest, ChatResponse, Usage
 from daimon.core.checkpoints import CheckpointState
 from daimon.core.errors import (
-    BudgetExceededError,
     MaxIterationsError,
     OutputValidationError,
     RunCancelled,
@@ -35,7 +35,7 @@ from daimon.core.messages import Message, Role, ToolCall
 from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
 from daimon.core.streaming import StreamAccumulator
 from daimon.core.tools import ToolOutput
-from daimon.cost import CostTracker
+from daimon.cost import Budget, CostTracker, SpendRecord
 from daimon.guardrails import check_input, check_output
 from daimon.state import RunState
 from daimon.tools import EndRun, RunContext
@@ -139,6 +139,8 @@ async def run_events(
     )
     decisions = decisions or _NO_DECISIONS
     output = agent.output
+    record = SpendRecord.claim()  # a sub-agent's caller reads its totals however it ends
+    budget: RunBudget | None = None
     try:
         messages = state.messages
         pending: tuple[ToolCall, ...] = ()
@@ -178,7 +180,11 @@ async def run_events(
             new_start = memory_mark = len(messages)
             messages.append(user)
         tracker = CostTracker(agent.cost_model) if agent.cost_model is not None else None
-        rollup = _Rollup(state, tracker)
+        enclosing = Budget.enclosing()  # the budget of the run whose tool started this one
+        if agent.max_budget is not None or enclosing is not None:
+            ledger = Budget(agent.max_budget, enclosing, spent=state.cost)
+            budget = RunBudget(ledger, tracker, agent.model.model_name)
+        rollup = _Rollup(state, tracker, agent.model.model_name, budget)
         hooks = agent.hooks
         for hook in hooks:
             await hook.on_run_start(state)
@@ -192,7 +198,6 @@ async def run_events(
                 response_format = output.response_format
             else:
                 tools = (*tools, output.tool_spec)
-        last_output_tokens = 0
 
         while True:
             if not pending:
@@ -201,8 +206,8 @@ async def run_events(
                     raise RunCancelled(cancel.reason)
                 if state.iteration >= agent.max_iterations:
                     raise MaxIterationsError(agent.max_iterations)
-                if agent.max_budget is not None:
-                    _check_budget(agent, tracker, state, last_output_tokens)
+                if budget is not None:  # refused before the hooks: no call, no span
+                    budget.reserve(messages, tools, agent.max_tokens, response_format)
                 for hook in hooks:
                     await hook.on_iteration_start(state)
                 request = _new_request(
@@ -216,6 +221,13 @@ async def run_events(
                 response: ChatResponse | None = None
                 if middleware is not None:
                     request, response = await middleware.on_request(request, state)
+                    if budget is not None and response is None:  # reserve what is sent
+                        budget.reserve(
+                            request.messages,
+                            request.tools,
+                            request.max_tokens,
+                            request.response_format,
+                        )
                 if response is None:
                     interrupt.armed = True
                     try:
@@ -239,8 +251,7 @@ async def run_events(
                         interrupt.armed = False
                 state.iteration += 1
                 usage = response.usage
-                last_output_tokens = usage.output_tokens
-                call_cost = rollup.model_call(response.model or model.model_name, usage)
+                call_cost = rollup.model_call(response.model, usage)
                 if stream:
                     yield UsageEvent(usage=usage, cost=call_cost)
                 if middleware is not None:
@@ -376,12 +387,17 @@ async def run_events(
                 await checkpointer.save((), completed, marks)
             for hook in hooks:
                 await hook.on_iteration_end(state)
-    except Exception as exc:
+    except BaseException as exc:  # cancelled, interrupted or abandoned runs end their hooks too
         for hook in agent.hooks:
             await hook.on_error(exc, state)
         raise
     finally:
         detach()
+        if record is not None:
+            record.usage = state.usage
+            record.cost = state.cost
+        if budget is not None:
+            budget.close()
 
 
 def _add_results(
@@ -480,20 +496,33 @@ def _response(
 class _Rollup:
     """Keeps the run's usage and cost: its own model calls plus what tools report."""
 
-    __slots__ = ("_extra_cost", "_state", "_tracker")
+    __slots__ = ("_extra_cost", "_requested", "_state", "_tracker", "budget")
 
-    def __init__(self, state: RunState, tracker: CostTracker | None) -> None:
+    def __init__(
+        self,
+        state: RunState,
+        tracker: CostTracker | None,
+        requested: str,
+        budget: RunBudget | None,
+    ) -> None:
         self._state = state
         self._tracker = tracker
+        self._requested = requested
+        self.budget = budget
         self._extra_cost = state.cost  # a resumed run starts from its saved cost
 
-    def model_call(self, model_id: str, usage: Usage) -> float:
+    def model_call(self, model_id: str | None, usage: Usage) -> float:
+        """Count a model call; ``model_id`` is the model the response names, if it names one."""
         state = self._state
         state.usage = state.usage + usage
-        if self._tracker is None:
-            return 0.0
-        cost = self._tracker.record(model_id, usage)
-        state.cost = self._extra_cost + self._tracker.total
+        cost = 0.0
+        if self._tracker is not None:
+            # Priced by the model that answered; by the one asked for when that has no price.
+            requested = self._requested
+            cost = self._tracker.record(model_id or requested, usage, requested=requested)
+            state.cost = self._extra_cost + self._tracker.total
+        if self.budget is not None:
+            self.budget.settle(model_id, cost)
         return cost
 
     def report(self, usage: Usage, cost: float) -> None:
@@ -502,21 +531,8 @@ class _Rollup:
         state.usage = state.usage + usage
         self._extra_cost += cost
         state.cost = self._extra_cost + (self._tracker.total if self._tracker else 0.0)
-
-
-def _check_budget(
-    agent: Agent, tracker: CostTracker | None, state: RunState, last_output: int
-) -> None:
-    """Refuse a call whose worst case could take the run past its budget."""
-    limit = agent.max_budget
-    assert limit is not None and tracker is not None
-    spent = state.cost
-    messages = state.messages
-    input_tokens = sum(len(m.text) for m in messages) // 4 + 4 * len(messages)
-    output_tokens = agent.max_tokens if agent.max_tokens is not None else last_output
-    estimate = tracker.estimate(agent.model.model_name, input_tokens, output_tokens)
-    if spent >= limit or spent + estimate > limit:
-        raise BudgetExceededError(spent, limit)
+        if self.budget is not None:
+            self.budget.ledger.spend(cost)
 
 
 def _apply_decisions(
@@ -637,12 +653,19 @@ class _ToolTurn:
                     iteration=state.iteration,
                     on_usage=self._rollup.report,
                 )
-                output = await agent.tools.run(
-                    call,
-                    ctx,
-                    validate=agent.validate_tool_inputs,
-                    retry_policy=agent.tool_retry_policy,
-                )
+                budget = self._rollup.budget
+                # Runs the tool starts (sub-agents) spend from this run's budget.
+                entered = None if budget is None else budget.ledger.enter()
+                try:
+                    output = await agent.tools.run(
+                        call,
+                        ctx,
+                        validate=agent.validate_tool_inputs,
+                        retry_policy=agent.tool_retry_policy,
+                    )
+                finally:
+                    if entered is not None:
+                        Budget.leave(entered)
             for hook in agent.hooks:
                 await hook.on_tool_result(call, output, state)
         except EndRun as end:

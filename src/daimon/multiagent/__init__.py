@@ -7,7 +7,9 @@
   :func:`last_n`, or your own).
 
 In every pattern the sub-agents get the caller's cancel token and deps, and their usage and cost
-add up into the result the caller gets (and count against the caller's ``max_budget``).
+add up into the result the caller gets. With :class:`AgentTool` and :class:`Supervisor` they also
+spend from the caller's ``max_budget`` while they run: a sub-agent is refused a call that could
+take its caller past it.
 """
 
 from daimon.multiagent._agent_tool import AgentTool, SessionId

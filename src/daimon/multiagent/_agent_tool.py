@@ -9,15 +9,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from daimon.agent import Agent
-from daimon.core import (
-    AgentResponse,
-    BuilderError,
-    Done,
-    RunCancelled,
-    ToolOutput,
-    Usage,
-    UsageEvent,
-)
+from daimon.core import AgentResponse, BuilderError, Done, RunCancelled, ToolOutput
+from daimon.cost import SpendRecord
 from daimon.tools import RunContext
 
 __all__ = ("AgentTool", "SessionId", "run_sub_agent")
@@ -50,17 +43,15 @@ class AgentTool:
 
     The sub-agent runs as its own conversation: it sees only the task (no history of the calling
     run, and no session unless ``session_id`` asks for one). It gets the caller's ``deps`` and
-    cancel token, so cancelling the caller stops it at once, and its usage and cost are added to
-    the caller's (through :meth:`RunContext.report_usage`), so the caller's ``max_budget`` counts
-    them too, even when the sub-agent fails.
+    cancel token, so cancelling the caller stops it at once. It spends from the caller's budget:
+    a model call that could take the caller past its ``max_budget`` is refused (the calling
+    model reads that as the sub-agent's failure). Its usage and cost are added to the caller's
+    (through :meth:`RunContext.report_usage`) however it ends, its own sub-agents' included.
 
     A sub-agent that fails gives the calling model an error result naming it and the error; the
     calling run goes on. A sub-agent cannot pause for approvals: if one of its tools needs
     approval, the call returns an error result saying so and those calls do not run (give the
     approval-gated tools to the calling agent instead).
-
-    The sub-agent runs in streaming mode (``prompt_stream``), so the usage of a run that fails
-    half-way is still known.
 
     Args:
         agent: The agent to run.
@@ -160,23 +151,21 @@ async def run_sub_agent(
 ) -> ToolOutput:
     """Run ``agent`` on ``prompt`` for a tool call: its answer, or an error result naming ``label``.
 
-    Usage and cost go to ``ctx.report_usage``: the response's totals when the run finishes, and
-    what its own model calls used when it fails. Cancellation of the caller's token propagates:
-    as :class:`asyncio.CancelledError` when this task is itself being cancelled (the caller's
-    loop turns that into one :class:`RunCancelled`, even for parallel calls), else as
+    The sub-agent spends from the caller's budget (see :class:`~daimon.cost.Budget`): it is
+    refused a model call that could take the caller past its ``max_budget``. Its usage and cost
+    go to ``ctx.report_usage`` however it ends (finished, failed or cancelled), its own
+    sub-agents' included. Cancellation of the caller's token propagates: as
+    :class:`asyncio.CancelledError` when this task is itself being cancelled (the caller's loop
+    turns that into one :class:`RunCancelled`, even for parallel calls), else as
     :class:`RunCancelled`.
     """
-    usage = Usage()
-    cost = 0.0
     response: AgentResponse | None = None
+    record, collecting = SpendRecord.collect()
     try:
         async for event in agent.prompt_stream(
             prompt, session_id=session_id, deps=ctx.deps, cancel=ctx.cancel
         ):
-            if type(event) is UsageEvent:
-                usage = usage + event.usage
-                cost += event.cost
-            elif type(event) is Done:
+            if type(event) is Done:
                 response = event.response
     except RunCancelled as exc:
         if not ctx.cancel.cancelled:  # raised by a tool of its own accord: just a failure
@@ -190,11 +179,12 @@ async def run_sub_agent(
     except Exception as exc:  # the calling model reads what went wrong and carries on
         return _failed(label, exc)
     finally:
-        if response is None:  # failed or cancelled: count what its model calls used
-            ctx.report_usage(usage, cost)
+        SpendRecord.done(collecting)
+        # The run's totals, its sub-agents' included, however it ended; no await comes between
+        # its end and this report, so the caller's budget never loses sight of the spending.
+        ctx.report_usage(record.usage, record.cost)
     if response is None:  # pragma: no cover - an agent stream always ends with Done or raises
         return ToolOutput.error(f"Error: agent {label!r} ended without an answer")
-    ctx.report_usage(response.usage, response.cost)
     if response.paused:
         names = ", ".join(sorted({r.call.name for r in response.pending_approvals}))
         return ToolOutput.error(

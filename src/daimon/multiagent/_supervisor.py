@@ -38,10 +38,10 @@ class Supervisor:
     ``delegate(agent, task)`` tool, ``agent`` being one of the names in ``agents`` (an enum in the
     tool's schema), plus any ``tools`` of its own. Each delegation runs the sub-agent as an
     :class:`~daimon.multiagent.AgentTool` does: a fresh conversation on the task alone, with the
-    supervisor run's deps and cancel token, and its usage and cost added to the supervisor's (so
-    ``max_budget`` counts them). Several delegations in one model turn run concurrently. A
-    delegation to an unknown agent, or one whose agent fails, gives the model an error result
-    (naming the known agents, or the error) and the run goes on.
+    supervisor run's deps and cancel token, spending from the supervisor's ``max_budget``, and its
+    usage and cost added to the supervisor's. Several delegations in one model turn run
+    concurrently. A delegation to an unknown agent, or one whose agent fails, gives the model an
+    error result (naming the known agents, or the error) and the run goes on.
 
     With ``output_type``, the supervisor's final answer is typed (``response.output``), as for
     any agent: structured output and tools work together.

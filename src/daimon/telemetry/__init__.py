@@ -1,9 +1,10 @@
-"""OpenTelemetry tracing for agents, following the GenAI semantic conventions (extra ``otel``).
+"""OpenTelemetry for agents, following the GenAI semantic conventions (extra ``otel``).
 
 * :func:`instrument`: an agent whose runs, model calls and tool calls become spans
-  (``invoke_agent``, ``chat``, ``execute_tool``);
-* :func:`configure_otlp`: a tracer provider exporting over OTLP/HTTP, configured by the standard
-  ``OTEL_*`` environment variables;
+  (``invoke_agent``, ``chat``, ``execute_tool``), and whose model calls are measured
+  (``gen_ai.client.token.usage``, ``gen_ai.client.operation.duration``);
+* :func:`configure_otlp`: tracer and meter providers exporting over OTLP/HTTP, configured by the
+  standard ``OTEL_*`` environment variables;
 * :func:`inject_trace_context` / :func:`extract_trace_context`: carry the W3C trace context
   (``traceparent``) across a transport (brokers, MCP, A2A).
 
@@ -17,13 +18,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from daimon.telemetry._otel import configure_otlp, instrument
+    from daimon.telemetry._export import configure_otlp
+    from daimon.telemetry._otel import instrument
     from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
 
 __all__ = ("configure_otlp", "extract_trace_context", "inject_trace_context", "instrument")
 
 _LAZY: dict[str, str] = {
-    "configure_otlp": "daimon.telemetry._otel",
+    "configure_otlp": "daimon.telemetry._export",
     "instrument": "daimon.telemetry._otel",
     "extract_trace_context": "daimon.telemetry._propagation",
     "inject_trace_context": "daimon.telemetry._propagation",

@@ -1,11 +1,12 @@
-"""Spans for agent runs, model calls and tool calls, after the OpenTelemetry GenAI conventions.
+"""Spans and metrics for agent runs, model calls and tool calls, after the GenAI conventions.
 
 A run is an ``invoke_agent`` span; each model call a ``chat`` span and each tool call an
 ``execute_tool`` span, both children of the run's span (parents are given explicitly, looked up by
 run id and call id, so concurrent runs and parallel tool calls never mix). While a run executes,
 its span is the current span; while a tool runs, the tool's span is: a sub-agent started by the
 tool (or an HTTP call it makes, or a message it sends with
-:func:`~daimon.telemetry.inject_trace_context`) continues the trace under that tool call.
+:func:`~daimon.telemetry.inject_trace_context`) continues the trace under that tool call. Each
+model call is also measured (:mod:`daimon.telemetry._metrics`).
 """
 
 from __future__ import annotations
@@ -13,19 +14,20 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import daimon
 from daimon.agent import Agent
 from daimon.core.chat import ChatResponse, StopReason, Usage
-from daimon.core.errors import BuilderError
 from daimon.core.messages import ImagePart, Message, Role, ToolCall
 from daimon.core.optional import require
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
 from daimon.hooks import AgentHook
 from daimon.state import RunState
+from daimon.telemetry._metrics import ClientMetrics
 
 trace = require("opentelemetry.trace", extra="otel")
 otel_context = require("opentelemetry.context", extra="otel")
@@ -34,10 +36,10 @@ if TYPE_CHECKING:
     from contextvars import Token
 
     from opentelemetry.context import Context
-    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+    from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-__all__ = ("CAPTURE_CONTENT_ENV", "configure_otlp", "instrument")
+__all__ = ("CAPTURE_CONTENT_ENV", "instrument")
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The standard switch for recording message content on GenAI spans (``true`` turns it on)."""
@@ -60,8 +62,9 @@ _PROVIDERS = {
 """daimon provider names -> ``gen_ai.provider.name`` values; others are passed through."""
 
 _MAX_OPEN_RUNS = 10_000
-"""Runs a hook tracks at once. A run cancelled as a task (or a stream left unfinished) gets no
-hook call to end its spans; past this many, the oldest open run is ended as abandoned."""
+"""Runs a hook tracks at once. Every run's end reaches the hook (cancelled and abandoned ones
+through ``on_error``), but a stream held open and never finished keeps its run open; past this
+many, the oldest open run is ended as abandoned."""
 
 _Attributes: TypeAlias = dict[str, str | bool | int | float | Sequence[str]]
 
@@ -70,9 +73,10 @@ def instrument(
     agent: Agent,
     *,
     tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
     capture_content: bool | None = None,
 ) -> Agent:
-    """A copy of ``agent`` whose runs are traced; the agent itself is left as it was.
+    """A copy of ``agent`` whose runs are traced and measured; the agent itself is left as it was.
 
     Instrument each agent whose spans you want, sub-agents included (``AgentTool(instrument(a),
     ...)``); a sub-agent's run nests under the tool call that started it. Instrumenting an
@@ -81,7 +85,11 @@ def instrument(
     Args:
         agent: The agent to trace.
         tracer_provider: Where spans go; by default the global provider (set one with
-            :func:`configure_otlp`, or your own SDK setup), looked up when spans start.
+            :func:`~daimon.telemetry.configure_otlp`, or your own SDK setup), looked up when
+            spans start.
+        meter_provider: Where the ``gen_ai.client.token.usage`` and
+            ``gen_ai.client.operation.duration`` measurements of each model call go; by default
+            the global provider (nothing is recorded until one is set).
         capture_content: Record prompts, answers, tool arguments and tool results on the spans
             (``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.system_instructions``,
             ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``). They may hold personal
@@ -91,76 +99,10 @@ def instrument(
     if capture_content is None:
         capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
     tracer = trace.get_tracer("daimon", daimon.__version__, tracer_provider)
-    hook = _TracingHook(agent, tracer, capture_content=capture_content)
+    hook = _TracingHook(agent, tracer, meter_provider, capture_content=capture_content)
     others = [h for h in agent.hooks if not isinstance(h, _TracingHook)]
     # First, so that the run's span is current before other hooks run and ends as they fail.
     return agent.replace(hooks=[hook, *others])
-
-
-def configure_otlp(*, service_name: str | None = None) -> SdkTracerProvider:
-    """Export spans over OTLP/HTTP, configured by the standard ``OTEL_*`` environment variables.
-
-    Sets (and returns) the global tracer provider: an SDK provider batching spans to an
-    ``OTLPSpanExporter``, which reads ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
-    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), ``OTEL_EXPORTER_OTLP_HEADERS``, ``..._TIMEOUT`` and
-    ``..._COMPRESSION``; the resource comes from ``OTEL_SERVICE_NAME`` and
-    ``OTEL_RESOURCE_ATTRIBUTES``; sampling from ``OTEL_TRACES_SAMPLER``;
-    ``OTEL_TRACES_EXPORTER`` may name ``otlp`` (the default), ``console`` or ``none``; and
-    ``OTEL_SDK_DISABLED=true`` turns tracing off. Call it once, early, and call the provider's
-    ``shutdown()`` before the process exits, so the last spans are sent.
-
-    Args:
-        service_name: ``service.name`` when ``OTEL_SERVICE_NAME`` does not set one.
-
-    Raises:
-        BuilderError: The environment asks for an exporter or OTLP protocol this does not offer
-            (only ``http/protobuf``).
-    """
-    sdk_trace = require("opentelemetry.sdk.trace", extra="otel")
-    sdk_export = require("opentelemetry.sdk.trace.export", extra="otel")
-    resources = require("opentelemetry.sdk.resources", extra="otel")
-    exporter = require("opentelemetry.exporter.otlp.proto.http.trace_exporter", extra="otel")
-    attributes: dict[str, str] = {}
-    named_by_env = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get(
-        "OTEL_RESOURCE_ATTRIBUTES", ""
-    )
-    if service_name and not named_by_env:
-        attributes["service.name"] = service_name
-    provider: SdkTracerProvider = sdk_trace.TracerProvider(
-        resource=resources.Resource.create(attributes)
-    )
-    for name in _exporters():
-        if name == "otlp":
-            span_exporter = exporter.OTLPSpanExporter()
-        elif name == "console":
-            span_exporter = sdk_export.ConsoleSpanExporter()
-        else:
-            continue
-        provider.add_span_processor(sdk_export.BatchSpanProcessor(span_exporter))
-    trace.set_tracer_provider(provider)
-    return provider
-
-
-def _exporters() -> list[str]:
-    """The exporters ``OTEL_TRACES_EXPORTER`` names (``otlp`` by default), checked."""
-    names = [
-        n.strip().lower()
-        for n in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")
-        if n.strip()
-    ]
-    unknown = sorted(set(names) - {"otlp", "console", "none"})
-    if unknown:
-        raise BuilderError(
-            f"OTEL_TRACES_EXPORTER names {unknown}: configure_otlp offers otlp, console and none"
-        )
-    protocol = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
-    )
-    if "otlp" in names and protocol.strip() != "http/protobuf":
-        raise BuilderError(
-            f"OTLP protocol {protocol!r} is not offered: configure_otlp exports http/protobuf"
-        )
-    return names
 
 
 class _Scope:
@@ -193,11 +135,12 @@ class _Scope:
 
 
 class _Run:
-    __slots__ = ("chat", "cost_before", "scope", "tools")
+    __slots__ = ("chat", "chat_started", "cost_before", "scope", "tools")
 
     def __init__(self, scope: _Scope) -> None:
         self.scope = scope
         self.chat: _Scope | None = None
+        self.chat_started = 0.0
         self.cost_before = 0.0
         self.tools: dict[str, _Scope] = {}
 
@@ -205,16 +148,26 @@ class _Run:
 class _TracingHook(AgentHook):
     """Turns one agent's runs into spans (made by :func:`instrument`)."""
 
-    def __init__(self, agent: Agent, tracer: Tracer, *, capture_content: bool) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        tracer: Tracer,
+        meter_provider: MeterProvider | None,
+        *,
+        capture_content: bool,
+    ) -> None:
         model = agent.model
         self._tracer = tracer
         self._capture = capture_content
         self._tools = agent.tools
         self._model_name: str = model.model_name
         request: _Attributes = {"gen_ai.request.model": model.model_name}
+        measured = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model.model_name}
         provider = getattr(model, "provider", None)
         if isinstance(provider, str) and provider:
             request["gen_ai.provider.name"] = _PROVIDERS.get(provider, provider)
+            measured["gen_ai.provider.name"] = _PROVIDERS.get(provider, provider)
+        self._metrics = ClientMetrics(meter_provider, daimon.__version__, measured)
         if agent.temperature is not None:
             request["gen_ai.request.temperature"] = float(agent.temperature)
         if agent.max_tokens is not None:
@@ -269,6 +222,8 @@ class _TracingHook(AgentHook):
         run = self._runs.pop(state.run_id, None)
         if run is None:
             return
+        if run.chat is not None:  # the model call failed, or the run ended during it
+            self._metrics.failed(time.perf_counter() - run.chat_started, _error_type(error))
         for scope in _open(run):
             scope.fail(error)
         _set_usage(run.scope.span, state.usage)
@@ -302,12 +257,14 @@ class _TracingHook(AgentHook):
         # Current during the call, so the provider's HTTP spans (if instrumented) nest under it.
         run.chat = _Scope(span, run.scope.context, current=True)
         run.cost_before = state.cost
+        run.chat_started = time.perf_counter()
 
     async def on_model_response(self, response: ChatResponse, state: RunState) -> None:
         run = self._runs.get(state.run_id)
         if run is None or run.chat is None:
             return
         chat, run.chat = run.chat, None
+        self._metrics.call(time.perf_counter() - run.chat_started, response.usage, response.model)
         span = chat.span
         if response.model:
             span.set_attribute("gen_ai.response.model", response.model)
