@@ -20,6 +20,8 @@ Routes (all JSON unless said; every error is ``{"error": {"type", "message"}}``)
 ``GET /openapi.json``           the OpenAPI document
 ``POST /v1/chat/completions``   OpenAI Chat Completions (streamed or not); model = agent name
 ``GET /v1/models``              one model per agent
+``GET /``, ``GET /ui/<file>``   the web playground and run inspector (only with ``ui=True``,
+                                which ``daimon serve`` sets; the files load without a token)
 ==============================  =========================================================
 
 Secure by default: it binds 127.0.0.1 and refuses any other address without a bearer token;

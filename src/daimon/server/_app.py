@@ -24,6 +24,7 @@ from daimon.server._openai_compat import add_openai_routes
 from daimon.server._routes import add_native_routes
 from daimon.server._security import HostOriginGuard, RequestGate
 from daimon.server._settings import ServerSettings
+from daimon.server._ui import add_ui_routes, ui_paths
 
 __all__ = ("create_app", "serve")
 
@@ -71,6 +72,10 @@ def create_app(
     )
     add_native_routes(app.router, served, settings, lambda: status["ready"])
     add_openai_routes(app.router, served, settings, int(time.time()))
+    public = settings.public_paths
+    if settings.ui:
+        add_ui_routes(app.router)
+        public = (*public, *ui_paths())
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
@@ -80,7 +85,7 @@ def create_app(
         RequestGate,
         token=settings.token,
         max_body_bytes=settings.max_body_bytes,
-        public_paths=settings.public_paths,
+        public_paths=public,
     )
     if settings.cors_origins:
         app.add_middleware(

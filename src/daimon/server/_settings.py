@@ -51,7 +51,9 @@ class ServerSettings:
     heartbeat_interval: float = 15.0
     """Longest silence on an event stream: a comment line is sent when nothing else was."""
     ui: bool = False
-    """Reserved for the web UI at ``/`` (not served yet)."""
+    """Serve the web playground and run inspector at ``/`` (its files hold no secret and load
+    without the token; the API calls it makes send it). Off by default, so an API-only server
+    exposes no page; ``daimon serve`` turns it on (``--no-ui`` leaves it off)."""
     title: str = "daimon"
     """The title of the OpenAPI document."""
 
@@ -66,6 +68,8 @@ class ServerSettings:
             or not all("\x21" <= c <= "\x7e" for c in self.token)
         ):
             raise BuilderError("token must be a non-empty string of visible ASCII characters")
+        if type(self.ui) is not bool:
+            raise BuilderError(f"ui must be True or False, got {self.ui!r}")
         for name in ("max_body_bytes",):
             value = getattr(self, name)
             if type(value) is not int or value < 1:

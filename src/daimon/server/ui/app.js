@@ -1,0 +1,329 @@
+// The playground: pick an agent, chat over the SSE endpoint, resume sessions, inspect runs.
+
+import { ApiError, getJson, getToken, setToken, streamPrompt } from "./api.js";
+import { Turn, contentText, el, formatSeconds, formatUsage } from "./chat.js";
+import { listSessions, newSessionId, touchSession, updateSession } from "./sessions.js";
+import { renderTimeline } from "./timeline.js";
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  agent: $("agent"),
+  transcript: $("transcript"),
+  notice: $("notice"),
+  composer: $("composer"),
+  prompt: $("prompt"),
+  send: $("send"),
+  cancel: $("cancel"),
+  sessionUsage: $("session-usage"),
+  sessionList: $("session-list"),
+  newSession: $("new-session"),
+  timeline: $("timeline"),
+  inspectorTitle: $("inspector-title"),
+  tokenDialog: $("token-dialog"),
+  tokenForm: $("token-form"),
+  token: $("token"),
+  tokenError: $("token-error"),
+  forgetToken: $("forget-token"),
+};
+
+const state = {
+  connected: false,
+  sessionId: newSessionId(),
+  totals: { input_tokens: 0, output_tokens: 0, cost: 0 },
+  controller: null,
+  shown: null,
+  pendingDraw: false,
+};
+
+function notice(text, isError = false) {
+  ui.notice.textContent = text;
+  ui.notice.classList.toggle("error", isError);
+}
+
+// ------------------------------------------------------------------------------ the token
+
+function askToken(error) {
+  ui.tokenError.textContent = error || "";
+  ui.token.value = "";
+  if (!ui.tokenDialog.open) ui.tokenDialog.showModal();
+  ui.token.focus();
+}
+
+ui.tokenForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  setToken(ui.token.value.trim());
+  ui.tokenDialog.close();
+  connect();
+});
+
+ui.forgetToken.addEventListener("click", () => {
+  setToken(null);
+  location.reload();
+});
+
+function refused(error) {
+  return error instanceof ApiError && error.status === 401;
+}
+
+function tokenRefusal(error) {
+  return getToken() ? `The token was not accepted (401): ${error.message}` : "";
+}
+
+// --------------------------------------------------------------------------- the agents
+
+async function connect() {
+  try {
+    const served = await getJson("/agents");
+    ui.agent.replaceChildren(
+      ...served.agents.map((agent) => {
+        const tools = agent.tools.length ? ` — tools: ${agent.tools.join(", ")}` : "";
+        return el("option", { text: `${agent.name} (${agent.model})${tools}`, attrs: { value: agent.name } });
+      }),
+    );
+    ui.agent.value = served.default;
+    ui.agent.disabled = false;
+    ui.forgetToken.hidden = !getToken();
+    state.connected = true;
+    setRunning(false);
+    notice("");
+    renderSessions();
+  } catch (error) {
+    if (refused(error)) askToken(tokenRefusal(error));
+    else notice(`Cannot reach the server: ${error.message}`, true);
+  }
+}
+
+// ----------------------------------------------------------------------------- sessions
+
+function renderSessions() {
+  const items = listSessions().map((session) => {
+    const button = el("button", {
+      className: "session",
+      text: session.title || session.id,
+      attrs: { type: "button", title: `${session.agent} · ${session.id}` },
+    });
+    if (session.id === state.sessionId) button.setAttribute("aria-current", "true");
+    button.append(el("span", { className: "session-agent", text: session.agent }));
+    button.addEventListener("click", () => resume(session));
+    const item = el("li");
+    item.append(button);
+    return item;
+  });
+  ui.sessionList.replaceChildren(...items);
+}
+
+function showTotals() {
+  ui.sessionUsage.textContent = `Session: ${formatUsage(state.totals, state.totals.cost)}`;
+}
+
+function startSession(id, totals) {
+  state.sessionId = id;
+  state.totals = { input_tokens: 0, output_tokens: 0, cost: 0, ...totals };
+  state.shown = null;
+  ui.transcript.replaceChildren();
+  renderTimeline(ui.timeline, null);
+  showTotals();
+  renderSessions();
+}
+
+async function resume(session) {
+  if (state.controller) return;
+  if ([...ui.agent.options].some((option) => option.value === session.agent)) {
+    ui.agent.value = session.agent;
+  }
+  startSession(session.id, session.totals);
+  try {
+    const path = `/sessions/${encodeURIComponent(session.id)}?agent=${encodeURIComponent(session.agent)}`;
+    const kept = await getJson(path);
+    showMessages(kept.messages);
+    const resumed = `Resumed “${session.title}”.`;
+    notice(kept.messages.length ? resumed : "The server kept no messages of this session.");
+  } catch (error) {
+    if (refused(error)) askToken(tokenRefusal(error));
+    else notice(`Could not load the session: ${error.message}`, true);
+  }
+  ui.prompt.focus();
+}
+
+function showMessages(messages) {
+  let turn = null;
+  for (const message of messages) {
+    if (message.role === "user") {
+      turn = new Turn(ui.transcript, contentText(message.content));
+    } else if (turn && message.role === "assistant") {
+      for (const call of message.tool_calls || []) turn.card(call.id, call.name).setArguments(call.arguments);
+      const text = contentText(message.content);
+      if (text) turn.setText(text);
+    } else if (turn && message.role === "tool") {
+      const card = turn.card(message.tool_call_id, message.name || "tool");
+      card.finish({ content: contentText(message.content), is_error: message.is_error }, null);
+    }
+  }
+}
+
+ui.agent.addEventListener("change", () => {
+  // A session lives in one agent's memory: another agent starts another session.
+  startSession(newSessionId());
+  notice(`New session with ${ui.agent.value}.`);
+});
+
+ui.newSession.addEventListener("click", () => {
+  if (state.controller) return;
+  startSession(newSessionId());
+  notice("New session.");
+  ui.prompt.focus();
+});
+
+// ---------------------------------------------------------------------------------- runs
+
+function setRunning(running) {
+  ui.send.disabled = running || !state.connected;
+  ui.cancel.disabled = !running;
+  ui.agent.disabled = running || !state.connected;
+  ui.newSession.disabled = running;
+  ui.composer.setAttribute("aria-busy", String(running));
+}
+
+function show(run) {
+  state.shown = run;
+  draw();
+}
+
+function draw() {
+  if (state.pendingDraw) return;
+  state.pendingDraw = true;
+  requestAnimationFrame(() => {
+    state.pendingDraw = false;
+    const run = state.shown;
+    renderTimeline(ui.timeline, run, run ? performance.now() - run.start : 0);
+  });
+}
+
+function onEvent(turn, run, kind, data) {
+  run.events.push({ t: performance.now() - run.start, kind, data });
+  const box = ui.transcript;
+  const following = box.scrollHeight - box.scrollTop - box.clientHeight < 48;
+  switch (kind) {
+    case "text_delta":
+      turn.addText(data.text);
+      break;
+    case "tool_call_start":
+      turn.card(data.call_id, data.name);
+      break;
+    case "tool_call_delta":
+      turn.card(data.call_id, "tool").appendArguments(data.arguments_delta);
+      break;
+    case "tool_call_end":
+      turn.card(data.call.id, data.call.name).setArguments(data.call.arguments);
+      break;
+    case "tool_result":
+      turn.card(data.call_id, data.name).finish(data.output, data.duration);
+      break;
+    case "done":
+      run.status = "done";
+      if (data.response) {
+        run.runId = data.response.run_id;
+        run.usage = data.response.usage;
+        run.cost = data.response.cost;
+        if (!turn.text && !turn.cards.size) turn.setText(data.response.text);
+      }
+      break;
+    case "error":
+      run.status = "error";
+      turn.status(`${data.error_type}: ${data.message}`, "error");
+      break;
+    default:
+      break;
+  }
+  if (following) box.scrollTop = box.scrollHeight;  // keep up with the answer, unless scrolled away
+  if (state.shown === run) draw();
+}
+
+async function send() {
+  const text = ui.prompt.value.trim();
+  if (!text || state.controller || !state.connected) return;
+  const agent = ui.agent.value;
+  ui.prompt.value = "";
+  const turn = new Turn(ui.transcript, text);
+  ui.transcript.scrollTop = ui.transcript.scrollHeight;
+  const run = { start: performance.now(), events: [], status: "running", end: null };
+  show(run);
+  touchSession(state.sessionId, agent, text);
+  renderSessions();
+  const controller = new AbortController();
+  state.controller = controller;
+  const ticking = setInterval(() => state.shown === run && draw(), 250);
+  setRunning(true);
+  notice("Running…");
+  try {
+    await streamPrompt(
+      { input: text, session_id: state.sessionId, agent },
+      (kind, data) => onEvent(turn, run, kind, data),
+      controller.signal,
+    );
+    if (run.status === "running") {
+      run.status = "error";
+      turn.status("The stream ended without an answer.", "error");
+    }
+  } catch (error) {
+    if (error.name === "AbortError") {
+      run.status = "cancelled";
+      turn.status("Cancelled.", "cancelled");
+    } else {
+      run.status = "error";
+      turn.status(error.message, "error");
+      if (refused(error)) askToken(tokenRefusal(error));
+    }
+  } finally {
+    run.end = performance.now() - run.start;
+    clearInterval(ticking);
+    state.controller = null;
+    for (const card of turn.cards.values()) card.stop(run.status);
+    finishTurn(turn, run, agent);
+    setRunning(false);
+    const outcome = { done: "", cancelled: "Run cancelled.", error: "The run failed." };
+    notice(outcome[run.status], run.status === "error");
+    draw();
+  }
+}
+
+function finishTurn(turn, run, agent) {
+  const parts = [formatSeconds(run.end / 1000)];
+  if (run.usage) {
+    parts.unshift(formatUsage(run.usage, run.cost));
+    state.totals.input_tokens += run.usage.input_tokens || 0;
+    state.totals.output_tokens += run.usage.output_tokens || 0;
+    state.totals.cost += run.cost || 0;
+    updateSession(state.sessionId, agent, { totals: state.totals });
+    showTotals();
+  }
+  turn.meta.append(el("span", { className: "turn-usage", text: `This turn: ${parts.join(" · ")}` }));
+  const inspect = el("button", { className: "link", text: "Inspect run", attrs: { type: "button" } });
+  inspect.addEventListener("click", () => {
+    show(run);
+    ui.inspectorTitle.focus();
+  });
+  turn.meta.append(inspect);
+}
+
+ui.composer.addEventListener("submit", (event) => {
+  event.preventDefault();
+  send();
+});
+
+ui.prompt.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+    event.preventDefault();
+    send();
+  }
+});
+
+ui.cancel.addEventListener("click", () => state.controller?.abort());
+
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && state.controller && !ui.tokenDialog.open) state.controller.abort();
+});
+
+showTotals();
+renderTimeline(ui.timeline, null);
+connect();
