@@ -56,6 +56,11 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     OrchestrationError: (AgentRunError,),
     OutputValidationError: (AgentRunError,),
     MCPError: (DaimonError,),
+    errors.VectorStoreError: (DaimonError,),
+    errors.DimensionMismatchError: (errors.VectorStoreError,),
+    errors.FilterError: (errors.VectorStoreError, ValueError),
+    errors.KnowledgeBaseError: (DaimonError, ValueError),
+    errors.EmptyDocumentError: (errors.KnowledgeBaseError,),
 }
 
 

@@ -24,7 +24,12 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   ├── RunCancelled
     │   ├── TimeoutError              (also the builtin TimeoutError)
     │   └── OrchestrationError
-    └── MCPError
+    ├── MCPError
+    ├── VectorStoreError              a vector store refused its input or failed
+    │   ├── DimensionMismatchError    a vector's length is not the store's (typed expected/actual)
+    │   └── FilterError               a metadata filter outside daimon's filter language
+    └── KnowledgeBaseError            a document cannot be ingested (also a ValueError)
+        └── EmptyDocumentError
 
 Errors carry typed fields (``status_code``, ``retryable``, ``retry_after``, ...); nothing needs to
 be parsed out of a message.
@@ -42,8 +47,12 @@ __all__ = (
     "CheckpointConflictError",
     "CheckpointCorruptError",
     "DaimonError",
+    "DimensionMismatchError",
     "DuplicateToolError",
+    "EmptyDocumentError",
+    "FilterError",
     "GuardrailBlockedError",
+    "KnowledgeBaseError",
     "MCPError",
     "MaxIterationsError",
     "MissingDependencyError",
@@ -59,6 +68,7 @@ __all__ = (
     "ToolError",
     "ToolExecutionError",
     "ToolNotFoundError",
+    "VectorStoreError",
 )
 
 
@@ -265,3 +275,40 @@ class OrchestrationError(AgentRunError):
 
 class MCPError(DaimonError):
     """A Model Context Protocol peer failed or misbehaved."""
+
+
+# ---------------------------------------------------------------- retrieval (RAG)
+
+
+class VectorStoreError(DaimonError):
+    """A vector store refused its input or failed; nothing of the refused call was written."""
+
+
+class DimensionMismatchError(VectorStoreError):
+    """A vector's length differs from the store's (or an embedder's from its store's).
+
+    Attributes:
+        expected: The length the store (or collection, table, index) holds.
+        actual: The length that was given.
+    """
+
+    def __init__(self, expected: int, actual: int, what: str = "vector") -> None:
+        super().__init__(f"{what} has {actual} dimensions, but the store holds {expected}")
+        self.expected = expected
+        self.actual = actual
+
+
+class FilterError(VectorStoreError, ValueError):
+    """A metadata filter is outside daimon's filter language (see :mod:`daimon.core.filters`)."""
+
+
+class KnowledgeBaseError(DaimonError, ValueError):
+    """A document cannot be ingested as given."""
+
+
+class EmptyDocumentError(KnowledgeBaseError):
+    """A document has no text to embed."""
+
+    def __init__(self, document_id: str) -> None:
+        super().__init__(f"document {document_id!r} is empty: there is no text to embed")
+        self.document_id = document_id

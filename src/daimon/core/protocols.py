@@ -19,8 +19,10 @@ from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
 __all__ = (
     "Checkpoint",
     "EmbeddingModel",
+    "KnowledgeBase",
     "Memory",
     "Model",
+    "Retriever",
     "TaskBroker",
     "TokenCounter",
     "VectorStore",
@@ -60,10 +62,42 @@ class EmbeddingModel(Protocol):
 
 
 class VectorStore(Protocol):
-    """Stores pre-computed embeddings and finds the nearest ones."""
+    """Stores pre-computed embeddings with their documents and finds the nearest ones.
+
+    A store holds vectors of one length (:attr:`dimension`) compared by one metric (cosine, dot
+    or l2, see :mod:`daimon.core.vectors`); scores are higher for closer vectors. ``filter``
+    arguments use the language of :mod:`daimon.core.filters`. Writes check their whole input
+    first: a refused call writes nothing. A found document carries the id it was stored under.
+    """
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector stored."""
+        ...
+
+    async def setup(self) -> None:
+        """Create what the store needs (collection, table, index); safe to call again.
+
+        Raises:
+            DimensionMismatchError: What exists holds vectors of another length.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; safe to call again."""
+        ...
 
     async def upsert(self, id: str, embedding: Sequence[float], document: Document) -> None:
         """Insert or replace one vector."""
+        ...
+
+    async def upsert_many(
+        self,
+        ids: Sequence[str],
+        embeddings: Sequence[Sequence[float]],
+        documents: Sequence[Document],
+    ) -> None:
+        """Insert or replace many vectors, checked as a whole before any is written."""
         ...
 
     async def query(
@@ -79,8 +113,45 @@ class VectorStore(Protocol):
         """Remove one vector; whether it existed."""
         ...
 
+    async def delete_where(self, filter: Mapping[str, Any]) -> int:
+        """Remove every vector whose metadata matches ``filter``; how many were removed."""
+        ...
+
+    async def count(self, filter: Mapping[str, Any] | None = None) -> int:
+        """How many vectors are stored (matching ``filter`` when given)."""
+        ...
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Finds the documents most relevant to a text query."""
+
+    async def retrieve(
+        self, query: str, top_k: int = 4, filter: Mapping[str, Any] | None = None
+    ) -> list[ScoredDocument]:
+        """The ``top_k`` most relevant documents, best first, matching ``filter`` when given."""
+        ...
+
+
+class KnowledgeBase(Protocol):
+    """Documents split, embedded and stored so that they can be searched by meaning."""
+
+    async def ingest(self, documents: Sequence[Document]) -> int:
+        """Add documents, replacing earlier versions with the same id; how many chunks written."""
+        ...
+
+    async def search(
+        self, query: str, top_k: int = 4, filter: Mapping[str, Any] | None = None
+    ) -> list[ScoredDocument]:
+        """The chunks nearest to ``query``, best first, matching ``filter`` when given."""
+        ...
+
+    async def remove(self, document_id: str) -> int:
+        """Forget a document; how many of its chunks were removed."""
+        ...
+
     async def count(self) -> int:
-        """How many vectors are stored."""
+        """How many chunks are stored."""
         ...
 
 

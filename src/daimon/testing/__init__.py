@@ -15,12 +15,18 @@ if TYPE_CHECKING:
     from daimon.testing.checkpoint import CheckpointConformance
     from daimon.testing.memory import MemoryConformance
     from daimon.testing.models import ModelConformance, WireServer
+    from daimon.testing.vectorstores import (
+        PersistentVectorStoreConformance,
+        VectorStoreConformance,
+    )
 
 __all__ = (
     "BrokerConformance",
     "CheckpointConformance",
     "MemoryConformance",
     "ModelConformance",
+    "PersistentVectorStoreConformance",
+    "VectorStoreConformance",
     "WireServer",
 )
 
@@ -30,6 +36,11 @@ _LAZY: dict[str, tuple[str, str]] = {
     "CheckpointConformance": ("daimon.testing.checkpoint", "CheckpointConformance"),
     "MemoryConformance": ("daimon.testing.memory", "MemoryConformance"),
     "ModelConformance": ("daimon.testing.models", "ModelConformance"),
+    "PersistentVectorStoreConformance": (
+        "daimon.testing.vectorstores",
+        "PersistentVectorStoreConformance",
+    ),
+    "VectorStoreConformance": ("daimon.testing.vectorstores", "VectorStoreConformance"),
     "WireServer": ("daimon.testing.models", "WireServer"),
 }
 
