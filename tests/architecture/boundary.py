@@ -37,6 +37,7 @@ OPTIONAL_LIBRARIES = frozenset(
         "redis",
         "rich",
         "sse_starlette",
+        "swagger",  # azure-servicebus installs this top-level package too
         "starlette",
         "tokenizers",
         "typer",
