@@ -60,7 +60,7 @@ def test_a_missing_extra_is_named() -> None:
 
 
 def test_the_namespace_is_curated() -> None:
-    assert daimon.server.__all__ == ("ServerSettings", "create_app", "serve")
+    assert daimon.server.__all__ == ("ServedFlow", "ServerSettings", "create_app", "serve")
     assert set(daimon.server.__all__) <= set(dir(daimon.server))
     for name in daimon.server.__all__:
         assert getattr(daimon.server, name).__module__.startswith("daimon.server.")

@@ -7,8 +7,9 @@
 * :class:`WorkflowBuilder` / :class:`Workflow`: a DAG wired by typed field names.
 
 Agents plug in structurally (:class:`Promptable`): usage and cost roll up into every result, and
-the run's :class:`~daimon.core.CancelToken` reaches each agent call. Only the standard library and
-:mod:`daimon.core` are imported here.
+the run's :class:`~daimon.core.CancelToken` reaches each agent call. Graph, DAG and workflow runs
+tell an optional ``on_node`` observer each node's start, end and failure (:data:`NodeEvent`).
+Only the standard library and :mod:`daimon.core` are imported here.
 """
 
 from daimon.orchestration._chain import (
@@ -37,6 +38,14 @@ from daimon.orchestration._graph import (
     Router,
 )
 from daimon.orchestration._graph_builder import Graph, GraphBuilder
+from daimon.orchestration._observe import (
+    NodeEvent,
+    NodeFailed,
+    NodeFinished,
+    NodeObserver,
+    NodeSkipped,
+    NodeStarted,
+)
 from daimon.orchestration._reducers import Reducer, append, merge
 from daimon.orchestration._scheduler import DagResult, NodeContext, OnError
 from daimon.orchestration._workflow import Workflow, WorkflowBuilder, WorkflowResult
@@ -60,8 +69,14 @@ __all__ = (
     "MaxStepsError",
     "NodeContext",
     "NodeError",
+    "NodeEvent",
+    "NodeFailed",
+    "NodeFinished",
+    "NodeObserver",
     "NodeOutcome",
     "NodeResult",
+    "NodeSkipped",
+    "NodeStarted",
     "OnError",
     "OrchestrationBuildError",
     "Promptable",

@@ -12,6 +12,7 @@ from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError
 from daimon.orchestration import _drawing
 from daimon.orchestration._errors import OrchestrationBuildError
+from daimon.orchestration._observe import NodeObserver
 from daimon.orchestration._scheduler import DagNodeSpec, DagResult, OnError, execute
 
 __all__ = ("Dag", "DagBuilder", "check_run_options", "takes_context", "topological_order")
@@ -154,6 +155,7 @@ class Dag:
         cancel: CancelToken | None = None,
         on_error: OnError = "cancel",
         max_concurrency: int | None = None,
+        on_node: NodeObserver | None = None,
     ) -> DagResult:
         """Run every node, each as soon as its dependencies are done, independent ones in parallel.
 
@@ -165,6 +167,8 @@ class Dag:
                 raises :class:`NodeError`. ``"isolate"``: the failing node's descendants are
                 skipped, the other branches finish, and the result lists failed and skipped nodes.
             max_concurrency: At most this many nodes run at once.
+            on_node: Told each node's start, end (with its duration), failure or skip, as they
+                happen (see :data:`NodeEvent`).
         """
         check_run_options(on_error, max_concurrency)
         return await execute(
@@ -174,6 +178,7 @@ class Dag:
             cancel=cancel,
             on_error=on_error,
             max_concurrency=max_concurrency,
+            on_node=on_node,
         )
 
     def edges(self) -> list[_drawing.Edge]:

@@ -21,6 +21,7 @@ from daimon.orchestration._graph import (
     Router,
     RouterSpec,
 )
+from daimon.orchestration._observe import NodeObserver
 from daimon.orchestration._pregel import run_graph
 from daimon.orchestration._reducers import Reducer
 
@@ -222,6 +223,7 @@ class Graph:
         checkpoint: Checkpoint | None = None,
         cancel: CancelToken | None = None,
         max_steps: int = 25,
+        on_node: NodeObserver | None = None,
     ) -> GraphResult:
         """Run from ``state`` until no node is left to run.
 
@@ -229,6 +231,9 @@ class Graph:
         run already has a checkpoint it resumes from it: ``state`` is then ignored, finished
         supersteps are not run again, and a finished run returns its final state at once. State
         values must then be JSON values.
+
+        ``on_node`` is told each node's start, end (with its duration) or failure, as they
+        happen, with the superstep (see :data:`NodeEvent`); routers report nothing.
 
         Raises:
             RunCancelled: ``cancel`` was cancelled (checked before each superstep; running nodes
@@ -246,6 +251,7 @@ class Graph:
             checkpoint=checkpoint,
             cancel=cancel,
             max_steps=max_steps,
+            on_node=on_node,
         )
 
     def edges(self) -> list[_drawing.Edge]:

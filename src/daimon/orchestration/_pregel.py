@@ -10,6 +10,7 @@ The progress is saved to the checkpoint after each superstep (see ``_graph_state
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -28,6 +29,12 @@ from daimon.orchestration._graph import (
     NodeOutcome,
 )
 from daimon.orchestration._graph_state import Outcome, Progress, restore, save, save_after_failure
+from daimon.orchestration._observe import (
+    NodeFailed,
+    NodeFinished,
+    NodeObserver,
+    NodeStarted,
+)
 from daimon.orchestration._tasks import cancellable
 
 __all__ = ("run_graph",)
@@ -41,6 +48,7 @@ async def run_graph(
     checkpoint: Checkpoint | None,
     cancel: CancelToken | None,
     max_steps: int,
+    on_node: NodeObserver | None = None,
 ) -> GraphResult:
     """Run ``graph`` from ``state``, or resume it from ``checkpoint``."""
     if type(max_steps) is not int or max_steps < 1:
@@ -66,7 +74,7 @@ async def run_graph(
             raise MaxStepsError(max_steps, history[-1] if history else (), progress.next)
         outcomes = dict(progress.done)
         try:
-            await _run_nodes(graph, progress, outcomes, tally, cancel)
+            await _run_nodes(graph, progress, outcomes, tally, cancel, on_node)
             merged = _merge(graph, progress, outcomes)
             joins = [list(seen) for seen in progress.joins]
             following = await _route(graph, progress.next, outcomes, merged, joins)
@@ -95,18 +103,28 @@ async def _run_nodes(
     outcomes: dict[str, Outcome],
     tally: Tally,
     cancel: CancelToken | None,
+    on_node: NodeObserver | None,
 ) -> None:
     """Run the superstep's nodes that have no outcome yet, in parallel, into ``outcomes``."""
     snapshot = MappingProxyType(progress.state)
+    step = progress.step
 
     async def run_one(name: str) -> None:
-        ctx = GraphContext(name, snapshot, progress.step, cancel=cancel, tally=tally)
+        ctx = GraphContext(name, snapshot, step, cancel=cancel, tally=tally)
+        if on_node is not None:
+            on_node(NodeStarted(node=name, step=step))
+            started = time.perf_counter()
         try:
             outcomes[name] = _outcome(await call(graph.nodes[name].fn, ctx))
         except RunCancelled:
             raise
         except Exception as exc:
+            if on_node is not None:
+                seconds = time.perf_counter() - started
+                on_node(NodeFailed(node=name, seconds=seconds, error=exc, step=step))
             raise NodeError(name, exc) from exc
+        if on_node is not None:
+            on_node(NodeFinished(node=name, seconds=time.perf_counter() - started, step=step))
 
     with cancellable(cancel):
         async with asyncio.TaskGroup() as group:

@@ -13,6 +13,13 @@ from daimon.core.chat import Usage
 from daimon.core.errors import RunCancelled
 from daimon.orchestration._common import ContextBase, StepTiming, Tally, call
 from daimon.orchestration._errors import NodeError
+from daimon.orchestration._observe import (
+    NodeFailed,
+    NodeFinished,
+    NodeObserver,
+    NodeSkipped,
+    NodeStarted,
+)
 from daimon.orchestration._tasks import cancellable
 
 __all__ = ("DagNodeSpec", "DagResult", "NodeContext", "OnError", "execute")
@@ -86,8 +93,9 @@ async def execute(
     cancel: CancelToken | None,
     on_error: OnError,
     max_concurrency: int | None,
+    on_node: NodeObserver | None = None,
 ) -> DagResult:
-    """Run ``nodes`` (already checked, ``order`` topological) under ``cancel``."""
+    """Run ``nodes`` (already checked, ``order`` topological) under ``cancel``; tell ``on_node``."""
     if cancel is not None:
         cancel.raise_if_cancelled()
     successors: dict[str, list[str]] = {name: [] for name in nodes}
@@ -112,26 +120,38 @@ async def execute(
         args: tuple[Any, ...] = (inputs,)
         if spec.wants_context:
             args += (NodeContext(name, inputs_view, cancel=cancel, tally=tally),)
+        started = 0.0
         try:
             if limit is None:
-                started = time.perf_counter()
+                started = begin(name)
                 result = await call(spec.fn, *args)
             else:
                 async with limit:
-                    started = time.perf_counter()
+                    started = begin(name)
                     result = await call(spec.fn, *args)
         except RunCancelled:
             raise
         except Exception as exc:
+            if on_node is not None:
+                seconds = time.perf_counter() - started
+                on_node(NodeFailed(node=name, seconds=seconds, error=exc))
             if on_error == "cancel":
                 raise NodeError(name, exc) from exc
             failed[name] = exc
             done(name, ok=False)
             return
-        timings.append(StepTiming(name=name, seconds=time.perf_counter() - started))
+        seconds = time.perf_counter() - started
+        timings.append(StepTiming(name=name, seconds=seconds))
+        if on_node is not None:
+            on_node(NodeFinished(node=name, seconds=seconds))
         tally.add_found(result)
         outputs[name] = result
         done(name, ok=True)
+
+    def begin(name: str) -> float:
+        if on_node is not None:
+            on_node(NodeStarted(node=name))
+        return time.perf_counter()
 
     def done(name: str, *, ok: bool) -> None:
         """Start the successors that have nothing left to wait for; skip the blocked ones."""
@@ -146,6 +166,8 @@ async def execute(
                     continue
                 if successor in blocked:
                     skipped.add(successor)
+                    if on_node is not None:
+                        on_node(NodeSkipped(node=successor))
                     finished.append((successor, False))
                 else:
                     group.create_task(run_node(successor))

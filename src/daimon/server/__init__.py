@@ -15,7 +15,7 @@ Routes (all JSON unless said; every error is ``{"error": {"type", "message"}}``)
 ``POST /prompt/stream``         the same, as server-sent events: ``event: <kind>`` with the
                                 event's JSON, ``: ping`` while idle, ``done`` or ``error`` last
 ``GET/DELETE /sessions/{id}``   a conversation's messages; forget it (``?agent=`` to choose)
-``GET /agents``                 the served agents
+``GET /agents``                 the served agents (and flows, with their drawings)
 ``GET /health``, ``GET /ready``  liveness (no token needed), readiness
 ``GET /openapi.json``           the OpenAPI document
 ``POST /v1/chat/completions``   OpenAI Chat Completions (streamed or not); model = agent name
@@ -24,14 +24,19 @@ Routes (all JSON unless said; every error is ``{"error": {"type", "message"}}``)
                                 which ``daimon serve`` sets; the files load without a token)
 ==============================  =========================================================
 
+A graph, DAG or workflow is served like an agent through :class:`ServedFlow`
+(``serve({"research": ServedFlow(graph)})``): ``/prompt`` runs it, and ``/prompt/stream`` sends
+``node_started``/``node_finished``/``node_failed``/``node_skipped`` events as its nodes run.
+
 Secure by default: it binds 127.0.0.1 and refuses any other address without a bearer token;
 ``Host`` and ``Origin`` are checked against allowlists on every request; bodies over
 ``max_body_bytes`` get 413 before they are read; runs are cancelled past ``request_timeout``;
 CORS is off unless ``cors_origins`` is set. A client that disconnects cancels its run (unlike the
 MCP server, where only an explicit cancellation does).
 
-The namespace is lazy: ``ServerSettings`` needs only the standard library, and ``create_app`` and
-``serve`` import FastAPI and uvicorn on first use, naming the extra when they are missing.
+The namespace is lazy: ``ServerSettings`` and ``ServedFlow`` need no web library, and
+``create_app`` and ``serve`` import FastAPI and uvicorn on first use, naming the extra when they
+are missing.
 """
 
 from __future__ import annotations
@@ -41,11 +46,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from daimon.server._app import create_app, serve
+    from daimon.server._flows import ServedFlow
     from daimon.server._settings import ServerSettings
 
-__all__ = ("ServerSettings", "create_app", "serve")
+__all__ = ("ServedFlow", "ServerSettings", "create_app", "serve")
 
 _LAZY: dict[str, str] = {
+    "ServedFlow": "daimon.server._flows",
     "ServerSettings": "daimon.server._settings",
     "create_app": "daimon.server._app",
     "serve": "daimon.server._app",
@@ -58,7 +65,7 @@ def __getattr__(name: str) -> Any:
         module = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    if module != "daimon.server._settings":
+    if module not in ("daimon.server._settings", "daimon.server._flows"):
         from daimon.core.optional import require
 
         for library in _LIBRARIES:

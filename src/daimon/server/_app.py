@@ -17,8 +17,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 
-from daimon.agent import Agent
-from daimon.server._agents import ServedAgents
+from daimon.server._agents import Servable, ServedAgents
 from daimon.server._errors import error_response
 from daimon.server._openai_compat import add_openai_routes
 from daimon.server._routes import add_native_routes
@@ -39,9 +38,12 @@ _HTTP_ERROR_TYPES = {
 
 
 def create_app(
-    agents: Agent | Mapping[str, Agent], *, settings: ServerSettings | None = None
+    agents: Servable | Mapping[str, Servable], *, settings: ServerSettings | None = None
 ) -> FastAPI:
     """The ASGI app serving ``agents`` (one agent, or several by name; the first is the default).
+
+    A graph, DAG or workflow is served too, wrapped in :class:`~daimon.server.ServedFlow` (which
+    says how a prompt becomes its input and its result the answer; bare flows get its defaults).
 
     The app is a :class:`fastapi.FastAPI`: run it with any ASGI server, or with :func:`serve`.
     Its gates (host and origin allowlist, bearer token, body limit) wrap every route, including
@@ -125,7 +127,7 @@ def _document_bearer_auth(app: FastAPI, public: tuple[str, ...]) -> None:
 
 
 def serve(
-    agents: Agent | Mapping[str, Agent],
+    agents: Servable | Mapping[str, Servable],
     *,
     host: str | None = None,
     port: int | None = None,
@@ -140,7 +142,8 @@ def serve(
     fields of ``settings``. Binding anything but loopback without a token is refused.
 
     Args:
-        agents: One agent, or several by name (the first answers requests that name none).
+        agents: One agent or flow, or several by name (the first answers requests that name
+            none).
         host: The address to bind.
         port: The port to bind.
         token: The bearer token clients must send.

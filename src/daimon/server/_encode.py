@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daimon.core import codec
 from daimon.core.chat import Usage
@@ -12,7 +12,10 @@ from daimon.core.errors import SerializationError
 from daimon.core.events import Done, StreamEvent
 from daimon.core.results import AgentResponse
 
-__all__ = ("dump_json", "event_data", "jsonable", "prompt_body", "usage_body")
+if TYPE_CHECKING:
+    from daimon.orchestration import NodeEvent
+
+__all__ = ("dump_json", "event_data", "jsonable", "node_event_body", "prompt_body", "usage_body")
 
 
 def dump_json(value: Any) -> bytes:
@@ -86,3 +89,24 @@ def _done_data(event: Done, response: AgentResponse) -> bytes:
     data = codec.to_data(bare)
     data["response"]["output"] = jsonable(response.output)
     return dump_json(data)
+
+
+def node_event_body(event: NodeEvent) -> dict[str, Any]:
+    """A flow's node event for the wire.
+
+    ``kind`` and ``node``, then ``step``, ``seconds``, ``error_type`` and ``message`` as the kind
+    has them (a failure's message as :class:`~daimon.orchestration.NodeError` words it).
+    """
+    body: dict[str, Any] = {"kind": event.kind, "node": event.node}
+    if event.kind == "node_skipped":
+        return body
+    body["step"] = event.step
+    if event.kind == "node_started":
+        return body
+    body["seconds"] = event.seconds
+    if event.kind == "node_failed":
+        from daimon.orchestration import NodeError
+
+        body["error_type"] = type(event.error).__name__
+        body["message"] = str(NodeError(event.node, event.error))
+    return body

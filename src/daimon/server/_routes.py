@@ -1,7 +1,13 @@
-"""daimon's own routes: prompts (whole or streamed), sessions, agents, health and readiness."""
+"""daimon's own routes: prompts (whole or streamed), sessions, agents, health and readiness.
+
+A served flow (graph, DAG or workflow) answers ``/prompt`` and ``/prompt/stream`` like an agent;
+its stream carries ``node_started``/``node_finished``/``node_failed``/``node_skipped`` events and
+ends with ``done`` (data: ``{"kind": "done", "response": <the /prompt answer>}``) or ``error``.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Callable
 from typing import Annotated, Any
 
@@ -14,8 +20,15 @@ from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.core.events import ErrorEvent
 from daimon.server._agents import ServedAgents
-from daimon.server._encode import dump_json, event_data, prompt_body
+from daimon.server._encode import (
+    dump_json,
+    event_data,
+    node_event_body,
+    prompt_body,
+    usage_body,
+)
 from daimon.server._errors import describe_failure, error_response
+from daimon.server._flows import FlowAnswer, ServedFlow
 from daimon.server._runs import ClientDisconnected, run_supervised
 from daimon.server._schemas import (
     SESSION_PATTERN,
@@ -80,7 +93,10 @@ _STREAM_DOC = {
         "`tool_call_start`, `tool_call_delta`, `tool_call_end`, `tool_result`, `usage`) with "
         "`data:` its JSON encoding; `: ping` comments while idle; and a last event that is "
         "either `done` (data: the `Done` event carrying the response) or `error` (data: "
-        '`{"message", "error_type", "kind": "error"}`).'
+        '`{"message", "error_type", "kind": "error"}`). A flow (graph, DAG, workflow) sends '
+        "`node_started`, `node_finished`, `node_failed` and `node_skipped` events (data: "
+        '`{"kind", "node", "step"?, "seconds"?, "error_type"?, "message"?}`) and ends with '
+        '`done` (data: `{"kind": "done", "response": <the /prompt answer>}`) or `error`.'
     ),
     "content": {
         "text/event-stream": {
@@ -98,6 +114,10 @@ _STREAM_DOC = {
                             "tool_call_end",
                             "tool_result",
                             "usage",
+                            "node_started",
+                            "node_finished",
+                            "node_failed",
+                            "node_skipped",
                             "done",
                             "error",
                         ],
@@ -108,6 +128,45 @@ _STREAM_DOC = {
         }
     },
 }
+
+
+def flow_body(name: str, answer: FlowAnswer) -> dict[str, Any]:
+    """The ``POST /prompt`` answer of a flow's run (flows keep no sessions)."""
+    return {
+        "text": answer.text,
+        "agent": name,
+        "run_id": answer.run_id,
+        "session_id": None,
+        "iterations": answer.usage.requests,
+        "usage": usage_body(answer.usage),
+        "cost": answer.cost,
+        "output": answer.output,
+        "pending_approvals": [],
+    }
+
+
+async def flow_frames(
+    name: str, flow: ServedFlow, text: str, token: CancelToken
+) -> AsyncGenerator[bytes, None]:
+    """A flow's run as SSE frames: its node events as they happen, then ``done``."""
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    def observe(event: Any) -> None:
+        queue.put_nowait(sse_frame(dump_json(node_event_body(event)), event.kind))
+
+    run = asyncio.create_task(flow.run(text, cancel=token, on_node=observe))
+    run.add_done_callback(lambda _: queue.put_nowait(None))
+    try:
+        while (frame := await queue.get()) is not None:
+            yield frame
+        answer = run.result()  # the run's error, if it failed, ends the stream with `error`
+    finally:
+        if not run.done():  # the client left: stop the run and wait for it
+            token.cancel("the stream ended")
+            run.cancel()
+            await asyncio.wait({run})
+    body = {"kind": "done", "response": flow_body(name, answer)}
+    yield sse_frame(dump_json(body), "done")
 
 
 def stream_error_frame(exc: BaseException) -> bytes:
@@ -153,10 +212,22 @@ def add_native_routes(
         A client that disconnects cancels its run. A run longer than the request timeout is
         cancelled and answered with 504.
         """
-        agent = served.get(body.agent)
-        if agent is None:
-            return error_response(404, "not_found", served.unknown(body.agent or ""))
         name = body.agent or served.default
+        flow = served.flow(name)
+        if flow is not None:
+            try:
+                answer = await run_supervised(
+                    lambda token: flow.run(body.input, cancel=token), request.receive, timeout
+                )
+            except ClientDisconnected:
+                return Response(status_code=CLIENT_CLOSED)
+            except Exception as exc:
+                status, kind, message = describe_failure(exc)
+                return error_response(status, kind, message)
+            return Response(dump_json(flow_body(name, answer)), media_type="application/json")
+        agent = served.get(name)
+        if agent is None:
+            return error_response(404, "not_found", served.unknown(name))
         try:
             response = await run_supervised(
                 lambda token: agent.prompt(body.input, session_id=body.session_id, cancel=token),
@@ -182,9 +253,18 @@ def add_native_routes(
         Runs that fail, or pass the request timeout, end with an `error` event; a client that
         disconnects cancels its run.
         """
-        agent = served.get(body.agent)
+        name = body.agent or served.default
+        flow = served.flow(name)
+        if flow is not None:
+            return EventStreamResponse(
+                lambda token: flow_frames(name, flow, body.input, token),
+                on_error=stream_error_frame,
+                heartbeat=settings.heartbeat_interval,
+                timeout=timeout,
+            )
+        agent = served.get(name)
         if agent is None:
-            return error_response(404, "not_found", served.unknown(body.agent or ""))
+            return error_response(404, "not_found", served.unknown(name))
 
         async def events(token: CancelToken) -> AsyncGenerator[bytes, None]:
             stream = agent.prompt_stream(body.input, session_id=body.session_id, cancel=token)
@@ -215,23 +295,24 @@ def add_native_routes(
         """Readiness: the server accepts prompts."""
         if not ready():
             return error_response(503, "not_ready", "the server is starting or shutting down")
-        body = {"status": "ready", "agents": list(served.by_name)}
+        body = {"status": "ready", "agents": list(served.names)}
         return Response(dump_json(body), media_type="application/json")
 
     @router.get("/agents", response_model=AgentsResponse, responses=error_responses(*_GATED))
     async def agents() -> Response:
-        """The served agents: names, models and tools."""
-        body = {
-            "default": served.default,
-            "agents": [
-                {
-                    "name": name,
-                    "model": str(getattr(agent.model, "model_name", type(agent.model).__name__)),
-                    "tools": list(agent.tools.names),
-                }
-                for name, agent in served.by_name.items()
-            ],
-        }
+        """The served agents and flows: names, models and tools; for a flow, its drawing."""
+        listed: list[dict[str, Any]] = []
+        for name in served.names:
+            agent = served.by_name.get(name)
+            if agent is not None:
+                model = str(getattr(agent.model, "model_name", type(agent.model).__name__))
+                listed.append({"name": name, "model": model, "tools": list(agent.tools.names)})
+            else:
+                flow = served.flows[name]
+                listed.append(
+                    {"name": name, "model": flow.kind, "tools": [], "flow": flow.drawing()}
+                )
+        body = {"default": served.default, "agents": listed}
         return Response(dump_json(body), media_type="application/json")
 
     @router.get(
@@ -244,7 +325,7 @@ def add_native_routes(
         """A conversation's messages, as the agent's memory keeps them (its window)."""
         found = served.get(agent)
         if found is None:
-            return error_response(404, "not_found", served.unknown(agent or ""))
+            return error_response(404, "not_found", served.unknown(agent or served.default))
         messages = await found.memory.get_messages(session_id)
         body = {
             "session_id": session_id,
@@ -264,6 +345,6 @@ def add_native_routes(
         """Forget a conversation."""
         found = served.get(agent)
         if found is None:
-            return error_response(404, "not_found", served.unknown(agent or ""))
+            return error_response(404, "not_found", served.unknown(agent or served.default))
         await found.memory.clear(session_id)
         return Response(status_code=204)

@@ -129,12 +129,38 @@ class ReadyResponse(BaseModel):
     agents: list[str]
 
 
+class FlowNode(BaseModel):
+    """A node of a served flow's drawing."""
+
+    id: str = Field(description="The node's name (`__start__`, `__end__` for the terminals).")
+    label: str
+    terminal: bool = Field(description="Whether it is START or END rather than a node.")
+
+
+class FlowEdge(BaseModel):
+    """An arrow of a served flow's drawing."""
+
+    source: str
+    target: str
+    label: str = Field(description="A route's label, a workflow's fields, or empty.")
+    dashed: bool = Field(description="A route the node may pick at run time.")
+
+
+class FlowDrawing(BaseModel):
+    """A served graph, DAG or workflow, as nodes and edges."""
+
+    kind: Literal["graph", "dag", "workflow"]
+    nodes: list[FlowNode]
+    edges: list[FlowEdge]
+
+
 class AgentInfo(BaseModel):
-    """A served agent."""
+    """A served agent, or flow (its `model` is then `graph`, `dag` or `workflow`)."""
 
     name: str
     model: str
     tools: list[str]
+    flow: FlowDrawing | None = Field(default=None, description="A flow's drawing.")
 
 
 class AgentsResponse(BaseModel):

@@ -31,6 +31,7 @@ UI_FILES: dict[str, str] = {
     "chat.js": "text/javascript; charset=utf-8",
     "sessions.js": "text/javascript; charset=utf-8",
     "timeline.js": "text/javascript; charset=utf-8",
+    "flow.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
 """Every file the page loads, with its media type (nothing else is served from the folder)."""

@@ -3,6 +3,7 @@
 import { ApiError, getJson, getToken, setToken, streamPrompt } from "./api.js";
 import { Turn, contentText, el, formatSeconds, formatUsage } from "./chat.js";
 import { listSessions, newSessionId, touchSession, updateSession } from "./sessions.js";
+import { renderFlow } from "./flow.js";
 import { renderTimeline } from "./timeline.js";
 
 const $ = (id) => document.getElementById(id);
@@ -18,6 +19,7 @@ const ui = {
   sessionList: $("session-list"),
   newSession: $("new-session"),
   timeline: $("timeline"),
+  flow: $("flow"),
   inspectorTitle: $("inspector-title"),
   tokenDialog: $("token-dialog"),
   tokenForm: $("token-form"),
@@ -33,7 +35,13 @@ const state = {
   controller: null,
   shown: null,
   pendingDraw: false,
+  agents: new Map(),
 };
+
+/** The drawing of the picked agent when it is a flow (graph, DAG, workflow), else null. */
+function pickedFlow() {
+  return state.agents.get(ui.agent.value)?.flow || null;
+}
 
 function notice(text, isError = false) {
   ui.notice.textContent = text;
@@ -74,6 +82,7 @@ function tokenRefusal(error) {
 async function connect() {
   try {
     const served = await getJson("/agents");
+    state.agents = new Map(served.agents.map((agent) => [agent.name, agent]));
     ui.agent.replaceChildren(
       ...served.agents.map((agent) => {
         const tools = agent.tools.length ? ` — tools: ${agent.tools.join(", ")}` : "";
@@ -87,6 +96,7 @@ async function connect() {
     setRunning(false);
     notice("");
     renderSessions();
+    draw();
   } catch (error) {
     if (refused(error)) askToken(tokenRefusal(error));
     else notice(`Cannot reach the server: ${error.message}`, true);
@@ -121,7 +131,7 @@ function startSession(id, totals) {
   state.totals = { input_tokens: 0, output_tokens: 0, cost: 0, ...totals };
   state.shown = null;
   ui.transcript.replaceChildren();
-  renderTimeline(ui.timeline, null);
+  draw();
   showTotals();
   renderSessions();
 }
@@ -132,6 +142,11 @@ async function resume(session) {
     ui.agent.value = session.agent;
   }
   startSession(session.id, session.totals);
+  if (pickedFlow()) {
+    notice("A flow keeps no conversation: its runs start afresh.");
+    ui.prompt.focus();
+    return;
+  }
   try {
     const path = `/sessions/${encodeURIComponent(session.id)}?agent=${encodeURIComponent(session.agent)}`;
     const kept = await getJson(path);
@@ -196,6 +211,9 @@ function draw() {
     state.pendingDraw = false;
     const run = state.shown;
     renderTimeline(ui.timeline, run, run ? performance.now() - run.start : 0);
+    // A flow's run shows its own drawing; with no run shown, the picked flow's, unlit.
+    if (run) renderFlow(ui.flow, run.agent, run.flow, run.flow ? run : null);
+    else renderFlow(ui.flow, ui.agent.value, pickedFlow(), null);
   });
 }
 
@@ -246,7 +264,14 @@ async function send() {
   ui.prompt.value = "";
   const turn = new Turn(ui.transcript, text);
   ui.transcript.scrollTop = ui.transcript.scrollHeight;
-  const run = { start: performance.now(), events: [], status: "running", end: null };
+  const run = {
+    start: performance.now(),
+    events: [],
+    status: "running",
+    end: null,
+    agent,
+    flow: pickedFlow(),
+  };
   show(run);
   touchSession(state.sessionId, agent, text);
   renderSessions();

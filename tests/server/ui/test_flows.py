@@ -1,0 +1,204 @@
+"""Served flows in a real browser: the drawing, its nodes lit in order, a failed node marked."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from playwright.sync_api import expect
+
+from daimon.orchestration import END, START, Dag, DagBuilder, Graph, GraphBuilder, GraphContext
+from daimon.server import ServedFlow
+
+from .conftest import Shots
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+Live = Callable[..., Any]
+"""tests/server's ``live`` fixture: ``live(agents, **settings)`` starts a server."""
+
+# Records each node's state changes on the drawing, in the order the page makes them.
+WATCH = """
+() => {
+  window.lit = [];
+  const box = document.getElementById("flow");
+  new MutationObserver((changes) => {
+    for (const change of changes) {
+      const node = change.target;
+      if (change.attributeName === "data-state" && node.dataset.node) {
+        window.lit.push(`${node.dataset.node}:${node.dataset.state}`);
+      }
+    }
+  }).observe(box, { subtree: true, attributes: true, attributeFilter: ["data-state"] });
+}
+"""
+
+
+def research(gate: threading.Event) -> Graph:
+    """classify -> (router) search -> write, and write loops once through its reviewer.
+
+    ``search`` waits for ``gate`` so the test can look at the page while it runs.
+    """
+
+    def classify(ctx: GraphContext) -> dict[str, Any]:
+        return {"question": ctx.state["input"].endswith("?"), "drafts": 0}
+
+    async def search(ctx: GraphContext) -> dict[str, Any]:
+        await asyncio.to_thread(gate.wait, 10)
+        return {"notes": "rust is a language"}
+
+    async def write(ctx: GraphContext) -> dict[str, Any]:
+        await asyncio.sleep(0.05)
+        drafts = ctx.state["drafts"] + 1
+        return {"drafts": drafts, "output": f"draft {drafts}: {ctx.state.get('notes', '')}"}
+
+    def route(state: Mapping[str, Any]) -> str:
+        return "search" if state["question"] else "write"
+
+    def review(state: Mapping[str, Any]) -> str:
+        return "revise" if state["drafts"] < 2 else "done"
+
+    return (
+        GraphBuilder("research")
+        .add_node("classify", classify)
+        .add_node("search", search)
+        .add_node("write", write)
+        .add_edge(START, "classify")
+        .add_router("classify", route, {"search": "search", "write": "write"})
+        .add_edge("search", "write")
+        .add_router("write", review, {"revise": "write", "done": END})
+        .build()
+    )
+
+
+def pipeline() -> Dag:
+    """fetch, then parse (which fails) and summarize in parallel; report needs both."""
+
+    async def parse(inputs: Mapping[str, Any]) -> str:
+        await asyncio.sleep(0.1)
+        raise ValueError("the page is not HTML")
+
+    async def summarize(inputs: Mapping[str, Any]) -> str:
+        await asyncio.sleep(2)
+        return "summary"
+
+    return (
+        DagBuilder("pipeline")
+        .add_node("fetch", lambda inputs: "<page>")
+        .add_node("parse", parse, depends_on="fetch")
+        .add_node("summarize", summarize, depends_on="fetch")
+        .add_node("report", lambda inputs: "report", depends_on=["parse", "summarize"])
+        .build()
+    )
+
+
+def send(page: Page, text: str) -> None:
+    box = page.get_by_label("Message")
+    box.fill(text)
+    box.press("Control+Enter")
+
+
+def test_a_flow_is_drawn_and_its_nodes_light_up_as_they_run(
+    live: Live, page: Page, shots: Shots
+) -> None:
+    gate = threading.Event()
+    server = live({"research": ServedFlow(research(gate)), "pipeline": pipeline()}, ui=True)
+    page.goto(server.url)
+    expect(page.get_by_label("Agent")).to_have_value("research")
+    expect(page.get_by_label("Agent").locator("option")).to_have_text(
+        ["research (graph)", "pipeline (dag)"]
+    )
+    drawing = page.get_by_role("group", name="Flow research, a graph of 3 nodes")
+    expect(drawing).to_be_visible()
+    nodes = drawing.locator(".flow-node:not(.terminal)")
+    expect(nodes).to_have_count(3)
+    expect(drawing.get_by_role("img", name="search: not run")).to_be_visible()
+    expect(drawing.locator(".flow-node.terminal")).to_have_count(2)  # START and END
+    expect(drawing.locator(".flow-label")).to_have_text(["search", "write", "revise", "done"])
+    # Layered top to bottom: each node below the one it follows (the loop does not hang it).
+    tops = {
+        name: drawing.locator(f'[data-node="{name}"]').bounding_box()
+        for name in ("__start__", "classify", "search", "write", "__end__")
+    }
+    ys = [box["y"] for box in tops.values() if box is not None]
+    assert len(ys) == 5 and ys == sorted(ys) and len(set(ys)) == 5
+    page.evaluate(WATCH)
+    shots(page, "drawn")
+
+    send(page, "what is rust?")
+    running = drawing.get_by_role("img", name="search: running")
+    expect(running).to_be_visible()
+    expect(running).to_have_class("flow-node running")
+    expect(running).to_contain_text("⋯ search")  # not by color alone: a glyph too
+    expect(
+        drawing.get_by_role("img", name=re.compile(r"^classify: done in \d+ ms$"))
+    ).to_be_visible()
+    expect(drawing.get_by_role("img", name="write: not run")).to_be_visible()
+    expect(page.locator(".flow-status")).to_have_text("running: search · 1 of 3 done")
+    timeline = page.get_by_role("list", name="Run timeline")
+    expect(timeline.locator(".bar.node.running")).to_have_count(1)
+    shots(page, "running")
+    gate.set()
+
+    expect(page.get_by_test_id("answer")).to_have_text("draft 2: rust is a language")
+    write = drawing.get_by_role("img", name=re.compile(r"^write: done in \d+ ms \(ran 2 times\)$"))
+    expect(write).to_contain_text("✓ write")
+    expect(drawing.locator(".flow-node.done")).to_have_count(3)
+    # Lit in order. A quick node may start and end within one frame (the page then shows its
+    # end only), so what the page showed is a subsequence of every change, with search's
+    # running state (held by the gate) among them.
+    lit = page.evaluate("window.lit")
+    every = [
+        "classify:running",
+        "classify:done",
+        "search:running",
+        "search:done",
+        "write:running",
+        "write:done",
+        "write:running",
+        "write:done",
+    ]
+    remaining = iter(every)
+    assert all(change in remaining for change in lit), lit
+    assert "search:running" in lit and lit[-1] == "write:done", lit
+    # The inspector: one bar per node run, in order, with measured durations.
+    bars = timeline.locator(".bar.node")
+    expect(bars).to_have_count(4)
+    labels = bars.evaluate_all("bars => bars.map(b => b.getAttribute('aria-label'))")
+    assert [label.split(",")[0] for label in labels] == ["classify", "search", "write", "write"]
+    assert all(float(label.split(", ")[2].split(" ")[0]) >= 50 for label in labels[2:])
+    expect(page.locator(".run-summary")).to_contain_text("done · ")
+    expect(page.locator(".run-summary")).to_contain_text("4 node runs")
+    shots(page, "done")
+
+    # Another flow: a DAG whose parse node fails; its parallel sibling is cancelled.
+    page.get_by_label("Agent").select_option("pipeline")
+    dag = page.get_by_role("group", name="Flow pipeline, a dag of 4 nodes")
+    expect(dag).to_be_visible()
+    expect(drawing).to_have_count(0)
+    send(page, "https://example.org")
+    failed = dag.get_by_role(
+        "img", name=re.compile(r"^parse: failed after \d+ ms: node 'parse' failed: ValueError")
+    )
+    expect(failed).to_be_visible()
+    expect(failed).to_have_class("flow-node failed")
+    expect(failed).to_contain_text("✗ parse")
+    expect(dag.get_by_role("img", name=re.compile(r"^fetch: done in"))).to_be_visible()
+    expect(dag.get_by_role("img", name="summarize: cancelled")).to_be_visible()
+    expect(dag.get_by_role("img", name="report: not run")).to_be_visible()
+    alert = page.get_by_role("log", name="Conversation").get_by_role("alert")
+    expect(alert).to_have_text(re.compile(r"^NodeError: node 'parse' failed"))
+    expect(timeline.locator(".bar.node.error")).to_have_count(1)
+    expect(timeline.locator(".bar.node.cancelled")).to_have_count(1)
+    expect(page.locator(".flow-status")).to_have_text("1 of 4 done · failed: parse")
+    shots(page, "failed")
+
+    # Back to the graph: a new session, its drawing unlit.
+    page.get_by_label("Agent").select_option("research")
+    expect(drawing).to_be_visible()
+    expect(drawing.locator(".flow-node.idle")).to_have_count(5)
+    expect(page.locator(".flow-status")).to_have_text("Not run yet.")
