@@ -2,6 +2,11 @@
 
 Usage: python benchmarks/brokers.py [--tasks N] [--latency N] [--only redis,nats,...] [--json out]
 
+Names for --only: memory, redis, nats, rabbitmq, grpc, pubsub, celery. ``grpc`` starts a daimon
+broker service (``python -m daimon.distributed.brokers.grpc``, SQLite ``synchronous=FULL``:
+every change is fsynced) on a free port, ``pubsub`` a private Pub/Sub emulator (task states in
+Redis); both are stopped afterwards.
+
 Each broker gets one worker process (concurrency 32) running a FunctionModel agent that answers at
 once, and the client in this process:
 
@@ -27,6 +32,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -36,6 +42,10 @@ HERE = Path(__file__).resolve().parent
 REDIS = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/0")
 NATS = os.environ.get("BENCH_NATS", "nats://127.0.0.1:4222")
 AMQP = os.environ.get("BENCH_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
+PUBSUB_EMULATOR = os.environ.get(
+    "DAIMON_PUBSUB_EMULATOR",
+    "/usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator",
+)
 CONCURRENCY = 32
 
 
@@ -49,13 +59,62 @@ def agent() -> Any:
 # ----------------------------------------------------------------------------- daimon
 
 
-def targets(tag: str) -> dict[str, tuple[str, dict[str, Any]]]:
+def targets(tag: str, address: str = "") -> dict[str, tuple[str, dict[str, Any]]]:
+    """Each broker's URL and options; ``address`` is the grpc service's or the emulator's."""
     return {
         "memory": ("memory://", {}),
         "redis": (REDIS, {"queue": f"bench-{tag}"}),
         "nats": (NATS, {"stream": f"BENCH_{tag}", "bucket": f"bench_{tag}"}),
         "rabbitmq": (AMQP, {"queue": f"bench.{tag}", "store": REDIS}),
+        "grpc": (f"grpc://{address}", {"queue": f"bench-{tag}"}),
+        "pubsub": (
+            f"pubsub://daimon-bench/bench-{tag}",
+            {"queue": f"bench-{tag}", "store": REDIS, "emulator_host": address},
+        ),
     }
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def service(name: str, scratch: Path) -> Any:
+    """Start the grpc broker service or the Pub/Sub emulator for one run; its address."""
+    import socket
+
+    if name not in ("grpc", "pubsub"):
+        yield ""
+        return
+    port = free_port()
+    if name == "grpc":
+        db = scratch / f"bench-{port}.db"
+        argv = [sys.executable, "-m", "daimon.distributed.brokers.grpc", "--db", str(db)]
+        argv += ["--port", str(port)]
+    else:
+        argv = [PUBSUB_EMULATOR, "--host=127.0.0.1", f"--port={port}"]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), 0.2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{argv[0]} did not start") from None
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
 
 
 def worker_main(url: str, options: dict[str, Any]) -> None:
@@ -151,6 +210,11 @@ async def cleanup(name: str, client: Any, options: dict[str, Any]) -> None:
         for stream in (options["stream"], options["stream"] + "_DEAD"):
             await js.delete_stream(stream)
         await js.delete_key_value(options["bucket"])
+    elif name == "pubsub":
+        store = client.store.client
+        keys = [k async for k in store.scan_iter(match=f"daimon:{{{options['queue']}}}:*")]
+        if keys:
+            await store.delete(*keys)
     elif name == "rabbitmq":
         channel = client._channel
         for queue in (options["queue"], options["queue"] + ".delay", options["queue"] + ".dead"):
@@ -258,7 +322,7 @@ def main() -> None:
     )
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--latency", type=int, default=300)
-    parser.add_argument("--only", default="memory,redis,nats,rabbitmq,celery")
+    parser.add_argument("--only", default="memory,redis,nats,rabbitmq,grpc,pubsub,celery")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     tag = uuid.uuid4().hex[:8]
@@ -267,8 +331,11 @@ def main() -> None:
         if name == "celery":
             rows["celery (redis)"] = measure_celery(args.tasks, args.latency)
         else:
-            url, options = targets(tag)[name]
-            rows[name] = asyncio.run(measure_daimon(name, url, options, args.tasks, args.latency))
+            with tempfile.TemporaryDirectory() as scratch, service(name, Path(scratch)) as address:
+                url, options = targets(tag, address)[name]
+                rows[name] = asyncio.run(
+                    measure_daimon(name, url, options, args.tasks, args.latency)
+                )
         print(f"{name}: {rows[list(rows)[-1]]}", file=sys.stderr)
     print(f"\n{args.tasks} tasks, worker concurrency {CONCURRENCY}, {os.cpu_count()} CPUs\n")
     print("| broker | tasks/s | submits/s | latency p50 | latency p99 |")

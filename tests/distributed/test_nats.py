@@ -79,9 +79,10 @@ async def test_a_resubmit_after_a_lost_publish_queues_the_task(
 ) -> None:
     async with NatsBroker.from_url(nats_url, **names) as broker:
         kv = await broker._ready()
-        from daimon.distributed.brokers.nats import _encode, _key, _Record
+        from daimon.core.task_records import TaskRecord
+        from daimon.distributed.brokers.nats import _encode, _key
 
-        await kv.create(_key("tasks", "task-1"), _encode(_Record()))  # a submit that died here
+        await kv.create(_key("tasks", "task-1"), _encode(TaskRecord()))  # a submit that died here
         assert await broker.claim(wait=0.3) is None
         await broker.submit(sample_task())
         delivery = await broker.claim(wait=2)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -18,6 +18,9 @@ from daimon.agent import Agent
 from daimon.cli.app import EXIT_INTERRUPTED, EXIT_USAGE, _build_agent, _Exit, app
 from daimon.cli.render import TerminalRenderer
 from daimon.core.errors import DaimonError
+
+if TYPE_CHECKING:
+    from daimon.server import ServedFlow
 
 __all__ = ("a2a_app", "mcp_app")
 
@@ -49,6 +52,29 @@ def load_served_agent(spec: str) -> Agent:
     except DaimonError as exc:
         renderer.error(str(exc), type(exc).__name__)
         raise _Exit(EXIT_USAGE) from None
+
+
+def load_served(spec: str) -> Agent | ServedFlow:
+    """An agent, or a flow (a ``ServedFlow``, or a bare Graph, Dag or Workflow) to serve."""
+    from daimon.cli.loading import import_object, is_agent_file
+
+    if not is_agent_file(spec):
+        from daimon.orchestration import Dag, Graph, Workflow
+        from daimon.server import ServedFlow
+
+        try:
+            value = import_object(spec, "agent")
+        except DaimonError:
+            value = None  # load_served_agent says what is wrong
+        if isinstance(value, ServedFlow):
+            return value
+        if isinstance(value, (Graph, Dag, Workflow)):
+            try:
+                return ServedFlow(value)
+            except DaimonError as exc:
+                TerminalRenderer().error(str(exc), type(exc).__name__)
+                raise _Exit(EXIT_USAGE) from None
+    return load_served_agent(spec)
 
 
 def _serve(coroutine: object) -> None:
@@ -131,7 +157,10 @@ def worker(
         str,
         typer.Option(
             envvar="DAIMON_BROKER",
-            help="redis://, nats://, amqp:// (with --store redis://...), sqs:// or memory://.",
+            help=(
+                "redis://, nats://, grpc://, amqp://, sqs://, pubsub://, sb:// (the last four "
+                "with --store redis://...) or memory://."
+            ),
         ),
     ],
     concurrency: Annotated[int, typer.Option(help="Tasks run at once.")] = 4,
@@ -139,7 +168,10 @@ def worker(
         float, typer.Option(help="Seconds to finish tasks on SIGTERM before handing them back.")
     ] = 30.0,
     store: Annotated[
-        str | None, typer.Option(help="Task-state store for brokers without one (RabbitMQ, SQS).")
+        str | None,
+        typer.Option(
+            help="Task-state store for brokers without one (RabbitMQ, SQS, Pub/Sub, Service Bus)."
+        ),
     ] = None,
     queue: Annotated[str, typer.Option(help="The queue (stream, subject) to take tasks from.")] = (
         "tasks"
@@ -160,24 +192,58 @@ def serve(
     agents: Annotated[
         list[str],
         typer.Argument(
-            help="Agents to serve (module:attr or agent files); the first is the default."
+            help="Agents to serve (module:attr or agent files; module:attr may also name a "
+            "Graph, Dag, Workflow or ServedFlow); the first is the default."
         ),
     ],
     host: HostOption = "127.0.0.1",
     port: PortOption = 8000,
     token: TokenOption = None,
+    no_ui: Annotated[
+        bool, typer.Option("--no-ui", help="Serve the API only: no web playground at /.")
+    ] = False,
 ) -> None:
-    """Serve agents over HTTP: REST, SSE streaming and an OpenAI-compatible /v1 endpoint."""
-    served: dict[str, Agent] = {}
+    """Serve agents over HTTP: REST, SSE, OpenAI-compatible /v1, and a web playground at /."""
+    served: dict[str, Agent | ServedFlow] = {}
     for spec in agents:
-        agent = load_served_agent(spec)
+        agent = load_served(spec)
         served[agent.name if agent.name not in served else spec] = agent
+    from daimon.server import ServerSettings
     from daimon.server import serve as serve_http
 
     try:
-        serve_http(served, host=host, port=port, token=token)
+        settings = ServerSettings(host=host, port=port, token=token, ui=not no_ui)
+        serve_http(served, settings=settings)
     except DaimonError as exc:  # refused to start: exposed without a token, a bad setting
         sys.stderr.write(f"error: {exc}\n")
         raise _Exit(EXIT_USAGE) from None
     except KeyboardInterrupt:
         raise _Exit(EXIT_INTERRUPTED) from None
+
+
+# --- daimon broker serve grpc: the daimon broker service.
+
+broker_app = typer.Typer(help="Task brokers: run daimon's own broker service.")
+broker_serve_app = typer.Typer(help="Run a broker service.")
+app.add_typer(broker_app, name="broker")
+broker_app.add_typer(broker_serve_app, name="serve")
+
+
+@broker_serve_app.command("grpc")
+def broker_serve_grpc(
+    db: Annotated[
+        Path, typer.Option(help="The SQLite file of queues and tasks (kept on restart).")
+    ],
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 50051,
+    token: TokenOption = None,
+    synchronous: Annotated[
+        str, typer.Option(help="SQLite synchronous: FULL (survives power loss) or NORMAL.")
+    ] = "FULL",
+) -> None:
+    """Serve task queues over gRPC to workers started with --broker grpc://HOST:PORT."""
+    import importlib
+
+    module = importlib.import_module("daimon.distributed.brokers.grpc")
+    sys.stderr.write(f"daimon broker service on {host}:{port} (db {db})\n")
+    _serve(module.serve(str(db), host=host, port=port, token=token, synchronous=synchronous))

@@ -21,6 +21,10 @@ _SCHEMES: dict[str, tuple[str, str]] = {
     "amqp": ("daimon.distributed.brokers.rabbitmq", "RabbitMQBroker"),
     "amqps": ("daimon.distributed.brokers.rabbitmq", "RabbitMQBroker"),
     "sqs": ("daimon.distributed.brokers.sqs", "SqsBroker"),
+    "grpc": ("daimon.distributed.brokers.grpc", "GrpcBroker"),
+    "grpcs": ("daimon.distributed.brokers.grpc", "GrpcBroker"),
+    "pubsub": ("daimon.distributed.brokers.pubsub", "PubSubBroker"),
+    "sb": ("daimon.distributed.brokers.servicebus", "ServiceBusBroker"),
 }
 
 
@@ -45,15 +49,20 @@ def broker_from_url(url: str, **options: Any) -> Broker:
     """A broker handle for ``url``, made with the broker class's ``from_url(url, **options)``.
 
     Schemes: ``memory``, ``redis``/``rediss``/``unix`` (Redis Streams), ``nats``/``tls`` (NATS
-    JetStream), ``amqp``/``amqps`` (RabbitMQ), ``sqs`` (Amazon SQS). Options are the broker's
-    keyword arguments, such as ``lease``, ``max_deliver`` and ``queue``. RabbitMQ and SQS keep
+    JetStream), ``amqp``/``amqps`` (RabbitMQ), ``sqs`` (Amazon SQS), ``grpc``/``grpcs`` (the
+    daimon broker service), ``pubsub`` (Google Pub/Sub). Options are the broker's keyword
+    arguments, such as ``lease``, ``max_deliver`` and ``queue``. RabbitMQ, SQS and Pub/Sub keep
     task states in a store: give ``store="redis://..."`` (a store made from a URL is closed
     with the broker).
+
+    ``sb`` is Azure Service Bus (``sb://<namespace host>/<queue>``); it needs a store too.
     """
     cls = _load(_SCHEMES, url, "broker")
     store = options.get("store")
     if isinstance(store, str):
-        store_options = {"queue": options["queue"]} if "queue" in options else {}
+        # The store's keys are named after the broker's queue, from the options or the URL.
+        queue = options.get("queue") or getattr(cls, "queue_in_url", lambda url: None)(url)
+        store_options = {"queue": queue} if queue else {}
         options["store"] = _load(_STORES, store, "task store").from_url(store, **store_options)
         options.setdefault("own_store", True)
     return cast(Broker, cls.from_url(url, **options))

@@ -10,28 +10,39 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from daimon.distributed.brokers.grpc import GrpcBroker, GrpcBrokerServer
     from daimon.distributed.brokers.memory import MemoryBroker
     from daimon.distributed.brokers.nats import NatsBroker
+    from daimon.distributed.brokers.pubsub import PubSubBroker
     from daimon.distributed.brokers.rabbitmq import RabbitMQBroker
     from daimon.distributed.brokers.redis import RedisBroker, RedisTaskStore
+    from daimon.distributed.brokers.servicebus import ServiceBusBroker
     from daimon.distributed.brokers.sqs import SqsBroker
 
 __all__ = (
+    "GrpcBroker",
+    "GrpcBrokerServer",
     "MemoryBroker",
     "NatsBroker",
+    "PubSubBroker",
     "RabbitMQBroker",
     "RedisBroker",
     "RedisTaskStore",
+    "ServiceBusBroker",
     "SqsBroker",
 )
 
 # name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str]] = {
+    "GrpcBroker": ("daimon.distributed.brokers.grpc", "GrpcBroker"),
+    "GrpcBrokerServer": ("daimon.distributed.brokers.grpc", "GrpcBrokerServer"),
     "MemoryBroker": ("daimon.distributed.brokers.memory", "MemoryBroker"),
     "NatsBroker": ("daimon.distributed.brokers.nats", "NatsBroker"),
+    "PubSubBroker": ("daimon.distributed.brokers.pubsub", "PubSubBroker"),
     "RabbitMQBroker": ("daimon.distributed.brokers.rabbitmq", "RabbitMQBroker"),
     "RedisBroker": ("daimon.distributed.brokers.redis", "RedisBroker"),
     "RedisTaskStore": ("daimon.distributed.brokers.redis", "RedisTaskStore"),
+    "ServiceBusBroker": ("daimon.distributed.brokers.servicebus", "ServiceBusBroker"),
     "SqsBroker": ("daimon.distributed.brokers.sqs", "SqsBroker"),
 }
 

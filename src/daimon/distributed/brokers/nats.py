@@ -27,14 +27,24 @@ import dataclasses
 import logging
 import re
 import time
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
+from daimon.core.task_records import (
+    SettleByTaskId,
+    SettlingDelivery,
+    TaskRecord,
+    begin,
+    cancel,
+    check_options,
+    heartbeat,
+    settle,
+    view,
+)
+from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
 
 nats = require("nats", extra="nats")
 nats_errors = require("nats.errors", extra="nats")
@@ -46,109 +56,15 @@ __all__ = ("NatsBroker",)
 _log = logging.getLogger("daimon.distributed")
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
-# --- The task record's state machine. The same code is in daimon.distributed.brokers.memory
-# --- (plugins cannot share modules); proposed for daimon.core as task_records.py.
-
-_TERMINAL = frozenset({"completed", "failed", "cancelled"})
-
-
-@dataclass(slots=True)
-class _Record:
-    state: str = "pending"
-    attempt: int = 0
-    """Deliveries started so far; the newest one alone may settle the task."""
-    released: int = 0
-    """Deliveries handed back undone (graceful shutdowns): they do not count against max_deliver."""
-    lease_until: float = 0.0
-    result: TaskResult | None = None
-    error: str | None = None
-
-
-def _begin(rec: _Record, now: float, lease: float, max_deliver: int) -> tuple[str, float]:
-    """Start an attempt: ``run`` (its number), ``skip`` (ended), ``busy`` (lease left), ``dead``."""
-    if rec.state in _TERMINAL:
-        return "skip", 0.0
-    if rec.state == "running" and rec.lease_until > now:
-        return "busy", rec.lease_until - now
-    spent = rec.attempt - rec.released
-    if spent >= max_deliver:
-        if rec.state == "running":
-            why = (
-                f"attempt {rec.attempt} was lost: no heartbeat within the {lease:g}s lease "
-                "(its worker crashed or hung)"
-            )
-        else:
-            why = f"last error: {rec.error}"
-        rec.state, rec.error = "failed", f"dead-lettered after {spent} attempts; {why}"
-        return "dead", 0.0
-    rec.attempt += 1
-    rec.state, rec.lease_until = "running", now + lease
-    return "run", float(rec.attempt)
-
-
-def _heartbeat(rec: _Record, attempt: int, now: float, lease: float) -> str:
-    """Renew the lease: ``ok``, ``cancelled`` or ``lost`` (another attempt owns the task)."""
-    if rec.attempt != attempt:
-        return "lost"
-    if rec.state != "running":
-        return "cancelled" if rec.state == "cancelled" else "lost"
-    rec.lease_until = now + lease
-    return "ok"
-
-
-def _settle(
-    rec: _Record,
-    attempt: int,
-    action: str,
-    max_deliver: int,
-    *,
-    result: TaskResult | None = None,
-    error: str = "",
-) -> str:
-    """End an attempt: ``ok``, ``requeued``, ``released``, ``dead``, ``stale`` or ``ended``."""
-    if rec.attempt != attempt:
-        return "stale"
-    if rec.state != "running":
-        return "ended"
-    if action == "complete":
-        rec.state, rec.result, rec.error = "completed", result, None
-        return "ok"
-    if action == "release":
-        rec.state, rec.released = "pending", rec.released + 1
-        return "released"
-    spent = rec.attempt - rec.released
-    if action == "retry":
-        if spent < max_deliver:
-            rec.state, rec.error = "pending", error
-            return "requeued"
-        error = f"dead-lettered after {spent} attempts; last error: {error}"
-    rec.state, rec.error = "failed", error
-    return "dead"
-
-
-def _cancel(rec: _Record) -> bool:
-    if rec.state in _TERMINAL:
-        return False
-    rec.state = "cancelled"
-    return True
-
-
-def _view(rec: _Record, now: float) -> TaskStatus:
-    state = rec.state
-    if state == "running" and rec.lease_until <= now:
-        state = "pending"  # its worker is gone: the task waits for another one
-    return TaskStatus(state=TaskState(state), result=rec.result, error=rec.error)
-
-
 # --- The broker.
 
 
-def _encode(rec: _Record) -> bytes:
+def _encode(rec: TaskRecord) -> bytes:
     return dumps(rec).encode("utf-8")
 
 
-def _decode(data: bytes) -> _Record:
-    return loads(data, _Record)
+def _decode(data: bytes) -> TaskRecord:
+    return loads(data, TaskRecord)
 
 
 def _key(queue: str, task_id: str) -> str:
@@ -159,7 +75,7 @@ def _key(queue: str, task_id: str) -> str:
     return f"{queue}.{quoted.replace('%', '=')}"
 
 
-class NatsBroker:
+class NatsBroker(SettleByTaskId):
     """Queues tasks in a JetStream work-queue stream; see the module docstring.
 
     Args:
@@ -183,10 +99,7 @@ class NatsBroker:
         lease: float = 30.0,
         max_deliver: int = 5,
     ) -> None:
-        if not lease > 0:
-            raise BuilderError(f"lease must be positive, got {lease!r}")
-        if type(max_deliver) is not int or max_deliver < 1:
-            raise BuilderError(f"max_deliver must be a positive integer, got {max_deliver!r}")
+        check_options(lease, max_deliver)
         for what, name in (("queue", queue), ("stream", stream), ("bucket", bucket)):
             if not _NAME.match(name):
                 raise BuilderError(f"{what} must be letters, digits, - and _, got {name!r}")
@@ -212,22 +125,6 @@ class NatsBroker:
     def from_url(cls, url: str, **options: Any) -> NatsBroker:
         """A broker on its own connection to ``url``."""
         return cls(url, **options)
-
-    @property
-    def lease(self) -> float:
-        """Seconds a delivery stays leased without a heartbeat."""
-        return self._lease
-
-    @property
-    def max_deliver(self) -> int:
-        """Attempts a task gets before it is dead-lettered."""
-        return self._max_deliver
-
-    async def __aenter__(self) -> NatsBroker:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def setup(self) -> None:
         """Create the streams, the consumer and the bucket if they are missing."""
@@ -296,7 +193,7 @@ class NatsBroker:
             )
         self._js, self._kv = js, kv
 
-    async def _get(self, task_id: str) -> tuple[_Record, int]:
+    async def _get(self, task_id: str) -> tuple[TaskRecord, int]:
         kv = await self._ready()
         try:
             entry = await kv.get(_key(self._queue, task_id))
@@ -304,7 +201,7 @@ class NatsBroker:
             raise KeyError(task_id) from None
         return _decode(entry.value), int(entry.revision)
 
-    async def _put(self, task_id: str, rec: _Record, revision: int) -> bool:
+    async def _put(self, task_id: str, rec: TaskRecord, revision: int) -> bool:
         """Write ``rec`` if the record is still at ``revision``; whether it was."""
         try:
             await self._kv.update(_key(self._queue, task_id), _encode(rec), last=revision)
@@ -317,7 +214,7 @@ class NatsBroker:
         payload = dumps(task).encode("utf-8")
         kv = await self._ready()
         try:
-            await kv.create(_key(self._queue, task.task_id), _encode(_Record()))
+            await kv.create(_key(self._queue, task.task_id), _encode(TaskRecord()))
         except js_errors.KeyWrongLastSequenceError:
             rec, _ = await self._get(task.task_id)
             if rec.state != "pending" or rec.attempt:
@@ -330,13 +227,13 @@ class NatsBroker:
     async def status(self, task_id: str) -> TaskStatus:
         """Where the task is; :class:`KeyError` when it is unknown."""
         rec, _ = await self._get(task_id)
-        return _view(rec, time.time())
+        return view(rec, time.time())
 
     async def cancel(self, task_id: str) -> bool:
         """Cancel a task that has not ended; whether it was cancelled."""
         while True:
             rec, revision = await self._get(task_id)
-            if not _cancel(rec):
+            if not cancel(rec):
                 return False
             if await self._put(task_id, rec, revision):
                 return True
@@ -370,7 +267,7 @@ class NatsBroker:
                 _log.error("task %r has no state record; dropping its message", task_id)
                 await msg.term()
                 return None
-            outcome, value = _begin(rec, time.time(), self._lease, self._max_deliver)
+            outcome, value = begin(rec, time.time(), self._lease, self._max_deliver)
             if outcome == "skip":
                 await msg.ack()
                 return None
@@ -399,26 +296,8 @@ class NatsBroker:
             headers={"Nats-Msg-Id": f"dead:{task_id}", "Daimon-Error": error[:1000]},
         )
 
-    # --- daimon.core.TaskBroker, for callers that settle by task id.
 
-    async def receive(self) -> AgentTask | None:
-        """Claim the next task (waiting up to a second); settle it with ``complete``/``fail``."""
-        delivery = await self.claim(wait=1.0)
-        if delivery is None:
-            return None
-        self._held[delivery.task.task_id] = delivery
-        return delivery.task
-
-    async def complete(self, task_id: str, result: TaskResult) -> None:
-        """Record the result of a task this handle received."""
-        await self._held.pop(task_id).complete(result)
-
-    async def fail(self, task_id: str, error: str) -> None:
-        """Record the failure of a task this handle received (dead-lettering it)."""
-        await self._held.pop(task_id).fail(error)
-
-
-class _NatsDelivery:
+class _NatsDelivery(SettlingDelivery):
     __slots__ = ("_broker", "_msg", "task")
 
     def __init__(self, broker: NatsBroker, msg: Any, task: AgentTask) -> None:
@@ -426,31 +305,17 @@ class _NatsDelivery:
         self._msg = msg
         self.task = task
 
-    def __repr__(self) -> str:
-        return f"<delivery of {self.task.task_id!r}, attempt {self.task.attempt}>"
-
     async def heartbeat(self) -> bool:
         broker = self._broker
         while True:
             rec, revision = await broker._get(self.task.task_id)
-            outcome = _heartbeat(rec, self.task.attempt, time.time(), broker._lease)
+            outcome = heartbeat(rec, self.task.attempt, time.time(), broker._lease)
             if outcome != "ok":
                 return False
             if await broker._put(self.task.task_id, rec, revision):
                 break
         await _answer(self._msg.in_progress)
         return True
-
-    async def complete(self, result: TaskResult) -> bool:
-        dumps(result)
-        return await self._settle("complete", result=result) == "ok"
-
-    async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
-        outcome = await self._settle("retry" if retry else "fail", error=error, delay=delay)
-        return outcome in ("requeued", "dead")
-
-    async def release(self) -> None:
-        await self._settle("release")
 
     async def _settle(
         self,
@@ -460,11 +325,13 @@ class _NatsDelivery:
         error: str = "",
         delay: float = 0.0,
     ) -> str:
+        if result is not None:
+            dumps(result)
         broker = self._broker
         task_id = self.task.task_id
         while True:
             rec, revision = await broker._get(task_id)
-            outcome = _settle(
+            outcome = settle(
                 rec, self.task.attempt, action, broker._max_deliver, result=result, error=error
             )
             if outcome == "stale":

@@ -24,12 +24,13 @@ import asyncio
 import dataclasses
 import logging
 import time
-from typing import Any, Protocol
+from typing import Any
 
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+from daimon.core.task_records import SettleByTaskId, StoreDelivery, TaskStore, check_options
+from daimon.core.tasks import AgentTask, TaskStatus
 
 aio_pika = require("aio_pika", extra="rabbitmq")
 
@@ -38,52 +39,7 @@ __all__ = ("RabbitMQBroker", "TaskStore")
 _log = logging.getLogger("daimon.distributed")
 
 
-class TaskStore(Protocol):
-    """Where a broker without a key-value store keeps task states (see ``RedisTaskStore``)."""
-
-    async def create(self, task_id: str) -> bool:
-        """Record a new pending task; ``False`` when the id is already known."""
-        ...
-
-    async def begin(
-        self, task_id: str, *, lease: float, max_deliver: int, payload: str = ""
-    ) -> tuple[str, float]:
-        """Start an attempt: ``run`` (number), ``skip`` (ended), ``busy`` (lease left), ``dead``."""
-        ...
-
-    async def heartbeat(self, task_id: str, attempt: int, *, lease: float) -> str:
-        """Renew the lease: ``ok``, ``cancelled`` or ``lost``."""
-        ...
-
-    async def settle(
-        self,
-        task_id: str,
-        attempt: int,
-        action: str,
-        *,
-        max_deliver: int,
-        result: TaskResult | None = None,
-        error: str = "",
-        delay: float = 0.0,
-        lease: float = 30.0,
-    ) -> str:
-        """End an attempt: ``ok``, ``requeued``, ``released``, ``dead``, ``stale`` or ``ended``."""
-        ...
-
-    async def cancel(self, task_id: str) -> bool:
-        """Cancel a task that has not ended; :class:`KeyError` when unknown."""
-        ...
-
-    async def status(self, task_id: str) -> TaskStatus:
-        """Where the task is; :class:`KeyError` when unknown."""
-        ...
-
-    async def aclose(self) -> None:
-        """Close the store's connections if it owns them."""
-        ...
-
-
-class RabbitMQBroker:
+class RabbitMQBroker(SettleByTaskId):
     """Queues tasks in RabbitMQ; see the module docstring.
 
     Args:
@@ -109,10 +65,7 @@ class RabbitMQBroker:
         prefetch: int = 8,
         own_store: bool = False,
     ) -> None:
-        if not lease > 0:
-            raise BuilderError(f"lease must be positive, got {lease!r}")
-        if type(max_deliver) is not int or max_deliver < 1:
-            raise BuilderError(f"max_deliver must be a positive integer, got {max_deliver!r}")
+        check_options(lease, max_deliver)
         if type(prefetch) is not int or prefetch < 1:
             raise BuilderError(f"prefetch must be a positive integer, got {prefetch!r}")
         if not queue:
@@ -141,25 +94,9 @@ class RabbitMQBroker:
         return cls(url, **options)
 
     @property
-    def lease(self) -> float:
-        """Seconds a task's state stays ``running`` without a heartbeat."""
-        return self._lease
-
-    @property
-    def max_deliver(self) -> int:
-        """Attempts a task gets before it is dead-lettered."""
-        return self._max_deliver
-
-    @property
     def store(self) -> TaskStore:
         """Where task states live."""
         return self._store
-
-    async def __aenter__(self) -> RabbitMQBroker:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def setup(self) -> None:
         """Declare the exchanges and queues if they are missing."""
@@ -303,86 +240,29 @@ class RabbitMQBroker:
         )
         await message.ack()
 
-    # --- daimon.core.TaskBroker, for callers that settle by task id.
 
-    async def receive(self) -> AgentTask | None:
-        """Claim the next task (waiting up to a second); settle it with ``complete``/``fail``."""
-        delivery = await self.claim(wait=1.0)
-        if delivery is None:
-            return None
-        self._held[delivery.task.task_id] = delivery
-        return delivery.task
-
-    async def complete(self, task_id: str, result: TaskResult) -> None:
-        """Record the result of a task this handle received."""
-        await self._held.pop(task_id).complete(result)
-
-    async def fail(self, task_id: str, error: str) -> None:
-        """Record the failure of a task this handle received (dead-lettering it)."""
-        await self._held.pop(task_id).fail(error)
-
-
-class _RabbitDelivery:
-    __slots__ = ("_broker", "_message", "task")
+class _RabbitDelivery(StoreDelivery):
+    __slots__ = ("_broker", "_message")
 
     def __init__(self, broker: RabbitMQBroker, message: Any, task: AgentTask) -> None:
+        super().__init__(broker._store, task, lease=broker._lease, max_deliver=broker._max_deliver)
         self._broker = broker
         self._message = message
-        self.task = task
 
-    def __repr__(self) -> str:
-        return f"<delivery of {self.task.task_id!r}, attempt {self.task.attempt}>"
-
-    async def heartbeat(self) -> bool:
-        broker = self._broker
-        outcome = await broker._store.heartbeat(
-            self.task.task_id, self.task.attempt, lease=broker._lease
-        )
-        return outcome == "ok"
-
-    async def complete(self, result: TaskResult) -> bool:
-        return await self._settle("complete", result=result) == "ok"
-
-    async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
-        outcome = await self._settle("retry" if retry else "fail", error=error, delay=delay)
-        return outcome in ("requeued", "dead")
-
-    async def release(self) -> None:
-        await self._settle("release")
-
-    async def _settle(
-        self,
-        action: str,
-        *,
-        result: TaskResult | None = None,
-        error: str = "",
-        delay: float = 0.0,
-    ) -> str:
-        broker = self._broker
-        outcome = await broker._store.settle(
-            self.task.task_id,
-            self.task.attempt,
-            action,
-            max_deliver=broker._max_deliver,
-            result=result,
-            error=error,
-            delay=max(delay, 0.0),
-            lease=broker._lease,
-        )
+    async def _answer(self, outcome: str, *, delay: float, error: str) -> None:
         message = self._message
         if message.processed:
-            return outcome
+            return
         try:
             if outcome == "dead":
                 await message.reject(requeue=False)
             elif outcome == "released" or (outcome == "requeued" and delay <= 0):
                 await message.nack(requeue=True)
             elif outcome == "requeued":
-                await broker._delay(message, delay)
+                await self._broker._delay(message, delay)
             else:  # ok, ended, or stale (a newer attempt holds another copy): this one is done
                 await message.ack()
         except Exception:
             _log.warning(
                 "could not answer the message of task %s", self.task.task_id, exc_info=True
             )
-        return outcome

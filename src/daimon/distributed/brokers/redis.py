@@ -31,6 +31,7 @@ from typing import Any
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, SerializationError
 from daimon.core.optional import require
+from daimon.core.task_records import SettleByTaskId, SettlingDelivery, check_options
 from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
 
 aioredis = require("redis.asyncio", extra="redis")
@@ -255,13 +256,6 @@ def _connect(url: str, max_connections: int) -> Any:
     return aioredis.Redis.from_pool(pool)
 
 
-def _check_options(lease: float, max_deliver: int) -> None:
-    if not lease > 0:
-        raise BuilderError(f"lease must be positive, got {lease!r}")
-    if type(max_deliver) is not int or max_deliver < 1:
-        raise BuilderError(f"max_deliver must be a positive integer, got {max_deliver!r}")
-
-
 class RedisTaskStore:
     """Task states, attempts, leases and results in Redis hashes, one per task.
 
@@ -423,7 +417,7 @@ def _to_status(task_id: str, row: list[Any]) -> TaskStatus:
     )
 
 
-class RedisBroker:
+class RedisBroker(SettleByTaskId):
     """Queues tasks in a Redis stream; see the module docstring.
 
     Args:
@@ -452,7 +446,7 @@ class RedisBroker:
         consumer: str | None = None,
         max_connections: int = 64,
     ) -> None:
-        _check_options(lease, max_deliver)
+        check_options(lease, max_deliver)
         self._store = RedisTaskStore(
             client,
             queue=queue,
@@ -482,25 +476,9 @@ class RedisBroker:
         return cls(url, **options)
 
     @property
-    def lease(self) -> float:
-        """Seconds a delivery stays leased without a heartbeat."""
-        return self._lease
-
-    @property
-    def max_deliver(self) -> int:
-        """Attempts a task gets before it is dead-lettered."""
-        return self._max_deliver
-
-    @property
     def stream(self) -> str:
         """The stream's key."""
         return self._stream
-
-    async def __aenter__(self) -> RedisBroker:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def setup(self) -> None:
         """Create the stream and its consumer group if they are missing."""
@@ -659,26 +637,8 @@ class RedisBroker:
         task = dataclasses.replace(task, attempt=attempt)
         return _RedisDelivery(self, entry_id, keys, payload, task)
 
-    # --- daimon.core.TaskBroker, for callers that settle by task id.
 
-    async def receive(self) -> AgentTask | None:
-        """Claim the next task (waiting up to a second); settle it with ``complete``/``fail``."""
-        delivery = await self.claim(wait=1.0)
-        if delivery is None:
-            return None
-        self._held[delivery.task.task_id] = delivery
-        return delivery.task
-
-    async def complete(self, task_id: str, result: TaskResult) -> None:
-        """Record the result of a task this handle received."""
-        await self._held.pop(task_id).complete(result)
-
-    async def fail(self, task_id: str, error: str) -> None:
-        """Record the failure of a task this handle received (dead-lettering it)."""
-        await self._held.pop(task_id).fail(error)
-
-
-class _RedisDelivery:
+class _RedisDelivery(SettlingDelivery):
     __slots__ = ("_attempt", "_broker", "_entry", "_keys", "_payload", "task")
 
     def __init__(
@@ -691,9 +651,6 @@ class _RedisDelivery:
         self._attempt = task.attempt
         self.task = task
 
-    def __repr__(self) -> str:
-        return f"<delivery of {self.task.task_id!r}, attempt {self._attempt}>"
-
     async def heartbeat(self) -> bool:
         broker = self._broker
         code = await broker._store._heartbeat(
@@ -702,17 +659,15 @@ class _RedisDelivery:
         )
         return int(code) == 1
 
-    async def complete(self, result: TaskResult) -> bool:
-        return await self._settle("complete", dumps(result)) == "ok"
-
-    async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
-        outcome = await self._settle("retry" if retry else "fail", error, delay)
-        return outcome in ("requeued", "dead")
-
-    async def release(self) -> None:
-        await self._settle("release", "")
-
-    async def _settle(self, action: str, data: str, delay: float = 0.0) -> str:
+    async def _settle(
+        self,
+        action: str,
+        *,
+        result: TaskResult | None = None,
+        error: str = "",
+        delay: float = 0.0,
+    ) -> str:
+        data = dumps(result) if result is not None else error
         broker = self._broker
         outcome = await broker._store._settle(
             keys=self._keys,

@@ -25,13 +25,14 @@ import dataclasses
 import logging
 import math
 import time
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+from daimon.core.task_records import SettleByTaskId, StoreDelivery, TaskStore
+from daimon.core.tasks import AgentTask, TaskStatus
 
 aiobotocore_session = require("aiobotocore.session", extra="sqs")
 botocore_exceptions = require("botocore.exceptions", extra="sqs")
@@ -42,43 +43,12 @@ _log = logging.getLogger("daimon.distributed")
 _MAX_VISIBILITY = 12 * 3600
 
 
-class _TaskStore(Protocol):
-    """The task store this broker needs (``RedisTaskStore`` has these methods)."""
-
-    async def create(self, task_id: str) -> bool: ...
-
-    async def begin(
-        self, task_id: str, *, lease: float, max_deliver: int, payload: str = ""
-    ) -> tuple[str, float]: ...
-
-    async def heartbeat(self, task_id: str, attempt: int, *, lease: float) -> str: ...
-
-    async def settle(
-        self,
-        task_id: str,
-        attempt: int,
-        action: str,
-        *,
-        max_deliver: int,
-        result: TaskResult | None = None,
-        error: str = "",
-        delay: float = 0.0,
-        lease: float = 30.0,
-    ) -> str: ...
-
-    async def cancel(self, task_id: str) -> bool: ...
-
-    async def status(self, task_id: str) -> TaskStatus: ...
-
-    async def aclose(self) -> None: ...
-
-
 def _seconds(value: float) -> int:
     """A visibility timeout in whole seconds (SQS's unit), rounded up, within SQS's bounds."""
     return min(max(math.ceil(value), 0), _MAX_VISIBILITY)
 
 
-class SqsBroker:
+class SqsBroker(SettleByTaskId):
     """Queues tasks in Amazon SQS; see the module docstring.
 
     Args:
@@ -98,7 +68,7 @@ class SqsBroker:
         self,
         queue: str,
         *,
-        store: _TaskStore,
+        store: TaskStore,
         region: str = "us-east-1",
         endpoint_url: str | None = None,
         lease: float = 30.0,
@@ -141,32 +111,19 @@ class SqsBroker:
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
         if parts.path.strip("/"):
-            queue = parts.path.strip("/")
             query.setdefault("endpoint_url", f"http://{parts.netloc}")
-        else:
-            queue = parts.netloc
-        return cls(queue, **{**query, **options})
+        return cls(cls.queue_in_url(url), **{**query, **options})
+
+    @staticmethod
+    def queue_in_url(url: str) -> str:
+        """The queue an ``sqs://`` URL names."""
+        parts = urlsplit(url)
+        return parts.path.strip("/") or parts.netloc
 
     @property
-    def lease(self) -> float:
-        """Seconds a delivery stays invisible without a heartbeat."""
-        return self._lease
-
-    @property
-    def max_deliver(self) -> int:
-        """Attempts a task gets before it is dead-lettered."""
-        return self._max_deliver
-
-    @property
-    def store(self) -> _TaskStore:
+    def store(self) -> TaskStore:
         """Where task states live."""
         return self._store
-
-    async def __aenter__(self) -> SqsBroker:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def setup(self) -> None:
         """Create the queue and the dead-letter queue if they are missing."""
@@ -303,44 +260,20 @@ class SqsBroker:
         )
         await self._client.delete_message(QueueUrl=self._url, ReceiptHandle=receipt)
 
-    # --- daimon.core.TaskBroker, for callers that settle by task id.
 
-    async def receive(self) -> AgentTask | None:
-        """Claim the next task (waiting up to a second); settle it with ``complete``/``fail``."""
-        delivery = await self.claim(wait=1.0)
-        if delivery is None:
-            return None
-        self._held[delivery.task.task_id] = delivery
-        return delivery.task
-
-    async def complete(self, task_id: str, result: TaskResult) -> None:
-        """Record the result of a task this handle received."""
-        await self._held.pop(task_id).complete(result)
-
-    async def fail(self, task_id: str, error: str) -> None:
-        """Record the failure of a task this handle received (dead-lettering it)."""
-        await self._held.pop(task_id).fail(error)
-
-
-class _SqsDelivery:
-    __slots__ = ("_body", "_broker", "_receipt", "task")
+class _SqsDelivery(StoreDelivery):
+    __slots__ = ("_body", "_broker", "_receipt")
 
     def __init__(self, broker: SqsBroker, receipt: str, body: str, task: AgentTask) -> None:
+        super().__init__(broker._store, task, lease=broker._lease, max_deliver=broker._max_deliver)
         self._broker = broker
         self._receipt = receipt
         self._body = body
-        self.task = task
-
-    def __repr__(self) -> str:
-        return f"<delivery of {self.task.task_id!r}, attempt {self.task.attempt}>"
 
     async def heartbeat(self) -> bool:
-        broker = self._broker
-        outcome = await broker._store.heartbeat(
-            self.task.task_id, self.task.attempt, lease=broker._lease
-        )
-        if outcome != "ok":
+        if not await super().heartbeat():
             return False
+        broker = self._broker
         try:
             await broker._client.change_message_visibility(
                 QueueUrl=broker._url,
@@ -351,35 +284,8 @@ class _SqsDelivery:
             return False
         return True
 
-    async def complete(self, result: TaskResult) -> bool:
-        return await self._settle("complete", result=result) == "ok"
-
-    async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
-        outcome = await self._settle("retry" if retry else "fail", error=error, delay=delay)
-        return outcome in ("requeued", "dead")
-
-    async def release(self) -> None:
-        await self._settle("release")
-
-    async def _settle(
-        self,
-        action: str,
-        *,
-        result: TaskResult | None = None,
-        error: str = "",
-        delay: float = 0.0,
-    ) -> str:
+    async def _answer(self, outcome: str, *, delay: float, error: str) -> None:
         broker = self._broker
-        outcome = await broker._store.settle(
-            self.task.task_id,
-            self.task.attempt,
-            action,
-            max_deliver=broker._max_deliver,
-            result=result,
-            error=error,
-            delay=max(delay, 0.0),
-            lease=broker._lease,
-        )
         client, url = broker._client, broker._url
         try:
             if outcome in ("ok", "ended"):
@@ -396,4 +302,3 @@ class _SqsDelivery:
             _log.warning(
                 "could not answer the message of task %s", self.task.task_id, exc_info=True
             )
-        return outcome

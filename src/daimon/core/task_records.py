@@ -1,0 +1,339 @@
+"""A task's record in a broker: the state machine every broker shares, and the pieces around it.
+
+A broker keeps one record per task: its state, how many attempts started (and how many were
+handed back undone), the lease of the running attempt, and the result or error. The functions
+here change a record in memory; a broker loads it, calls one, and stores it back atomically
+(a compare-and-set, a transaction, or one Lua script that mirrors these rules)::
+
+    submit ──> pending ──begin──> running ──settle(complete)──> completed
+                  ^  ^               │ ──settle(fail)──────────> failed (dead-lettered)
+                  │  └release/retry──┤ ──lease lost, attempts spent──> failed (dead-lettered)
+                  │                  └─lease lost──> (begin again: attempt + 1)
+                  └────────────── cancel ────────> cancelled (from pending or running)
+
+Every ``begin`` starts a new attempt; only the newest attempt may settle a task, and a task
+settles once. :class:`TaskStore` is what a broker whose service cannot hold records (RabbitMQ,
+SQS, Pub/Sub, Service Bus) asks of the store that does; :class:`SettlingDelivery` and
+:class:`StoreDelivery` are the delivery code those brokers share. Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Self
+
+from daimon.core.errors import BuilderError
+from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
+
+__all__ = (
+    "BrokerHandle",
+    "SettleByTaskId",
+    "SettlingDelivery",
+    "StoreDelivery",
+    "TERMINAL",
+    "TaskRecord",
+    "TaskStore",
+    "begin",
+    "cancel",
+    "check_options",
+    "heartbeat",
+    "lost_attempt",
+    "settle",
+    "view",
+)
+
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+"""States a task never leaves."""
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """A task's state in a broker (persisted as versioned JSON by brokers that store it whole)."""
+
+    state: str = "pending"
+    attempt: int = 0
+    """Deliveries started so far; the newest one alone may settle the task."""
+    released: int = 0
+    """Deliveries handed back undone (graceful shutdowns): they do not count against max_deliver."""
+    lease_until: float = 0.0
+    result: TaskResult | None = None
+    error: str | None = None
+
+
+def check_options(lease: float, max_deliver: int) -> None:
+    """Refuse a lease that is not positive or a max_deliver that is not a positive integer."""
+    if not lease > 0:
+        raise BuilderError(f"lease must be positive, got {lease!r}")
+    if type(max_deliver) is not int or max_deliver < 1:
+        raise BuilderError(f"max_deliver must be a positive integer, got {max_deliver!r}")
+
+
+def lost_attempt(attempt: int, lease: float) -> str:
+    """Why a running attempt whose lease ran out is given up on."""
+    return (
+        f"attempt {attempt} was lost: no heartbeat within the {lease:g}s lease "
+        "(its worker crashed or hung)"
+    )
+
+
+def begin(rec: TaskRecord, now: float, lease: float, max_deliver: int) -> tuple[str, float]:
+    """Start an attempt: ``run`` (its number), ``skip`` (ended), ``busy`` (lease left), ``dead``."""
+    if rec.state in TERMINAL:
+        return "skip", 0.0
+    if rec.state == "running" and rec.lease_until > now:
+        return "busy", rec.lease_until - now
+    spent = rec.attempt - rec.released
+    if spent >= max_deliver:
+        if rec.state == "running":
+            why = lost_attempt(rec.attempt, lease)
+        else:
+            why = f"last error: {rec.error}"
+        rec.state, rec.error = "failed", f"dead-lettered after {spent} attempts; {why}"
+        return "dead", 0.0
+    rec.attempt += 1
+    rec.state, rec.lease_until = "running", now + lease
+    return "run", float(rec.attempt)
+
+
+def heartbeat(rec: TaskRecord, attempt: int, now: float, lease: float) -> str:
+    """Renew the lease: ``ok``, ``cancelled`` or ``lost`` (another attempt owns the task)."""
+    if rec.attempt != attempt:
+        return "lost"
+    if rec.state != "running":
+        return "cancelled" if rec.state == "cancelled" else "lost"
+    rec.lease_until = now + lease
+    return "ok"
+
+
+def settle(
+    rec: TaskRecord,
+    attempt: int,
+    action: str,
+    max_deliver: int,
+    *,
+    result: TaskResult | None = None,
+    error: str = "",
+) -> str:
+    """End an attempt: ``ok``, ``requeued``, ``released``, ``dead``, ``stale`` or ``ended``.
+
+    ``action`` is ``complete`` (with ``result``), ``fail``, ``retry`` (with ``error``) or
+    ``release``.
+    """
+    if rec.attempt != attempt:
+        return "stale"
+    if rec.state != "running":
+        return "ended"
+    if action == "complete":
+        rec.state, rec.result, rec.error = "completed", result, None
+        return "ok"
+    if action == "release":
+        rec.state, rec.released = "pending", rec.released + 1
+        return "released"
+    spent = rec.attempt - rec.released
+    if action == "retry":
+        if spent < max_deliver:
+            rec.state, rec.error = "pending", error
+            return "requeued"
+        error = f"dead-lettered after {spent} attempts; last error: {error}"
+    rec.state, rec.error = "failed", error
+    return "dead"
+
+
+def cancel(rec: TaskRecord) -> bool:
+    """Cancel a task that has not ended; whether it was cancelled."""
+    if rec.state in TERMINAL:
+        return False
+    rec.state = "cancelled"
+    return True
+
+
+def view(rec: TaskRecord, now: float) -> TaskStatus:
+    """The status a client sees: a running task whose lease ran out reads ``pending``."""
+    state = rec.state
+    if state == "running" and rec.lease_until <= now:
+        state = "pending"  # its worker is gone: the task waits for another one
+    return TaskStatus(state=TaskState(state), result=rec.result, error=rec.error)
+
+
+class TaskStore(Protocol):
+    """Where a broker without a key-value store keeps task records (e.g. ``RedisTaskStore``)."""
+
+    async def create(self, task_id: str) -> bool:
+        """Record a new pending task; ``False`` when the id is already known."""
+        ...
+
+    async def begin(
+        self, task_id: str, *, lease: float, max_deliver: int, payload: str = ""
+    ) -> tuple[str, float]:
+        """Start an attempt: ``run`` (number), ``skip`` (ended), ``busy`` (lease left), ``dead``."""
+        ...
+
+    async def heartbeat(self, task_id: str, attempt: int, *, lease: float) -> str:
+        """Renew the lease: ``ok``, ``cancelled`` or ``lost``."""
+        ...
+
+    async def settle(
+        self,
+        task_id: str,
+        attempt: int,
+        action: str,
+        *,
+        max_deliver: int,
+        result: TaskResult | None = None,
+        error: str = "",
+        delay: float = 0.0,
+        lease: float = 30.0,
+    ) -> str:
+        """End an attempt: ``ok``, ``requeued``, ``released``, ``dead``, ``stale`` or ``ended``."""
+        ...
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a task that has not ended; :class:`KeyError` when unknown."""
+        ...
+
+    async def status(self, task_id: str) -> TaskStatus:
+        """Where the task is; :class:`KeyError` when unknown."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the store's connections if it owns them."""
+        ...
+
+
+class SettlingDelivery:
+    """A delivery's public settle methods over one ``_settle`` step that returns its outcome."""
+
+    __slots__ = ()
+
+    task: AgentTask
+
+    def __repr__(self) -> str:
+        return f"<delivery of {self.task.task_id!r}, attempt {self.task.attempt}>"
+
+    async def _settle(
+        self,
+        action: str,
+        *,
+        result: TaskResult | None = None,
+        error: str = "",
+        delay: float = 0.0,
+    ) -> str:
+        raise NotImplementedError
+
+    async def complete(self, result: TaskResult) -> bool:
+        """Record the result and acknowledge; ``False`` when refused (stale or already ended)."""
+        return await self._settle("complete", result=result) == "ok"
+
+    async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
+        """Record a failure (retried, or dead-lettered); ``False`` when refused."""
+        outcome = await self._settle("retry" if retry else "fail", error=error, delay=delay)
+        return outcome in ("requeued", "dead")
+
+    async def release(self) -> None:
+        """Hand the task back undone; the attempt does not count."""
+        await self._settle("release")
+
+
+class StoreDelivery(SettlingDelivery):
+    """A delivery whose record is in a :class:`TaskStore`; subclasses answer the message."""
+
+    __slots__ = ("_lease", "_max_deliver", "_store", "task")
+
+    def __init__(self, store: TaskStore, task: AgentTask, *, lease: float, max_deliver: int):
+        self._store = store
+        self._lease = lease
+        self._max_deliver = max_deliver
+        self.task = task
+
+    async def heartbeat(self) -> bool:
+        """Renew the lease in the store; ``False`` when this attempt must stop."""
+        outcome = await self._store.heartbeat(
+            self.task.task_id, self.task.attempt, lease=self._lease
+        )
+        return outcome == "ok"
+
+    async def _settle(
+        self,
+        action: str,
+        *,
+        result: TaskResult | None = None,
+        error: str = "",
+        delay: float = 0.0,
+    ) -> str:
+        delay = max(delay, 0.0)
+        outcome = await self._store.settle(
+            self.task.task_id,
+            self.task.attempt,
+            action,
+            max_deliver=self._max_deliver,
+            result=result,
+            error=error,
+            delay=delay,
+            lease=self._lease,
+        )
+        if outcome == "dead":  # the dead letter carries the recorded reason, with the count
+            error = (await self._store.status(self.task.task_id)).error or error
+        await self._answer(outcome, delay=delay, error=error)
+        return outcome
+
+    async def _answer(self, outcome: str, *, delay: float, error: str) -> None:
+        """Answer the service's message once the store has recorded ``outcome``."""
+        raise NotImplementedError
+
+
+class BrokerHandle:
+    """What every broker handle has: its ``lease`` and ``max_deliver``, and ``async with``."""
+
+    _lease: float
+    _max_deliver: int
+
+    @property
+    def lease(self) -> float:
+        """Seconds a delivery stays leased without a heartbeat."""
+        return self._lease
+
+    @property
+    def max_deliver(self) -> int:
+        """Attempts a task gets before it is dead-lettered."""
+        return self._max_deliver
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the handle's connections; the broker's own method."""
+        raise NotImplementedError
+
+
+class SettleByTaskId(BrokerHandle):
+    """A :class:`BrokerHandle` with the ``receive``/``complete``/``fail`` of ``TaskBroker``.
+
+    They work over ``claim``, for callers of :class:`daimon.core.TaskBroker` that settle by id;
+    the broker keeps the deliveries it handed out this way in ``self._held``.
+    """
+
+    _held: dict[str, Any]
+
+    async def claim(self, wait: float = 1.0) -> Any:
+        """The next delivery, waiting up to ``wait`` seconds; the broker's own method."""
+        raise NotImplementedError
+
+    async def receive(self) -> AgentTask | None:
+        """Claim the next task (waiting up to a second); settle it with ``complete``/``fail``."""
+        delivery = await self.claim(wait=1.0)
+        if delivery is None:
+            return None
+        self._held[delivery.task.task_id] = delivery
+        task: AgentTask = delivery.task
+        return task
+
+    async def complete(self, task_id: str, result: TaskResult) -> None:
+        """Record the result of a task this handle received."""
+        await self._held.pop(task_id).complete(result)
+
+    async def fail(self, task_id: str, error: str) -> None:
+        """Record the failure of a task this handle received (dead-lettering it)."""
+        await self._held.pop(task_id).fail(error)

@@ -1,0 +1,195 @@
+"""The broker service's durable queue: tasks and their records in one SQLite file.
+
+Every call is one transaction on one connection, run on one thread, so a claim and a settle
+never interleave; with ``synchronous=FULL`` (the default) a submit is on disk before it returns.
+A task's row holds its payload, its :class:`~daimon.core.task_records.TaskRecord` (versioned
+JSON) and ``visible_at``: when it may be delivered next (``NULL`` once it has ended). A running
+task's ``visible_at`` is its lease deadline, so a task whose worker died is delivered again.
+Times are the server's wall clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import time
+from pathlib import Path
+
+from daimon.core import task_records as records
+from daimon.core.codec import dumps, loads
+from daimon.core.errors import BuilderError
+from daimon.core.task_records import TaskRecord
+from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+
+__all__ = ("SqliteTaskQueue",)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS daimon_tasks (
+    queue TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    record TEXT NOT NULL,
+    visible_at REAL,
+    PRIMARY KEY (queue, task_id)
+);
+CREATE INDEX IF NOT EXISTS daimon_tasks_visible
+    ON daimon_tasks (queue, visible_at, seq) WHERE visible_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS daimon_dead (
+    queue TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    error TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (queue, task_id)
+);
+"""
+
+_SYNC = ("OFF", "NORMAL", "FULL")
+
+
+class SqliteTaskQueue:
+    """Queues and task records in SQLite; not thread-safe: call it from one thread."""
+
+    def __init__(self, path: str | Path, *, synchronous: str = "FULL") -> None:
+        if synchronous.upper() not in _SYNC:
+            raise BuilderError(
+                f"synchronous must be one of {', '.join(_SYNC)}, got {synchronous!r}"
+            )
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        self._db.executescript(_SCHEMA)
+        (seq,) = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM daimon_tasks").fetchone()
+        self._seq = int(seq)
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    def _load(self, queue: str, task_id: str) -> tuple[TaskRecord, str]:
+        row = self._db.execute(
+            "SELECT record, payload FROM daimon_tasks WHERE queue = ? AND task_id = ?",
+            (queue, task_id),
+        ).fetchone()
+        if row is None:
+            raise KeyError(task_id)
+        return loads(row[0], TaskRecord), row[1]
+
+    def _store(self, queue: str, task_id: str, rec: TaskRecord, visible_at: float | None) -> None:
+        self._db.execute(
+            "UPDATE daimon_tasks SET record = ?, visible_at = ? WHERE queue = ? AND task_id = ?",
+            (dumps(rec), visible_at, queue, task_id),
+        )
+
+    def _dead_letter(self, queue: str, task_id: str, error: str, now: float) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO daimon_dead (queue, task_id, error, at) VALUES (?, ?, ?, ?)",
+            (queue, task_id, error, now),
+        )
+
+    def submit(self, queue: str, task: AgentTask) -> bool:
+        """Queue ``task``; ``False`` when its id was known (nothing is written then)."""
+        payload = dumps(task)
+        if not task.task_id:
+            raise BuilderError("a task id must not be empty")
+        self._seq += 1
+        cursor = self._db.execute(
+            "INSERT OR IGNORE INTO daimon_tasks (queue, task_id, seq, payload, record, visible_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (queue, task.task_id, self._seq, payload, dumps(TaskRecord()), time.time()),
+        )
+        return cursor.rowcount == 1
+
+    def status(self, queue: str, task_id: str) -> TaskStatus:
+        """Where the task is; :class:`KeyError` when unknown."""
+        rec, _ = self._load(queue, task_id)
+        return records.view(rec, time.time())
+
+    def cancel(self, queue: str, task_id: str) -> bool:
+        """Cancel a task that has not ended; :class:`KeyError` when unknown."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            rec, _ = self._load(queue, task_id)
+            if not records.cancel(rec):
+                return False
+            self._store(queue, task_id, rec, None)
+            return True
+
+    def claim(self, queue: str, *, lease: float, max_deliver: int) -> AgentTask | None:
+        """Start an attempt of the next visible task (its ``attempt`` set); ``None`` if none."""
+        while True:
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                now = time.time()
+                row = self._db.execute(
+                    "SELECT task_id, payload, record FROM daimon_tasks"
+                    " WHERE queue = ? AND visible_at IS NOT NULL AND visible_at <= ?"
+                    " ORDER BY visible_at, seq LIMIT 1",
+                    (queue, now),
+                ).fetchone()
+                if row is None:
+                    return None
+                task_id, payload, text = row
+                rec = loads(text, TaskRecord)
+                outcome, value = records.begin(rec, now, lease, max_deliver)
+                if outcome == "run":
+                    self._store(queue, task_id, rec, now + lease)
+                    return dataclasses.replace(loads(payload, AgentTask), attempt=int(value))
+                if outcome == "busy":
+                    self._store(queue, task_id, rec, now + value)
+                else:  # skip (ended) or dead (attempts spent)
+                    if outcome == "dead":
+                        self._dead_letter(queue, task_id, rec.error or "", now)
+                    self._store(queue, task_id, rec, None)
+
+    def next_visible(self, queue: str) -> float | None:
+        """When the next task of ``queue`` becomes visible (``None``: nothing queued)."""
+        (at,) = self._db.execute(
+            "SELECT MIN(visible_at) FROM daimon_tasks WHERE queue = ? AND visible_at IS NOT NULL",
+            (queue,),
+        ).fetchone()
+        return None if at is None else float(at)
+
+    def heartbeat(self, queue: str, task_id: str, attempt: int, *, lease: float) -> str:
+        """Renew the lease: ``ok``, ``cancelled`` or ``lost``."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            rec, _ = self._load(queue, task_id)
+            now = time.time()
+            outcome = records.heartbeat(rec, attempt, now, lease)
+            if outcome == "ok":
+                self._store(queue, task_id, rec, now + lease)
+            return outcome
+
+    def settle(
+        self,
+        queue: str,
+        task_id: str,
+        attempt: int,
+        action: str,
+        *,
+        max_deliver: int,
+        result: TaskResult | None = None,
+        error: str = "",
+        delay: float = 0.0,
+    ) -> str:
+        """End an attempt: ``ok``, ``requeued``, ``released``, ``dead``, ``stale`` or ``ended``."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            rec, _ = self._load(queue, task_id)
+            outcome = records.settle(rec, attempt, action, max_deliver, result=result, error=error)
+            now = time.time()
+            if outcome in ("requeued", "released"):
+                self._store(queue, task_id, rec, now + (delay if outcome == "requeued" else 0.0))
+            elif outcome in ("ok", "dead"):
+                if outcome == "dead":
+                    self._dead_letter(queue, task_id, rec.error or "", now)
+                self._store(queue, task_id, rec, None)
+            return outcome
+
+    def dead_letters(self, queue: str) -> list[tuple[str, str]]:
+        """The dead-lettered tasks of ``queue``, oldest first, each with why."""
+        rows = self._db.execute(
+            "SELECT task_id, error FROM daimon_dead WHERE queue = ? ORDER BY at", (queue,)
+        ).fetchall()
+        return [(str(task_id), str(error)) for task_id, error in rows]
