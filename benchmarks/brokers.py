@@ -1,5 +1,7 @@
 """Task brokers: throughput and end-to-end latency, with Celery on the same Redis for comparison.
 
+Needs Celery for the comparison (not a daimon dependency): .venv/bin/pip install 'celery[redis]'.
+
 Usage: python benchmarks/brokers.py [--tasks N] [--latency N] [--only redis,nats,...] [--json out]
 
 Names for --only: memory, redis, nats, rabbitmq, grpc, pubsub, celery. ``grpc`` starts a daimon
