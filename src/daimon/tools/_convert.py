@@ -8,9 +8,7 @@ costs nothing extra.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import typing
-import uuid
 from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any, Literal, get_args, get_origin
@@ -25,18 +23,12 @@ from daimon.tools._hints import (
     is_union,
     resolve_hints,
     split_annotated,
+    string_format,
 )
 
 __all__ = ("Converter", "ConverterBuilder")
 
 Converter = Callable[[Any], Any]
-
-_FROM_STRING: dict[Any, Converter] = {
-    datetime.datetime: datetime.datetime.fromisoformat,
-    datetime.date: datetime.date.fromisoformat,
-    datetime.time: datetime.time.fromisoformat,
-    uuid.UUID: uuid.UUID,
-}
 
 
 class ConverterBuilder:
@@ -52,8 +44,9 @@ class ConverterBuilder:
     def converter(self, hint: Any) -> Converter | None:
         """The converter for values of ``hint``, or ``None`` when none is needed."""
         tp, _ = split_annotated(hint)
-        if tp in _FROM_STRING:
-            return _FROM_STRING[tp]
+        string = string_format(tp)
+        if string is not None:  # UUID("..."), datetime.fromisoformat("..."), ...
+            return tp if string == "uuid" else tp.fromisoformat  # type: ignore[no-any-return]
         if isinstance(tp, type):
             if issubclass(tp, Enum):
                 return tp

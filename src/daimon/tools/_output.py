@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import uuid
+import sys
 from enum import Enum
 from typing import Any
 
@@ -40,9 +39,12 @@ def to_plain(obj: Any) -> Any:
         return [to_plain(v) for v in obj]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, datetime.date | datetime.time):  # datetime is a date
+    # datetime and uuid are not imported here: a value of their types means they are loaded.
+    dt = sys.modules.get("datetime")
+    if dt is not None and isinstance(obj, dt.date | dt.time):  # datetime is a date
         return obj.isoformat()
-    if isinstance(obj, uuid.UUID):
+    uuid = sys.modules.get("uuid")
+    if uuid is not None and isinstance(obj, uuid.UUID):
         return str(obj)
     dump = getattr(obj, "model_dump", None)
     if callable(dump) and not isinstance(obj, type):  # a pydantic model

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,5 +96,8 @@ class ToolRetryPolicy:
             delay = self.max_backoff
         delay = min(delay, self.max_backoff)
         if self.jitter:
-            return random.uniform(0.0, delay)  # jitter, not cryptography
+            # Imported on the first retry, not with daimon: most processes never retry a tool.
+            from random import uniform
+
+            return uniform(0.0, delay)  # jitter, not cryptography
         return delay

@@ -8,11 +8,9 @@ validates with) understands too: named types go to ``$defs`` and are referenced 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import re
 import typing
-import uuid
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any, Literal, get_args, get_origin
@@ -29,6 +27,7 @@ from daimon.tools._hints import (
     is_union,
     resolve_hints,
     split_annotated,
+    string_format,
     type_name,
     typeddict_key_required,
 )
@@ -44,10 +43,6 @@ _SIMPLE: dict[Any, dict[str, str]] = {
     int: {"type": "integer"},
     float: {"type": "number"},
     bool: {"type": "boolean"},
-    datetime.datetime: {"type": "string", "format": "date-time"},
-    datetime.date: {"type": "string", "format": "date"},
-    datetime.time: {"type": "string", "format": "time"},
-    uuid.UUID: {"type": "string", "format": "uuid"},
 }
 _JSON_TYPES: dict[type, str] = {
     bool: "boolean",
@@ -99,6 +94,9 @@ class SchemaBuilder:
         simple = _SIMPLE.get(tp)
         if simple is not None:
             return dict(simple)
+        string = string_format(tp)  # datetime, date, time, UUID
+        if string is not None:
+            return {"type": "string", "format": string}
         if isinstance(tp, type):
             if issubclass(tp, Enum):
                 return _enum_values([m.value for m in tp], tp)

@@ -1,0 +1,1 @@
+"""One module per framework; each offers the same small interface (see ``floor``)."""
