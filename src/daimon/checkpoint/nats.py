@@ -201,11 +201,21 @@ class NatsKVCheckpoint(BaseCheckpoint):
     async def list_runs(self) -> list[str]:
         """Ids of the runs that have checkpoints, sorted."""
         kv = await self._kv()
-        try:
-            keys: list[str] = await kv.keys()
-        except nats_errors.NoKeysError:
-            return []
-        return sorted(_run_id(k) for k in keys if k.startswith("run."))
+        # The stream's own count per subject, in one request: nats-py's kv.keys() watches the
+        # bucket and, under load, can stop before it has seen every key.
+        prefix = f"$KV.{self._bucket}."
+        info = await self._nc.jetstream().stream_info(
+            f"KV_{self._bucket}", subjects_filter=f"{prefix}run.>"
+        )
+        runs: list[str] = []
+        for subject in info.state.subjects or {}:
+            key = subject.removeprefix(prefix)
+            try:
+                await kv.get(key)  # a deleted run leaves a marker on its subject
+            except (nats_errors.KeyNotFoundError, nats_errors.KeyDeletedError):
+                continue
+            runs.append(_run_id(key))
+        return sorted(runs)
 
     async def delete(self, run_id: str) -> None:
         """Remove every checkpoint of the run (nothing happens if it has none)."""
