@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from types import TracebackType
+from typing import Any, Literal, Self
 
 from daimon.core.documents import Document
 from daimon.core.errors import (
@@ -26,6 +27,7 @@ from daimon.core.errors import (
 __all__ = (
     "METRICS",
     "Metric",
+    "VectorStoreBase",
     "check_batch",
     "check_dimension",
     "check_metadata",
@@ -143,3 +145,43 @@ def check_batch(
         check_vector(e, dimension, f"vector {key!r}")
         for key, e in zip(ids, embeddings, strict=True)
     ]
+
+
+class VectorStoreBase:
+    """A convenience base for stores: ``dimension`` and ``metric``, and ``async with``.
+
+    ``async with store`` runs :meth:`setup` on entry and :meth:`aclose` on exit. Subclasses set
+    ``_dimension`` and ``_metric`` and override :meth:`setup` and :meth:`aclose` when they have
+    something to create or release.
+    """
+
+    _dimension: int
+    _metric: Metric
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector stored."""
+        return self._dimension
+
+    @property
+    def metric(self) -> Metric:
+        """How closeness is measured."""
+        return self._metric
+
+    async def setup(self) -> None:
+        """Create what the store needs (nothing here); safe to call again."""
+
+    async def aclose(self) -> None:
+        """Release what the store holds (nothing here); safe to call again."""
+
+    async def __aenter__(self) -> Self:
+        await self.setup()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

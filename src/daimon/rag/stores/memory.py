@@ -21,7 +21,6 @@ import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 from daimon.core.documents import Document, ScoredDocument
@@ -30,6 +29,7 @@ from daimon.core.filters import Condition, parse_filter
 from daimon.core.optional import require
 from daimon.core.vectors import (
     Metric,
+    VectorStoreBase,
     check_dimension,
     check_metadata,
     check_metric,
@@ -151,7 +151,7 @@ class _NumericColumns:
         return _RANGE_OPS[condition.op](column[rows], condition.value)
 
 
-class InMemoryVectorStore:
+class InMemoryVectorStore(VectorStoreBase):
     """Keeps vectors in memory and searches them exactly.
 
     Args:
@@ -183,34 +183,6 @@ class InMemoryVectorStore:
             f"InMemoryVectorStore(dimension={self._dimension}, metric={self._metric!r}, "
             f"count={len(self._ids)})"
         )
-
-    @property
-    def dimension(self) -> int:
-        """Length of every vector stored."""
-        return self._dimension
-
-    @property
-    def metric(self) -> Metric:
-        """How closeness is measured."""
-        return self._metric
-
-    async def __aenter__(self) -> Self:
-        await self.setup()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def setup(self) -> None:
-        """Nothing to create; present for the protocol."""
-
-    async def aclose(self) -> None:
-        """Nothing to release; the vectors stay usable."""
 
     # ------------------------------------------------------------------ writes
 

@@ -28,7 +28,6 @@ import math
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any, Literal, Self
 
 from daimon.core.documents import Document, ScoredDocument
@@ -37,6 +36,7 @@ from daimon.core.filters import Condition, parse_filter
 from daimon.core.optional import require
 from daimon.core.vectors import (
     Metric,
+    VectorStoreBase,
     check_dimension,
     check_metric,
     check_records,
@@ -139,7 +139,7 @@ def _filter_query(conditions: tuple[Condition, ...]) -> dict[str, Any] | None:
     return {"bool": {"filter": clauses}}
 
 
-class OpenSearchVectorStore:
+class OpenSearchVectorStore(VectorStoreBase):
     """Stores vectors in an OpenSearch k-NN index (HNSW, Lucene or Faiss engine).
 
     Not yet run against a live cluster: see the module's docstring.
@@ -243,31 +243,9 @@ class OpenSearchVectorStore:
         )
 
     @property
-    def dimension(self) -> int:
-        """Length of every vector stored."""
-        return self._dimension
-
-    @property
-    def metric(self) -> Metric:
-        """How closeness is measured."""
-        return self._metric
-
-    @property
     def index(self) -> str:
         """The index's name."""
         return self._index
-
-    async def __aenter__(self) -> Self:
-        await self.setup()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # ------------------------------------------------------------------ lifecycle
     def mapping(self) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any, Self
 
 from daimon.core.documents import Document, ScoredDocument
@@ -24,6 +23,7 @@ from daimon.core.filters import Condition, parse_filter
 from daimon.core.optional import require
 from daimon.core.vectors import (
     Metric,
+    VectorStoreBase,
     check_batch,
     check_dimension,
     check_metric,
@@ -45,7 +45,7 @@ def point_id(id: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, id))
 
 
-class QdrantVectorStore:
+class QdrantVectorStore(VectorStoreBase):
     """Keeps vectors in a Qdrant collection.
 
     Give either ``client`` (an ``AsyncQdrantClient`` the caller keeps and closes) or the options
@@ -106,31 +106,9 @@ class QdrantVectorStore:
         )
 
     @property
-    def dimension(self) -> int:
-        """Length of every vector stored."""
-        return self._dimension
-
-    @property
-    def metric(self) -> Metric:
-        """How closeness is measured."""
-        return self._metric
-
-    @property
     def collection(self) -> str:
         """The Qdrant collection."""
         return self._collection
-
-    async def __aenter__(self) -> Self:
-        await self.setup()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def setup(self) -> None:
         """Create the collection if it is missing; safe to call again.
