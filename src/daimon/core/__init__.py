@@ -6,8 +6,9 @@ backend needs nothing else of daimon.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from daimon.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from daimon.core.cancel import (
@@ -279,14 +280,4 @@ __all__ = (
 )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'daimon.core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from daimon.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from daimon.embeddings.onnx import OnnxEmbeddingModel
@@ -17,14 +18,4 @@ __all__ = ("OnnxEmbeddingModel",)
 _LAZY = {"OnnxEmbeddingModel": "daimon.embeddings.onnx"}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'daimon.embeddings' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

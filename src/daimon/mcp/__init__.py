@@ -10,9 +10,9 @@ Needs the ``mcp`` extra (``pip install "daimon[mcp]"``). The namespace is lazy: 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from daimon.core.lazy import lazy_exports
 from daimon.core.optional import require
 
 if TYPE_CHECKING:
@@ -45,15 +45,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'daimon.mcp' has no attribute {name!r}")
+def _require_mcp(module: str) -> None:
     require("mcp", extra="mcp")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, before_load=_require_mcp)

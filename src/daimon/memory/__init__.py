@@ -5,9 +5,7 @@ Importing this package stays cheap: backends that need an optional library load 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from daimon.core.lazy import lazy_exports
 from daimon.core.tokens import CharacterTokenCounter
 from daimon.memory.window import SlidingWindowMemory, TokenWindowMemory
 
@@ -21,21 +19,4 @@ _LAZY: dict[str, tuple[str, str]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    try:
-        loaded = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:  # the module is there but needs a library: say so
-            raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(loaded, attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

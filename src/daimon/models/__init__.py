@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from daimon.core.errors import BuilderError, MissingDependencyError
+from daimon.core.lazy import lazy_exports
 from daimon.core.protocols import Model
 from daimon.models.function import FunctionModel
 from daimon.models.scripted import ScriptedModel
@@ -65,17 +66,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'daimon.models' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
 
 
 def _model_at_url(rest: str) -> tuple[str, dict[str, Any]]:

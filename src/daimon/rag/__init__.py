@@ -8,9 +8,9 @@ module per backend. ``import daimon.rag`` imports no optional library: stores lo
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from daimon.core.lazy import lazy_exports
 from daimon.rag._files import read_documents
 from daimon.rag._knowledge import RESERVED_METADATA, SimpleKnowledgeBase, chunk_id
 from daimon.rag._splitter import DEFAULT_SEPARATORS, TextChunk, TextSplitter
@@ -47,14 +47,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'daimon.rag' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

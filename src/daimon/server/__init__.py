@@ -41,8 +41,10 @@ are missing.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from daimon.core.lazy import lazy_exports
+from daimon.core.optional import require
 
 if TYPE_CHECKING:
     from daimon.server._app import create_app, serve
@@ -60,20 +62,10 @@ _LAZY: dict[str, str] = {
 _LIBRARIES = ("fastapi", "starlette", "pydantic", "uvicorn")
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+def _require_web(module: str) -> None:
     if module not in ("daimon.server._settings", "daimon.server._flows"):
-        from daimon.core.optional import require
-
         for library in _LIBRARIES:
             require(library, extra="server")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY, before_load=_require_web)

@@ -14,8 +14,9 @@ without the extra and do nothing until OpenTelemetry is loaded, so transports ca
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from daimon.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from daimon.telemetry._export import configure_otlp
@@ -32,14 +33,4 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
