@@ -342,3 +342,104 @@ def test_a_missing_library_names_the_postgres_extra(library: str) -> None:
     )
     assert out.stdout.startswith("postgres |"), out
     assert 'pip install "daimon[postgres]"' in out.stdout
+
+
+# ---- large batches: binary COPY into a staging table, then one INSERT ... ON CONFLICT ----------
+
+BIG = 300  # above the store's COPY threshold
+
+
+def _rows(url: str, table: str) -> list[tuple[Any, ...]]:
+    return _sql(url, f"SELECT id, content, metadata, embedding::text FROM {table} ORDER BY id")
+
+
+async def test_a_large_batch_replaces_like_a_small_one(pg_url: str, pg_table: str) -> None:
+    vectors = unit_vectors(BIG, 4, seed=3)
+    ids = [f"v{n:03d}" for n in range(BIG)]
+    docs = [_doc(f"first {n}", n=n, half=n % 2 == 0, tags=["x", n]) for n in range(BIG)]
+    small, big = f"{pg_table}_s", f"{pg_table}_b"
+    # one connection: the staging table of a batch must be gone before the next one
+    async with (
+        PgVectorStore(pg_url, dimension=4, table=small) as by_row,
+        PgVectorStore(pg_url, dimension=4, table=big, min_size=1, max_size=1) as by_copy,
+    ):
+        for at in range(0, BIG, 10):  # batches of 10 take the INSERT-per-row path
+            await by_row.upsert_many(ids[at : at + 10], vectors[at : at + 10], docs[at : at + 10])
+        await by_copy.upsert_many(ids, vectors, docs)
+        assert _rows(pg_url, small) == _rows(pg_url, big)
+        # replace the even rows and add new ones, in one large batch
+        changed = ids[::2] + [f"w{n:03d}" for n in range(100)]
+        new_vectors = unit_vectors(len(changed), 4, seed=4)
+        new_docs = [_doc(f"second {key}", key=key) for key in changed]
+        await by_copy.upsert_many(changed, np.asarray(new_vectors), new_docs)  # type: ignore[arg-type]
+        assert await by_copy.count() == BIG + 100
+        stored = {key: (content, metadata) for key, content, metadata, _ in _rows(pg_url, big)}
+        assert stored["v000"] == ("second v000", {"key": "v000"})
+        assert stored["v001"] == ("first 1", {"n": 1, "half": False, "tags": ["x", 1]})
+        assert stored["w099"] == ("second w099", {"key": "w099"})
+        [best] = await by_copy.query(new_vectors[7], top_k=1)
+        assert (best.document.id, best.document.content) == (changed[7], f"second {changed[7]}")
+        await by_copy.upsert_many(ids, vectors, docs)  # again on the same connection
+        assert await by_copy.count() == BIG + 100
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "why"),
+    [
+        ([0.0] * 4, VectorStoreError, r"'v250' is all zeros"),
+        ([1e39, 0.0, 0.0, 0.0], VectorStoreError, r"'v250': a value is too large for float32"),
+        ([float("nan"), 0.0, 0.0, 0.0], VectorStoreError, r"'v250' holds NaN"),
+        ([1.0, 0.0, 0.0], DimensionMismatchError, r"'v250'"),
+        ([1.0, "x", 0.0, 0.0], VectorStoreError, r"'v250' holds a value that is not a number"),
+    ],
+)
+async def test_one_bad_vector_in_a_large_batch_writes_nothing(
+    store: PgVectorStore, bad: list[Any], error: type[Exception], why: str
+) -> None:
+    vectors: list[Any] = unit_vectors(BIG, 4, seed=5)
+    vectors[250] = bad
+    with pytest.raises(error, match=why):
+        await store.upsert_many(
+            [f"v{n}" for n in range(BIG)], vectors, [_doc(str(n)) for n in range(BIG)]
+        )
+    assert await store.count() == 0
+
+
+async def test_a_large_batch_the_database_refuses_writes_nothing(
+    store: PgVectorStore, pg_url: str, pg_table: str
+) -> None:
+    vectors = unit_vectors(BIG, 4, seed=6)
+    ids = [f"v{n}" for n in range(BIG)]
+    await store.upsert_many(ids[:10], vectors[:10], [_doc("kept") for _ in range(10)])
+    _sql(pg_url, f"ALTER TABLE {pg_table} ADD CONSTRAINT no_poison CHECK (content <> 'poison')")
+    docs = [_doc("poison" if n == 290 else "new") for n in range(BIG)]
+    with pytest.raises(psycopg.errors.CheckViolation):
+        await store.upsert_many(ids, vectors, docs)
+    assert _sql(pg_url, f"SELECT content, count(*) FROM {pg_table} GROUP BY content") == [
+        ("kept", 10)
+    ]
+    docs[290] = _doc("fine")
+    await store.upsert_many(ids, vectors, docs)  # the connection is usable afterwards
+    assert await store.count() == BIG
+
+
+async def test_ef_search_per_query(pg_url: str, pg_table: str) -> None:
+    vectors = unit_vectors(500, 8, seed=8)
+    async with PgVectorStore(
+        pg_url, dimension=8, table=pg_table, ef_search=7, min_size=1, max_size=1
+    ) as store:
+        await store.upsert_many([str(n) for n in range(500)], vectors, [_doc("")] * 500)
+        query = vectors[3]
+        exact = sorted(range(500), key=lambda n: -float(np.dot(vectors[n], query)))[:10]
+        found = await store.query(query, top_k=10, ef_search=1000)
+        assert [int(s.document.id) for s in found] == exact
+        for bad in (0, 1001, 2.5, True):
+            with pytest.raises(VectorStoreError, match=r"ef_search must be .* 1 to 1000"):
+                await store.query(query, top_k=10, ef_search=bad)  # type: ignore[arg-type]
+        # SET LOCAL: the pool's one connection keeps the store's own setting afterwards
+        pool = await store._connections()
+        async with pool.connection() as conn:
+            cur = await conn.execute("SHOW hnsw.ef_search")
+            assert await cur.fetchone() == ("7",)
+    with pytest.raises(BuilderError, match=r"ef_search .* 1 to 1000"):
+        PgVectorStore(pg_url, dimension=8, ef_search=1001)

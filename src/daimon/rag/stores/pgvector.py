@@ -14,6 +14,10 @@ the index. Filters (:mod:`daimon.core.filters`) become SQL over ``metadata``, wi
 bound as a parameter. Connections come from a ``psycopg_pool`` pool; each one sets
 ``hnsw.ef_search`` and turns on pgvector's iterative index scans, so a filtered query still
 returns ``top_k`` rows when the nearest ones are filtered out.
+
+Writes are one transaction per batch. A batch of 64 rows or more is checked as one numpy array,
+sent with binary ``COPY`` into a temporary staging table and upserted from it by one
+``INSERT ... ON CONFLICT``; smaller ones by one pipelined ``INSERT`` per row.
 """
 
 from __future__ import annotations
@@ -57,6 +61,16 @@ _METRICS: dict[str, tuple[str, str, str]] = {
     "l2": ("<->", "vector_l2_ops", "-({d})"),
 }
 _RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+_EF_SEARCH_MAX = 1000
+"""The largest ``hnsw.ef_search`` pgvector accepts."""
+_COPY_FROM = 64
+"""Batches of at least this many rows go through ``COPY`` and a staging table; smaller ones
+through one pipelined ``INSERT`` per row."""
+_STAGING = sql.Identifier("daimon_upsert_staging")
+_ON_CONFLICT = (
+    "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, "
+    "metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding"
+)
 _SETUP_LOCK = 0x6461_696D_6F6E  # pg_advisory_xact_lock key: concurrent setups take turns
 
 
@@ -67,6 +81,10 @@ def _check_name(kind: str, name: str) -> str:
             "([A-Za-z_][A-Za-z0-9_]*)"
         )
     return name
+
+
+def _ef_search_ok(value: object) -> bool:
+    return type(value) is int and 1 <= value <= _EF_SEARCH_MAX
 
 
 def _positive(name: str, value: int) -> int:
@@ -90,7 +108,8 @@ class PgVectorStore:
         metric: ``"cosine"``, ``"dot"`` or ``"l2"`` (see :mod:`daimon.core.vectors`).
         hnsw_m: HNSW ``m``: links per node (more: better recall, bigger index).
         hnsw_ef_construction: HNSW ``ef_construction``: candidates kept while building.
-        ef_search: ``hnsw.ef_search``: candidates kept while searching (recall against speed).
+        ef_search: ``hnsw.ef_search``: candidates kept while searching (recall against speed;
+            1 to 1,000; :meth:`query` takes one per query too).
         index: Whether :meth:`setup` creates the HNSW index; without it search is exact until
             :meth:`create_index` (for bulk loads).
         min_size: Connections the pool keeps open.
@@ -121,7 +140,12 @@ class PgVectorStore:
         self._schema = None if schema is None else _check_name("schema", schema)
         self._m = _positive("hnsw_m", hnsw_m)
         self._ef_construction = _positive("hnsw_ef_construction", hnsw_ef_construction)
-        self._ef_search = _positive("ef_search", ef_search)
+        if not _ef_search_ok(ef_search):
+            raise BuilderError(
+                f"ef_search must be an integer from 1 to {_EF_SEARCH_MAX} (pgvector's range), "
+                f"got {ef_search!r}"
+            )
+        self._ef_search = ef_search
         if index and dimension > _HNSW_MAX_DIMENSION:
             raise BuilderError(
                 f"pgvector's HNSW index holds at most {_HNSW_MAX_DIMENSION} dimensions, not "
@@ -137,6 +161,14 @@ class PgVectorStore:
         self._score = score
         parts = (self._table,) if self._schema is None else (self._schema, self._table)
         self._ident = sql.Identifier(*parts)
+        self._insert_values = sql.SQL(
+            "INSERT INTO {} (id, content, metadata, embedding) VALUES (%s, %s, %s::jsonb, %b) "
+            + _ON_CONFLICT
+        ).format(self._ident)
+        self._insert_staged = sql.SQL(
+            "INSERT INTO {} (id, content, metadata, embedding) "
+            "SELECT id, content, metadata::jsonb, embedding FROM {} " + _ON_CONFLICT
+        ).format(self._ident, _STAGING)
         self._pool: Any = None
         self._lock = asyncio.Lock()
         self._ready = False
@@ -290,29 +322,48 @@ class PgVectorStore:
             SerializationError: A document's metadata is not JSON.
         """
         texts = check_records(ids, documents, len(embeddings))  # the metadata as JSON text
-        vectors = [
-            check_vector(e, self._dimension, f"vector {key!r}")
-            for key, e in zip(ids, embeddings, strict=True)
-        ]
+        if not texts:
+            return
+        matrix = self._matrix(ids, embeddings)
         for key, document, text in zip(ids, documents, texts, strict=True):
             if "\x00" in key or "\x00" in document.content or "\\u0000" in text:
                 raise VectorStoreError(
                     f"vector {key!r}: PostgreSQL text cannot hold a NUL character (\\x00)"
                 )
-        if not vectors:
-            return
+        matrix = self._float32_rows(ids, matrix)
         rows = [
-            (key, document.content, text, self._float32(f"vector {key!r}", vector))
-            for key, document, text, vector in zip(ids, documents, texts, vectors, strict=True)
+            (key, document.content, text, vector)
+            for key, document, text, vector in zip(ids, documents, texts, matrix, strict=True)
         ]
-        statement = sql.SQL(
-            "INSERT INTO {} (id, content, metadata, embedding) VALUES (%s, %s, %s::jsonb, %b) "
-            "ON CONFLICT (id) DO UPDATE SET content = EXCLUDED.content, "
-            "metadata = EXCLUDED.metadata, embedding = EXCLUDED.embedding"
-        ).format(self._ident)
         pool = await self._connections()
-        async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            await cur.executemany(statement, rows)
+        async with pool.connection() as conn, conn.transaction():
+            if len(rows) < _COPY_FROM:
+                async with conn.cursor() as cur:
+                    await cur.executemany(self._insert_values, rows)
+            else:
+                await self._copy_in(conn, rows)
+
+    async def _copy_in(self, conn: Any, rows: list[tuple[str, str, str, Any]]) -> None:
+        """Upsert ``rows`` through binary ``COPY`` into a staging table, then one statement.
+
+        Runs inside the caller's transaction: the staging table is dropped at its end, and a
+        failure anywhere writes nothing.
+        """
+        await conn.execute(
+            sql.SQL(
+                "CREATE TEMPORARY TABLE {} (id text, content text, metadata text, "
+                "embedding vector({})) ON COMMIT DROP"
+            ).format(_STAGING, sql.Literal(self._dimension))
+        )
+        copy_sql = sql.SQL(
+            "COPY {} (id, content, metadata, embedding) FROM STDIN (FORMAT BINARY)"
+        ).format(_STAGING)
+        async with conn.cursor() as cur:
+            async with cur.copy(copy_sql) as copy:
+                copy.set_types(["text", "text", "text", "vector"])
+                for row in rows:
+                    await copy.write_row(row)
+            await cur.execute(self._insert_staged)
 
     async def delete(self, id: str) -> bool:
         """Remove one vector; whether it existed."""
@@ -350,10 +401,26 @@ class PgVectorStore:
         embedding: Sequence[float],
         top_k: int,
         filter: Mapping[str, Any] | None = None,
+        *,
+        ef_search: int | None = None,
     ) -> list[ScoredDocument]:
-        """The ``top_k`` nearest documents, closest first, matching ``filter`` when given."""
+        """The ``top_k`` nearest documents, closest first, matching ``filter`` when given.
+
+        Args:
+            embedding: The query vector.
+            top_k: How many documents at most.
+            filter: Metadata conditions (:mod:`daimon.core.filters`).
+            ef_search: ``hnsw.ef_search`` for this query only, instead of the store's.
+
+        Raises:
+            VectorStoreError: ``ef_search`` is outside pgvector's range (1 to 1,000).
+        """
         vector = check_vector(embedding, self._dimension, "query vector")
         check_top_k(top_k)
+        if ef_search is not None and not _ef_search_ok(ef_search):
+            raise VectorStoreError(
+                f"ef_search must be an integer from 1 to {_EF_SEARCH_MAX}, got {ef_search!r}"
+            )
         where, params = _where(parse_filter(filter))
         distance = sql.SQL("embedding {} %b").format(self._operator)
         statement = sql.SQL(
@@ -368,8 +435,16 @@ class PgVectorStore:
         query = self._float32("the query vector", vector)
         pool = await self._connections()
         async with pool.connection() as conn:
-            cur = await conn.execute(statement, [query, *params, query, top_k])
-            rows = await cur.fetchall()
+            if ef_search is None:
+                cur = await conn.execute(statement, [query, *params, query, top_k])
+                rows = await cur.fetchall()
+            else:
+                async with conn.transaction():  # SET LOCAL ends with it
+                    await conn.execute(
+                        sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(ef_search))
+                    )
+                    cur = await conn.execute(statement, [query, *params, query, top_k])
+                    rows = await cur.fetchall()
         return [
             ScoredDocument(
                 document=Document(content=content, id=key, metadata=metadata),
@@ -379,6 +454,40 @@ class PgVectorStore:
         ]
 
     # ------------------------------------------------------------------ internals
+    def _matrix(self, ids: Sequence[str], embeddings: Sequence[Sequence[float]]) -> Any:
+        """The batch as one float64 ``(rows, dimension)`` array of finite values.
+
+        Checked as a whole (fast for large batches); when that fails, row by row, so the error
+        names the first bad vector as :func:`~daimon.core.vectors.check_vector` words it.
+        """
+        try:
+            matrix = np.asarray(embeddings, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            matrix = None
+        if matrix is not None and matrix.shape == (len(ids), self._dimension):
+            finite = np.isfinite(matrix).all(axis=1)
+            if finite.all():
+                return matrix
+            bad = int(np.flatnonzero(~finite)[0])
+            check_vector(embeddings[bad], self._dimension, f"vector {ids[bad]!r}")
+        for key, embedding in zip(ids, embeddings, strict=True):
+            check_vector(embedding, self._dimension, f"vector {key!r}")
+        raise VectorStoreError(  # pragma: no cover - every row passed alone but not together
+            f"embeddings must be {len(ids)} sequences of {self._dimension} numbers"
+        )
+
+    def _float32_rows(self, ids: Sequence[str], matrix: Any) -> Any:
+        """:meth:`_float32` for a checked batch: its rows as pgvector stores them."""
+        with np.errstate(over="ignore"):  # an overflow becomes inf, refused just below
+            rows = matrix.astype(np.float32)
+        usable = np.isfinite(rows).all(axis=1)
+        if self._metric == "cosine":
+            usable &= rows.any(axis=1)
+        if not usable.all():
+            bad = int(np.flatnonzero(~usable)[0])
+            self._float32(f"vector {ids[bad]!r}", rows[bad].tolist())  # raises, naming the row
+        return rows
+
     def _float32(self, what: str, vector: list[float]) -> Any:
         """The vector as pgvector stores it (float32), refused if pgvector could not use it."""
         with np.errstate(over="ignore"):  # an overflow becomes inf, refused just below
