@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any, Self
 
 from daimon.core.documents import Document, ScoredDocument
@@ -34,6 +33,7 @@ from daimon.core.filters import Condition, parse_filter
 from daimon.core.optional import require
 from daimon.core.vectors import (
     Metric,
+    VectorStoreBase,
     check_dimension,
     check_metric,
     check_records,
@@ -93,7 +93,7 @@ def _positive(name: str, value: int) -> int:
     return value
 
 
-class PgVectorStore:
+class PgVectorStore(VectorStoreBase):
     """Stores vectors in a PostgreSQL table with pgvector, searched through an HNSW index.
 
     Numbers in metadata come back as PostgreSQL's ``jsonb`` prints them: equal in value, but a
@@ -206,31 +206,9 @@ class PgVectorStore:
         )
 
     @property
-    def dimension(self) -> int:
-        """Length of every vector stored."""
-        return self._dimension
-
-    @property
-    def metric(self) -> Metric:
-        """How closeness is measured."""
-        return self._metric
-
-    @property
     def table(self) -> str:
         """The table's name (without its schema)."""
         return self._table
-
-    async def __aenter__(self) -> Self:
-        await self.setup()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # ------------------------------------------------------------------ lifecycle
     async def setup(self) -> None:
