@@ -9,8 +9,15 @@ a service is looked for.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +72,138 @@ def service_url() -> dict[str, str]:
         "redis": f"redis://{redis_host}:{redis_port}/0",
         "nats": f"nats://{nats_host}:{nats_port}",
     }
+
+
+# ------------------------------------------------------------------ redis
+
+
+@pytest.fixture
+def redis_url(service_url: dict[str, str]) -> str:
+    """The test Redis (mark the test with ``service("redis")`` too)."""
+    return service_url["redis"]
+
+
+@pytest.fixture
+async def redis_prefix(redis_url: str) -> AsyncIterator[str]:
+    """A key prefix no other test uses; its keys are deleted afterwards."""
+    import redis.asyncio as aioredis
+
+    name = f"daimon-test:{uuid.uuid4().hex}:"
+    yield name
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{name}*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def kill_redis_clients(redis_url: str) -> Callable[[str], Awaitable[int]]:
+    """Kills Redis connections by name, from another client (the server keeps running).
+
+    ``await kill_redis_clients(name)`` returns how many connections named ``name`` it killed.
+    """
+    import redis.asyncio as aioredis
+
+    async def kill(name: str) -> int:
+        killer = aioredis.Redis.from_url(redis_url)
+        try:
+            ids = [c["id"] for c in await killer.client_list() if c.get("name") == name]
+            for client_id in ids:
+                await killer.client_kill_filter(_id=client_id)
+            return len(ids)
+        finally:
+            await killer.aclose()
+
+    return kill
+
+
+# ------------------------------------------------------------------ examples
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
+"""The repository's runnable examples."""
+
+
+@pytest.fixture(scope="module")
+def example_runs(
+    request: pytest.FixtureRequest,
+) -> Iterator[Callable[[str], tuple[list[str], float]]]:
+    """Start every example in the test module's ``EXPECTED`` at once (they are independent).
+
+    Yields ``finish(name)``: it waits for that example, checks it exited 0 with an empty stderr
+    and printed each of its ``EXPECTED`` lines, and returns its stdout lines and seconds taken.
+    """
+    expected: dict[str, list[str]] = request.module.EXPECTED
+    started = {
+        name: (
+            subprocess.Popen(
+                [sys.executable, str(EXAMPLES / name)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            ),
+            time.perf_counter(),
+        )
+        for name in sorted(expected)
+    }
+
+    def finish(name: str) -> tuple[list[str], float]:
+        process, begun = started[name]
+        stdout, stderr = process.communicate(timeout=30)
+        elapsed = time.perf_counter() - begun
+        assert process.returncode == 0, stderr
+        assert stderr == ""
+        lines = stdout.splitlines()
+        missing = [line for line in expected[name] if line not in lines]
+        assert not missing, f"{name} did not print {missing}; it printed:\n{stdout}"
+        return lines, elapsed
+
+    yield finish
+    for process, _ in started.values():
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+# ------------------------------------------------------------------ optional libraries
+
+_BLOCKED_IMPORT = """
+import importlib, importlib.abc, json, sys
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == sys.argv[2]:
+            raise ImportError(f"blocked {name}")
+        return None
+
+sys.meta_path.insert(0, Block())
+from daimon.core import MissingDependencyError
+try:
+    importlib.import_module(sys.argv[1])
+except MissingDependencyError as exc:
+    print(json.dumps([exc.extra, exc.module, str(exc)]))
+"""
+
+
+@pytest.fixture
+def import_without() -> Callable[[str, str], tuple[str, str, str]]:
+    """Imports a module in a fresh interpreter where one library cannot be imported.
+
+    ``import_without(module, library)`` returns the ``extra``, ``module`` and message of the
+    ``MissingDependencyError`` the import raised, and fails the test if it raised none.
+    """
+
+    def run(module: str, library: str) -> tuple[str, str, str]:
+        out = subprocess.run(
+            [sys.executable, "-c", _BLOCKED_IMPORT, module, library],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert out.stdout, f"importing {module} without {library} raised no MissingDependencyError"
+        extra, missing, message = json.loads(out.stdout)
+        return extra, missing, message
+
+    return run

@@ -77,6 +77,8 @@ def test_core_re_exports_every_public_core_type() -> None:
             "sdk_support",
             "vectors",
             "lazy",
+            "lifecycle",
+            "memory_records",
         ):
             continue  # helpers for plugin authors (models, checkpoints, brokers, SDKs), used as is
         module = importlib.import_module(name)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -17,35 +17,13 @@ from daimon.testing.checkpoint import CheckpointConformance, sample_state
 pytestmark = pytest.mark.service("redis")
 
 
-async def drop_prefix(url: str, prefix: str) -> None:
-    client = aioredis.Redis.from_url(url)
-    try:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
-        if keys:
-            await client.delete(*keys)
-    finally:
-        await client.aclose()
-
-
-@pytest.fixture
-def redis_url(service_url: dict[str, str]) -> str:
-    return service_url["redis"]
-
-
-@pytest.fixture
-async def prefix(redis_url: str) -> AsyncIterator[str]:
-    name = f"daimon-test:{uuid.uuid4().hex}:"
-    yield name
-    await drop_prefix(redis_url, name)
-
-
 class TestRedisCheckpoint(CheckpointConformance):
     @pytest.fixture
-    async def make_checkpoint(self, redis_url: str, prefix: str) -> AsyncIterator[Any]:
+    async def make_checkpoint(self, redis_url: str, redis_prefix: str) -> AsyncIterator[Any]:
         handles: list[RedisCheckpoint] = []
 
         async def make(**options: Any) -> RedisCheckpoint:
-            handles.append(RedisCheckpoint.from_url(redis_url, prefix=prefix, **options))
+            handles.append(RedisCheckpoint.from_url(redis_url, prefix=redis_prefix, **options))
             return handles[-1]
 
         yield make
@@ -54,19 +32,21 @@ class TestRedisCheckpoint(CheckpointConformance):
 
 
 @pytest.fixture
-async def store(redis_url: str, prefix: str) -> AsyncIterator[RedisCheckpoint]:
-    async with RedisCheckpoint.from_url(redis_url, prefix=prefix) as checkpoint:
+async def store(redis_url: str, redis_prefix: str) -> AsyncIterator[RedisCheckpoint]:
+    async with RedisCheckpoint.from_url(redis_url, prefix=redis_prefix) as checkpoint:
         yield checkpoint
 
 
-async def test_keys_live_under_the_prefix_and_expire_with_ttl(redis_url: str, prefix: str) -> None:
-    async with RedisCheckpoint(redis_url, prefix=prefix, ttl=30) as store:
+async def test_keys_live_under_the_prefix_and_expire_with_ttl(
+    redis_url: str, redis_prefix: str
+) -> None:
+    async with RedisCheckpoint(redis_url, prefix=redis_prefix, ttl=30) as store:
         await store.save(sample_state("r", 1))
         client = aioredis.Redis.from_url(redis_url)
         try:
-            keys = sorted([key async for key in client.scan_iter(match=f"{prefix}*")])
-            assert keys == [f"{prefix}run:r".encode(), f"{prefix}runs".encode()]
-            assert 0 < await client.pttl(f"{prefix}run:r") <= 30_000
+            keys = sorted([key async for key in client.scan_iter(match=f"{redis_prefix}*")])
+            assert keys == [f"{redis_prefix}run:r".encode(), f"{redis_prefix}runs".encode()]
+            assert 0 < await client.pttl(f"{redis_prefix}run:r") <= 30_000
         finally:
             await client.aclose()
 
@@ -104,22 +84,12 @@ async def test_code_reviving_payloads_raise_serialization_error(
     assert not isinstance(caught.value, CheckpointCorruptError)
 
 
-async def _kill(redis_url: str, name: str) -> int:
-    """Kill every connection named ``name`` from another client (not the whole server)."""
-    killer = aioredis.Redis.from_url(redis_url)
-    try:
-        clients = await killer.client_list()
-        ids = [c["id"] for c in clients if c.get("name") == name]
-        for client_id in ids:
-            await killer.client_kill_filter(_id=client_id)
-        return len(ids)
-    finally:
-        await killer.aclose()
-
-
 @pytest.mark.parametrize("client", ["url", "bare-client"])
 async def test_a_killed_connection_loses_no_acknowledged_save(
-    redis_url: str, prefix: str, client: str
+    redis_url: str,
+    redis_prefix: str,
+    client: str,
+    kill_redis_clients: Callable[[str], Awaitable[int]],
 ) -> None:
     """Kill this handle's connection every 5 saves, from another client.
 
@@ -129,14 +99,16 @@ async def test_a_killed_connection_loses_no_acknowledged_save(
     """
     name = f"daimon-test-{uuid.uuid4().hex[:12]}"
     url = f"{redis_url}?client_name={name}"
-    store = RedisCheckpoint(url if client == "url" else aioredis.Redis.from_url(url), prefix=prefix)
+    store = RedisCheckpoint(
+        url if client == "url" else aioredis.Redis.from_url(url), prefix=redis_prefix
+    )
     acknowledged: list[int] = []
     failures: list[Exception] = []
     killed = 0
     try:
         for iteration in range(60):
             if iteration % 5 == 0:
-                killed += await _kill(redis_url, name)
+                killed += await kill_redis_clients(name)
             try:
                 await store.save(CheckpointState(run_id="r", iteration=iteration))
             except redis.exceptions.ConnectionError as exc:

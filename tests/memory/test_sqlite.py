@@ -2,10 +2,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +11,7 @@ import pytest
 
 from daimon.core import BuilderError, DaimonError, Message, SerializationError
 from daimon.memory.sqlite import SQLiteMemory
-from daimon.testing.memory import MemoryConformance, sample_messages
+from daimon.testing.memory import MemoryConformance, MemoryFactory, sample_messages
 
 
 class TestSQLiteMemory(MemoryConformance):
@@ -28,6 +26,22 @@ class TestSQLiteMemory(MemoryConformance):
         yield make
         for handle in handles:
             await handle.aclose()
+
+    @pytest.fixture
+    def memory_code(self, tmp_path: Path) -> str:
+        path = str(tmp_path / "memory.db")
+        return f"from daimon.memory.sqlite import SQLiteMemory; memory = SQLiteMemory({path!r})"
+
+    async def test_processes_append_to_one_session_without_loss(
+        self, make_memory: MemoryFactory, request: pytest.FixtureRequest, tmp_path: Path
+    ) -> None:
+        """The conformance test, then the file passes SQLite's integrity check."""
+        await super().test_processes_append_to_one_session_without_loss(
+            make_memory, request, tmp_path
+        )
+        with sqlite3.connect(tmp_path / "memory.db") as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        conn.close()
 
 
 @pytest.fixture
@@ -119,94 +133,9 @@ async def test_a_writer_holding_the_lock_delays_but_does_not_fail(tmp_path: Path
         assert await memory.get_messages("s") == [Message.user("waited")]
 
 
-WORKER = """
-import asyncio, sys, time
-from pathlib import Path
-from daimon.core import Message
-from daimon.memory.sqlite import SQLiteMemory
-
-path, worker, count, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
-
-async def main():
-    async with SQLiteMemory(path) as memory:
-        (folder / f"ready-{worker}").touch()
-        while not (folder / "go").exists():
-            await asyncio.sleep(0.002)
-        for i in range(count):
-            await memory.add_messages("shared", [Message.user(f"{worker}:{i}")])
-
-asyncio.run(main())
-"""
-
-
-def run_workers(args: list[str], workers: int, count: int, folder: Path) -> list[str]:
-    """Start the workers, release them together once all are ready; their stderr, if they fail."""
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", WORKER, *args, str(w), str(count), str(folder)],
-            stderr=subprocess.PIPE,
-        )
-        for w in range(workers)
-    ]
-    try:
-        deadline = time.monotonic() + 60
-        while len(list(folder.glob("ready-*"))) < workers:
-            assert all(p.poll() is None for p in processes), "a worker died while starting"
-            assert time.monotonic() < deadline, "workers did not start"
-            time.sleep(0.02)
-        (folder / "go").touch()
-        errors = [p.communicate(timeout=100)[1].decode() for p in processes]
-    finally:
-        for p in processes:
-            p.kill()
-    assert [p.returncode for p in processes] == [0] * workers, errors
-    return errors
-
-
-@pytest.mark.timeout(120)
-async def test_eight_processes_append_to_one_session_without_loss(tmp_path: Path) -> None:
-    """8 processes x 1,000 appends, started together: 8,000 messages, none lost, no lock error."""
-    workers, count = 8, 1000
-    path = tmp_path / "shared.db"
-    async with SQLiteMemory(path) as memory:
-        await memory.setup()
-    errors = await asyncio.to_thread(run_workers, [str(path)], workers, count, tmp_path)
-    assert errors == [""] * workers  # no "database is locked", no warning
-
-    async with SQLiteMemory(path) as memory:
-        texts = [m.text for m in await memory.get_messages("shared")]
-    assert len(texts) == workers * count
-    for w in range(workers):  # each process's appends, in its order
-        assert [t for t in texts if t.startswith(f"{w}:")] == [f"{w}:{i}" for i in range(count)]
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    conn.close()
-
-
-BLOCKED_IMPORT = """
-import importlib, importlib.abc, sys
-
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] == sys.argv[2]:
-            raise ImportError(f"blocked {name}")
-        return None
-
-sys.meta_path.insert(0, Block())
-from daimon.core import MissingDependencyError
-try:
-    importlib.import_module(sys.argv[1])
-except MissingDependencyError as exc:
-    print(exc.extra, "|", exc)
-"""
-
-
-def test_a_missing_client_library_names_its_extra() -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", BLOCKED_IMPORT, "daimon.memory.sqlite", "aiosqlite"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.startswith("sqlite |"), out
-    assert 'pip install "daimon[sqlite]"' in out.stdout
+def test_a_missing_client_library_names_its_extra(
+    import_without: Callable[[str, str], tuple[str, str, str]],
+) -> None:
+    extra, _, message = import_without("daimon.memory.sqlite", "aiosqlite")
+    assert extra == "sqlite"
+    assert 'pip install "daimon[sqlite]"' in message

@@ -10,7 +10,6 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Generator, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Self
 from urllib.parse import urljoin, urlsplit
 
@@ -37,6 +36,7 @@ from daimon.core.cancel import CancelToken
 from daimon.core.errors import AgentRunError, BuilderError, RunCancelled
 from daimon.core.errors import TimeoutError as DaimonTimeoutError
 from daimon.core.events import Done, StreamEvent, TextDelta
+from daimon.core.lifecycle import AsyncClosing
 from daimon.core.messages import Message as ChatMessage
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
@@ -60,7 +60,7 @@ _TERMINAL = frozenset(
 _STOPPED = object()  # queued when the caller's cancel token fires
 
 
-class RemoteA2AAgent:
+class RemoteA2AAgent(AsyncClosing):
     """An agent on another server, spoken to over A2A (JSON-RPC, streaming over SSE).
 
     It is a daimon tool (``Agent(model, tools=[remote])``: the model asks it with a ``prompt``
@@ -188,14 +188,6 @@ class RemoteA2AAgent:
     async def __aenter__(self) -> Self:
         await self.connect()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def connect(self) -> AgentCard:
         """Read the agent card and set up the client (done once; later calls reuse it).

@@ -39,6 +39,7 @@ from daimon.agent import Agent
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, DaimonError, RunCancelled
 from daimon.core.events import Done, TextDelta
+from daimon.core.lifecycle import serve_until_cancelled
 from daimon.core.results import AgentResponse
 
 __all__ = ("DaimonAgentExecutor", "a2a_app", "agent_card", "serve_a2a")
@@ -228,15 +229,7 @@ async def serve_a2a(
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5
     )
-    web = uvicorn.Server(config)
-    serving = asyncio.ensure_future(web.serve())
-    try:
-        await asyncio.shield(serving)
-    except asyncio.CancelledError:
-        # Cancelled from outside: shut down as on SIGTERM (close the socket, drain requests).
-        web.should_exit = True
-        await asyncio.wait({serving})
-        raise
+    await serve_until_cancelled(uvicorn.Server(config))
 
 
 def _version() -> str:

@@ -18,8 +18,6 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 from daimon.core import codec
 from daimon.core.checkpoints import CheckpointState
@@ -29,6 +27,7 @@ from daimon.core.errors import (
     CheckpointCorruptError,
     SerializationError,
 )
+from daimon.core.lifecycle import SetupOnEnter
 
 __all__ = (
     "BaseCheckpoint",
@@ -148,7 +147,7 @@ def conflict(run_id: str, expected: int | None, found: int | None) -> Checkpoint
     return CheckpointConflictError(run_id, expected, found)
 
 
-class BaseCheckpoint:
+class BaseCheckpoint(SetupOnEnter):
     """Retention options, the sequence numbers a handle has seen, and ``async with``.
 
     A handle remembers, per run, the newest checkpoint number it loaded or saved; ``save`` writes
@@ -176,15 +175,3 @@ class BaseCheckpoint:
 
     async def aclose(self) -> None:
         """Release connections this handle opened; safe to call again."""
-
-    async def __aenter__(self) -> Self:
-        await self.setup()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -1,4 +1,4 @@
-"""What every SDK-backed model plugin needs: retry hints from HTTP, clients bound to their loop.
+"""What every SDK-backed model plugin needs: retry hints, loop-bound clients, stop reasons, usage.
 
 Plugins may import only :mod:`daimon.core`, so the pieces they share live here rather than
 being copied into each provider package.
@@ -14,7 +14,17 @@ import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
-__all__ = ("LoopClients", "is_retryable_status", "retry_after")
+from daimon.core.chat import StopReason, Usage
+from daimon.core.lifecycle import AsyncClosing
+
+__all__ = (
+    "LoopClients",
+    "LoopClientsOwner",
+    "cache_exclusive_usage",
+    "is_retryable_status",
+    "retry_after",
+    "stop_reason",
+)
 
 
 def is_retryable_status(status: int) -> bool:
@@ -42,6 +52,38 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def stop_reason(
+    table: Mapping[str, StopReason], reason: str | None, *, has_calls: bool
+) -> StopReason:
+    """Why a turn stopped: ``table[reason]`` (``END_TURN`` when unknown or absent).
+
+    A turn that made tool calls and ended normally is ``TOOL_USE``: several providers (Ollama,
+    Gemini, OpenAI-compatible servers) end a tool-calling turn with a plain "stop".
+    """
+    stop = table.get(reason or "", StopReason.END_TURN)
+    return StopReason.TOOL_USE if has_calls and stop is StopReason.END_TURN else stop
+
+
+def cache_exclusive_usage(
+    usage: Mapping[str, Any] | None, *, input: str, output: str, read: str, written: str
+) -> Usage:
+    """Usage from counts whose input (key ``input``) leaves out cache reads and writes.
+
+    The counts under ``read`` and ``written`` are added back to the input; ``read`` is also the
+    cached count. No counts at all is one request with no tokens.
+    """
+    if not usage:
+        return Usage(requests=1)
+    cache_read = usage.get(read) or 0
+    cache_written = usage.get(written) or 0
+    return Usage(
+        input_tokens=(usage.get(input) or 0) + cache_read + cache_written,
+        output_tokens=usage.get(output) or 0,
+        cached_tokens=cache_read,
+        requests=1,
+    )
 
 
 async def _close_client(client: Any) -> None:
@@ -105,3 +147,18 @@ async def _close_with_loop(
         yield
     finally:
         await close(client)
+
+
+class LoopClientsOwner(AsyncClosing):
+    """A base for SDK-backed models: ``aclose`` and ``async with`` over their :class:`LoopClients`.
+
+    Subclasses set ``_clients`` (and give it a slot).
+    """
+
+    __slots__ = ()
+
+    _clients: LoopClients
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model opened (not one it was given). Idempotent."""
+        await self._clients.aclose()

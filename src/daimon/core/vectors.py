@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 from daimon.core.documents import Document
 from daimon.core.errors import (
@@ -23,6 +22,7 @@ from daimon.core.errors import (
     SerializationError,
     VectorStoreError,
 )
+from daimon.core.lifecycle import SetupOnEnter
 
 __all__ = (
     "METRICS",
@@ -32,6 +32,7 @@ __all__ = (
     "check_dimension",
     "check_metadata",
     "check_metric",
+    "check_positive",
     "check_records",
     "check_top_k",
     "check_vector",
@@ -51,11 +52,16 @@ def check_metric(metric: str) -> Metric:
     return metric
 
 
+def check_positive(name: str, value: int) -> int:
+    """``value`` if it is a positive int, else :class:`BuilderError` naming the setting ``name``."""
+    if type(value) is not int or value < 1:
+        raise BuilderError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
 def check_dimension(dimension: int) -> int:
     """``dimension`` if it is a positive int, else :class:`BuilderError`."""
-    if type(dimension) is not int or dimension < 1:
-        raise BuilderError(f"dimension must be a positive integer, got {dimension!r}")
-    return dimension
+    return check_positive("dimension", dimension)
 
 
 def check_top_k(top_k: int) -> int:
@@ -147,7 +153,7 @@ def check_batch(
     ]
 
 
-class VectorStoreBase:
+class VectorStoreBase(SetupOnEnter):
     """A convenience base for stores: ``dimension`` and ``metric``, and ``async with``.
 
     ``async with store`` runs :meth:`setup` on entry and :meth:`aclose` on exit. Subclasses set
@@ -174,14 +180,15 @@ class VectorStoreBase:
     async def aclose(self) -> None:
         """Release what the store holds (nothing here); safe to call again."""
 
-    async def __aenter__(self) -> Self:
-        await self.setup()
-        return self
+    async def upsert(self, id: str, embedding: Sequence[float], document: Document) -> None:
+        """Insert or replace one vector."""
+        await self.upsert_many([id], [embedding], [document])
 
-    async def __aexit__(
+    async def upsert_many(
         self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+        ids: Sequence[str],
+        embeddings: Sequence[Sequence[float]],
+        documents: Sequence[Document],
     ) -> None:
-        await self.aclose()
+        """Insert or replace many vectors; the whole batch is checked before any is written."""
+        raise NotImplementedError

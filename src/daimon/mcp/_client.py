@@ -16,10 +16,9 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self, TextIO, TypeVar
+from typing import Any, Protocol, Self, TextIO, TypeVar
 
 import anyio
 import httpx2
@@ -32,6 +31,7 @@ from mcp.shared.exceptions import MCPError as SDKError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from daimon.core.errors import BuilderError, MCPError
+from daimon.core.lifecycle import AsyncClosing
 from daimon.core.messages import Message
 from daimon.core.tools import ToolOutput
 from daimon.mcp._convert import (
@@ -114,7 +114,7 @@ class MCPTool:
             return ToolOutput.error(f"Error: {exc}")
 
 
-class MCPClient:
+class MCPClient(AsyncClosing):
     """A connection to one MCP server, over stdio, streamable HTTP or the older HTTP+SSE.
 
     Create one with :meth:`stdio`, :meth:`http` or :meth:`sse`, then use it with ``async with``
@@ -306,14 +306,6 @@ class MCPClient:
         await self.connect()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     async def connect(self) -> None:
         """Start (or reach) the server, agree on a protocol and list its tools.
 
@@ -483,16 +475,13 @@ class MCPClient:
         return tool_output(result, max_chars=self.max_result_chars)
 
     async def _list_tools(self, client: Client) -> list[MCPTool]:
-        listed: list[MCPTool] = []
-        cursor: str | None = None
-        for _ in range(_MAX_PAGES):
+        async def page(cursor: str | None) -> mcp_types.ListToolsResult:
             with anyio.fail_after(self.call_timeout):
-                page = await client.list_tools(cursor=cursor)
-            listed.extend(MCPTool(self, t, prefix=self.tool_prefix) for t in page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return listed
+                return await client.list_tools(cursor=cursor)
+
+        return await _all_pages(
+            page, lambda listed: (MCPTool(self, t, prefix=self.tool_prefix) for t in listed.tools)
+        )
 
     def _tools_changed(self) -> None:
         if self._changed is not None:
@@ -545,19 +534,11 @@ class MCPClient:
             MCPError: The request failed or timed out.
         """
         client = self._connection()
-
-        async def fetch() -> list[MCPResource]:
-            found: list[MCPResource] = []
-            cursor: str | None = None
-            for _ in range(_MAX_PAGES):
-                page = await client.list_resources(cursor=cursor)
-                found.extend(resource_from_wire(r) for r in page.resources)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-            return found
-
-        return await self._request("resources/list", fetch())
+        fetch = _all_pages(
+            lambda cursor: client.list_resources(cursor=cursor),
+            lambda page: map(resource_from_wire, page.resources),
+        )
+        return await self._request("resources/list", fetch)
 
     async def read_resource(self, uri: str) -> list[MCPResourceContents]:
         """Read a resource: its text, or bytes for binary contents.
@@ -576,19 +557,11 @@ class MCPClient:
             MCPError: The request failed or timed out.
         """
         client = self._connection()
-
-        async def fetch() -> list[MCPPrompt]:
-            found: list[MCPPrompt] = []
-            cursor: str | None = None
-            for _ in range(_MAX_PAGES):
-                page = await client.list_prompts(cursor=cursor)
-                found.extend(prompt_from_wire(p) for p in page.prompts)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-            return found
-
-        return await self._request("prompts/list", fetch())
+        fetch = _all_pages(
+            lambda cursor: client.list_prompts(cursor=cursor),
+            lambda page: map(prompt_from_wire, page.prompts),
+        )
+        return await self._request("prompts/list", fetch)
 
     async def get_prompt(
         self, name: str, arguments: Mapping[str, str] | None = None
@@ -643,6 +616,29 @@ def _http(
     if token is not None:
         merged["Authorization"] = f"Bearer {token}"
     return _HTTP(url=url, headers=merged, legacy_sse=legacy_sse)
+
+
+class _Page(Protocol):
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
+_P = TypeVar("_P", bound=_Page)
+
+
+async def _all_pages(
+    list_page: Callable[[str | None], Awaitable[_P]], items: Callable[[_P], Iterable[_T]]
+) -> list[_T]:
+    """Every item of a paginated MCP listing, following cursors for at most ``_MAX_PAGES``."""
+    found: list[_T] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        page = await list_page(cursor)
+        found.extend(items(page))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return found
 
 
 def _announces_tool_changes(client: Client) -> bool:

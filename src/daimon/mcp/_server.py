@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from daimon.mcp import _sdk  # noqa: F401  # isort: skip - first: names the extra
 
-import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterable, Iterable, Mapping
@@ -43,6 +42,7 @@ from starlette.types import ASGIApp
 from daimon._http_guard import Guard, check_exposure, hosts_for
 from daimon.agent import Agent
 from daimon.core.errors import BuilderError, RunCancelled
+from daimon.core.lifecycle import serve_until_cancelled
 from daimon.core.messages import ToolCall
 from daimon.core.tools import ToolOutput
 from daimon.mcp._convert import call_tool_result, mcp_tool
@@ -277,15 +277,7 @@ async def serve_mcp(
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
     )
-    web = uvicorn.Server(config)
-    serving = asyncio.ensure_future(web.serve())
-    try:
-        await asyncio.shield(serving)
-    except asyncio.CancelledError:
-        # Cancelled from outside: shut down as on SIGTERM (close the socket, drain requests).
-        web.should_exit = True
-        await asyncio.wait({serving})
-        raise
+    await serve_until_cancelled(uvicorn.Server(config))
 
 
 class _Sender(Protocol):

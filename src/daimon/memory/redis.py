@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any, Self
 
-from daimon.core import codec
-from daimon.core.errors import BuilderError, SerializationError
+from daimon.core.errors import BuilderError
+from daimon.core.lifecycle import SetupOnEnter
+from daimon.core.memory_records import decode_message, encode_message
 from daimon.core.messages import Message
 from daimon.core.optional import require
 
@@ -32,7 +32,7 @@ def _connect(url: str) -> Any:
     return aioredis.Redis.from_url(url, retry=redis_retry.Retry(backoff, 3))
 
 
-class RedisMemory:
+class RedisMemory(SetupOnEnter):
     """Keeps every session's full history in a Redis list at ``<prefix><session_id>``.
 
     Each item is one message as versioned JSON. When the connection drops, redis-py reconnects and
@@ -68,18 +68,6 @@ class RedisMemory:
         """Prefix of every session key."""
         return self._prefix
 
-    async def __aenter__(self) -> Self:
-        await self.setup()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     async def setup(self) -> None:
         """Check that the server answers (Redis needs no schema)."""
         await self._client.ping()
@@ -96,11 +84,12 @@ class RedisMemory:
     async def get_messages(self, session_id: str) -> list[Message]:
         """The session's messages, oldest first."""
         items = await self._client.lrange(self._key(session_id), 0, -1)
-        return [_decode(session_id, i, item) for i, item in enumerate(items)]
+        return [decode_message(session_id, i, item) for i, item in enumerate(items)]
 
     async def add_messages(self, session_id: str, messages: Sequence[Message]) -> None:
         """Append messages to the session in one transaction: all of them or none."""
-        payloads = [_encode(m) for m in messages]  # encode all before writing any
+        # Encode all before writing any.
+        payloads = [encode_message(m).encode("utf-8") for m in messages]
         if not payloads:
             return
         key = self._key(session_id)
@@ -129,19 +118,3 @@ def _check_ttl(ttl: object) -> None:
         return
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
         raise BuilderError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
-
-
-def _encode(message: Message) -> bytes:
-    try:
-        payload = codec.dumps(message).encode("utf-8")
-    except UnicodeEncodeError as exc:  # a lone surrogate cannot be stored as UTF-8
-        raise SerializationError(f"cannot store the message as UTF-8: {exc.reason}") from exc
-    codec.loads(payload, Message)  # refuse what could be written but never read back (see codec)
-    return payload
-
-
-def _decode(session_id: str, index: int, item: bytes | str) -> Message:
-    try:
-        return codec.loads(item, Message)
-    except SerializationError as exc:
-        raise SerializationError(f"session {session_id!r}, message {index}: {exc}") from exc

@@ -15,11 +15,12 @@ import random
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
-from daimon.core import codec, errors
-from daimon.core.errors import BuilderError, DaimonError, SerializationError
+from daimon.core import errors
+from daimon.core.errors import BuilderError, DaimonError
+from daimon.core.lifecycle import SetupOnEnter
+from daimon.core.memory_records import decode_message, encode_message
 from daimon.core.messages import Message
 from daimon.core.optional import require
 
@@ -49,7 +50,7 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-class SQLiteMemory:
+class SQLiteMemory(SetupOnEnter):
     """Keeps every session's full history in an SQLite file.
 
     One table, ``messages(session_id, seq, payload)``, where ``payload`` is the message as
@@ -77,18 +78,6 @@ class SQLiteMemory:
         """The database file."""
         return self._path
 
-    async def __aenter__(self) -> Self:
-        await self.setup()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     async def setup(self) -> None:
         """Open the file and create the schema if it is missing; safe to call again."""
         async with self._lock:
@@ -111,11 +100,11 @@ class SQLiteMemory:
             ),
             write=False,
         )
-        return [_decode(session_id, seq, payload) for seq, payload in rows]
+        return [decode_message(session_id, seq, payload) for seq, payload in rows]
 
     async def add_messages(self, session_id: str, messages: Sequence[Message]) -> None:
         """Append messages to the session in one transaction: all of them or none."""
-        payloads = [_encode(m) for m in messages]  # encode all before writing any
+        payloads = [encode_message(m) for m in messages]  # encode all before writing any
         if not payloads:
             return
 
@@ -206,20 +195,3 @@ class SQLiteMemory:
                     ) from exc
             await asyncio.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, 1.0)
-
-
-def _encode(message: Message) -> str:
-    text = codec.dumps(message)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:  # a lone surrogate: SQLite stores UTF-8 only
-        raise SerializationError(f"cannot store the message as UTF-8: {exc.reason}") from exc
-    codec.loads(text, Message)  # refuse what could be written but never read back (see codec)
-    return text
-
-
-def _decode(session_id: str, seq: int, payload: str | bytes) -> Message:
-    try:
-        return codec.loads(payload, Message)
-    except SerializationError as exc:
-        raise SerializationError(f"session {session_id!r}, message {seq}: {exc}") from exc

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Self
 
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError
 from daimon.core.events import StreamEvent
+from daimon.core.lifecycle import AsyncClosing
 from daimon.core.protocols import Model
 
 __all__ = ("FallbackModel",)
@@ -16,7 +16,7 @@ __all__ = ("FallbackModel",)
 _log = logging.getLogger("daimon.models.fallback")
 
 
-class FallbackModel:
+class FallbackModel(AsyncClosing):
     """Answers with the first of several models that does not fail transiently.
 
     The next model is tried only on a retryable :class:`ModelError` (rate limits, timeouts, lost
@@ -80,12 +80,6 @@ class FallbackModel:
             aclose = getattr(model, "aclose", None)
             if aclose is not None:
                 await aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"FallbackModel({list(self.models)!r})"

@@ -21,7 +21,7 @@ import os
 import threading
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self, cast
+from typing import Any, cast
 
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
 from daimon.core.errors import BuilderError, ModelError
@@ -34,6 +34,7 @@ from daimon.core.events import (
     ToolCallStart,
     UsageEvent,
 )
+from daimon.core.lifecycle import AsyncClosing
 from daimon.core.messages import ImagePart, Message, Role, ToolCall
 from daimon.core.optional import require
 from daimon.core.streaming import StreamAccumulator
@@ -110,7 +111,7 @@ def _resolve(model: str | os.PathLike[str]) -> tuple[Path, str]:
     return path, path.stem
 
 
-class LlamaCppModel:
+class LlamaCppModel(AsyncClosing):
     """A GGUF chat model run in-process by llama.cpp (llama-cpp-python).
 
     Args:
@@ -246,12 +247,6 @@ class LlamaCppModel:
             llama, self._llama = self._llama, None
             if llama is not None:
                 llama.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def count_tokens(self, text: str) -> int:
         """How many tokens ``text`` is for this model's own tokenizer (loads the model)."""

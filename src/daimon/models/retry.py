@@ -6,11 +6,11 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncIterator
-from typing import Self
 
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError
 from daimon.core.events import StreamEvent
+from daimon.core.lifecycle import AsyncClosing
 from daimon.core.protocols import Model
 
 __all__ = ("RetryingModel",)
@@ -18,7 +18,7 @@ __all__ = ("RetryingModel",)
 _log = logging.getLogger("daimon.models.retry")
 
 
-class RetryingModel:
+class RetryingModel(AsyncClosing):
     """Wraps a model to retry the errors its provider marks retryable.
 
     Rate limits, timeouts, lost connections and 5xx answers (``ModelError.retryable``) are tried
@@ -133,12 +133,6 @@ class RetryingModel:
         aclose = getattr(self.model, "aclose", None)
         if aclose is not None:
             await aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"RetryingModel({self.model!r}, max_attempts={self._max_attempts})"

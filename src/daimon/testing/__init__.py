@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from daimon.testing.brokers import BrokerConformance
     from daimon.testing.checkpoint import CheckpointConformance
     from daimon.testing.memory import MemoryConformance
-    from daimon.testing.models import ModelConformance, WireServer
+    from daimon.testing.models import LoopbackServer, ModelConformance, WireServer
     from daimon.testing.vectorstores import (
         PersistentVectorStoreConformance,
         VectorStoreConformance,
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = (
     "BrokerConformance",
     "CheckpointConformance",
+    "LoopbackServer",
     "MemoryConformance",
     "ModelConformance",
     "PersistentVectorStoreConformance",
@@ -35,6 +36,7 @@ __all__ = (
 _LAZY: dict[str, tuple[str, str]] = {
     "BrokerConformance": ("daimon.testing.brokers", "BrokerConformance"),
     "CheckpointConformance": ("daimon.testing.checkpoint", "CheckpointConformance"),
+    "LoopbackServer": ("daimon.testing.models", "LoopbackServer"),
     "MemoryConformance": ("daimon.testing.memory", "MemoryConformance"),
     "ModelConformance": ("daimon.testing.models", "ModelConformance"),
     "PersistentVectorStoreConformance": (

@@ -17,13 +17,25 @@ at teardown::
             for handle in handles:
                 await handle.aclose()
 
+        @pytest.fixture
+        def memory_code(self, tmp_path):
+            path = str(tmp_path / "memory.db")
+            return f"from daimon.memory.sqlite import SQLiteMemory; memory = SQLiteMemory({path!r})"
+
+``memory_code`` (needed when :attr:`~MemoryConformance.persistent`) is Python source that binds
+``memory`` to a new handle on the same store; worker processes run it to append concurrently.
+
 Every test then runs against the backend, for real.
 """
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -66,6 +78,51 @@ def sample_messages() -> list[Message]:
 
 def _text(n: int) -> Message:
     return Message.user(f"message {n}")
+
+
+_WORKER = """
+import asyncio, sys
+from pathlib import Path
+from daimon.core import Message
+
+code, worker, count, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+
+async def main():
+    namespace = {}
+    exec(code, namespace)
+    async with namespace["memory"] as memory:
+        (folder / f"ready-{worker}").touch()
+        while not (folder / "go").exists():
+            await asyncio.sleep(0.002)
+        for i in range(count):
+            await memory.add_messages("shared", [Message.user(f"{worker}:{i}")])
+
+asyncio.run(main())
+"""
+
+
+def _run_workers(code: str, workers: int, count: int, folder: Path) -> list[str]:
+    """Start the workers, release them together once all are ready; their stderr."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, code, str(w), str(count), str(folder)],
+            stderr=subprocess.PIPE,
+        )
+        for w in range(workers)
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(folder.glob("ready-*"))) < workers:
+            assert all(p.poll() is None for p in processes), "a worker died while starting"
+            assert time.monotonic() < deadline, "workers did not start"
+            time.sleep(0.02)
+        (folder / "go").touch()
+        errors = [p.communicate(timeout=100)[1].decode() for p in processes]
+    finally:
+        for p in processes:
+            p.kill()
+    assert [p.returncode for p in processes] == [0] * workers, errors
+    return errors
 
 
 class MemoryConformance:
@@ -156,3 +213,24 @@ class MemoryConformance:
             pytest.skip("this backend keeps history in process only")
         await (await make_memory()).add_messages("s", sample_messages())
         assert await (await make_memory()).get_messages("s") == sample_messages()
+
+    async def test_processes_append_to_one_session_without_loss(
+        self, make_memory: MemoryFactory, request: pytest.FixtureRequest, tmp_path: Path
+    ) -> None:
+        """8 processes x 1,000 appends, started together: 8,000 messages, none lost, no warning."""
+        if not self.persistent:
+            pytest.skip("this backend keeps history in process only")
+        code: str = request.getfixturevalue("memory_code")
+        first = await make_memory()
+        setup = getattr(first, "setup", None)
+        if setup is not None:
+            await setup()  # the schema exists before the workers race to use it
+        workers, count = 8, 1000
+        folder = tmp_path / "workers"
+        folder.mkdir()
+        errors = await asyncio.to_thread(_run_workers, code, workers, count, folder)
+        assert errors == [""] * workers  # nothing reached stderr
+        texts = [m.text for m in await (await make_memory()).get_messages("shared")]
+        assert len(texts) == workers * count
+        for w in range(workers):  # each process's appends, in its order
+            assert [t for t in texts if t.startswith(f"{w}:")] == [f"{w}:{i}" for i in range(count)]

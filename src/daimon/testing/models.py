@@ -3,7 +3,8 @@
 :class:`WireServer` is a small Starlette app under uvicorn on loopback that replays scripted
 replies (JSON bodies, server-sent event streams, error bodies with headers, a connection cut
 mid-stream) and records every request body, so a provider's official SDK can be pointed at it
-with ``base_url`` and nothing inside the client is patched.
+with ``base_url`` and nothing inside the client is patched. It runs on :class:`LoopbackServer`,
+which serves any ASGI app the same way (for wire-format fakes of other services).
 
 :class:`ModelConformance` is a base class of provider-neutral tests: a provider's test module
 subclasses it, says how to build the model and how its wire format encodes a response, and
@@ -35,7 +36,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import pytest
 import uvicorn
@@ -63,6 +64,7 @@ from daimon.core.tools import ToolSpec
 from daimon.tools import tool
 
 __all__ = (
+    "LoopbackServer",
     "ModelConformance",
     "RecordedRequest",
     "SSE",
@@ -133,7 +135,80 @@ class _DropCutErrors(logging.Filter):
         return True
 
 
-class WireServer:
+class LoopbackServer:
+    """An ASGI app served by uvicorn on a free ``127.0.0.1`` port, in a background thread.
+
+    Use it as a context manager (or :meth:`start` and :meth:`stop`).
+
+    Args:
+        app: The ASGI application to serve.
+        name: What the server is, for its thread and the error when it does not start.
+    """
+
+    def __init__(self, app: Any, *, name: str = "loopback server") -> None:
+        self._app = app
+        self._name = name
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self.url = ""
+        """``http://127.0.0.1:<port>``, once started."""
+
+    def start(self) -> None:
+        """Start serving on a free loopback port (nothing if already serving).
+
+        Raises:
+            RuntimeError: The server did not start within five seconds.
+        """
+        if self._server is not None:
+            return
+        # IPPROTO_TCP spelled out: asyncio turns Nagle off only for sockets that say they are TCP,
+        # and with Nagle on every small response waits ~40 ms for an ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self._socket = sock
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        config = uvicorn.Config(
+            self._app,
+            log_config=None,
+            log_level="warning",
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+        )
+        self._server = server = uvicorn.Server(config)
+        self._thread = thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name=self._name, daemon=True
+        )
+        thread.start()
+        for _ in range(500):
+            if server.started or not thread.is_alive():
+                break
+            time.sleep(0.01)
+        if not server.started:
+            self.stop()
+            raise RuntimeError(f"the {self._name} did not start")
+
+    def stop(self) -> None:
+        """Stop serving. Idempotent."""
+        server, thread, sock = self._server, self._thread, self._socket
+        self._server = self._thread = self._socket = None
+        if server is not None:
+            server.should_exit = True
+        if thread is not None:
+            thread.join(timeout=5)
+        if sock is not None:
+            sock.close()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+class WireServer(LoopbackServer):
     """Replays scripted replies over real HTTP on ``127.0.0.1`` and records the requests.
 
     Replies are answered in order, whatever the path. Use it as a context manager (or
@@ -141,15 +216,12 @@ class WireServer:
     """
 
     def __init__(self) -> None:
+        app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST"])])
+        super().__init__(app, name="wire server")
         self._lock = threading.Lock()
         self._replies: collections.deque[ScriptedReply] = collections.deque()
         self._requests: list[RecordedRequest] = []
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
         self._filter = _DropCutErrors()
-        self.url = ""
-        """``http://127.0.0.1:<port>``, once started."""
 
     # ------------------------------------------------------------------ scripting
     def reply(self, reply: ScriptedReply) -> None:
@@ -207,52 +279,14 @@ class WireServer:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Start serving on a free loopback port."""
-        if self._server is not None:
-            return
-        # IPPROTO_TCP spelled out: asyncio turns Nagle off only for sockets that say they are TCP,
-        # and with Nagle on every small response waits ~40 ms for an ACK.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self._socket = sock
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        app = Starlette(routes=[Route("/{path:path}", self._handle, methods=["GET", "POST"])])
-        config = uvicorn.Config(
-            app, log_config=None, log_level="warning", lifespan="off", timeout_graceful_shutdown=1
-        )
-        self._server = server = uvicorn.Server(config)
+        """Start serving on a free loopback port (nothing if already serving)."""
         logging.getLogger("uvicorn.error").addFilter(self._filter)
-        self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="wire-server", daemon=True
-        )
-        self._thread.start()
-        for _ in range(500):
-            if server.started or not self._thread.is_alive():
-                break
-            time.sleep(0.01)
-        if not server.started:
-            self.stop()
-            raise RuntimeError("the wire server did not start")
+        super().start()
 
     def stop(self) -> None:
         """Stop serving. Idempotent."""
-        server, thread, sock = self._server, self._thread, self._socket
-        self._server = self._thread = self._socket = None
-        if server is not None:
-            server.should_exit = True
-        if thread is not None:
-            thread.join(timeout=5)
-        if sock is not None:
-            sock.close()
+        super().stop()
         logging.getLogger("uvicorn.error").removeFilter(self._filter)
-
-    def __enter__(self) -> WireServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     # ------------------------------------------------------------------ serving
     async def _handle(self, request: Request) -> Response:
@@ -392,6 +426,8 @@ class ModelConformance:
     """The model id the fake server reports in its responses."""
     keeps_tool_errors: ClassVar[bool] = True
     """Whether the wire format carries a tool result's error flag."""
+    keeps_call_ids: ClassVar[bool] = True
+    """Whether the wire format carries tool-call ids (if not, the model makes fresh ones)."""
 
     # ------------------------------------------------------------ what a provider supplies
     def make_model(self, base_url: str) -> Model:
@@ -490,10 +526,10 @@ class ModelConformance:
 
     @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
     async def test_one_tool_call(self, model: Model, wire_server: WireServer, stream: bool) -> None:
-        """A tool call keeps its id, name and parsed arguments."""
+        """A tool call keeps its id (or gets a fresh one), name and parsed arguments."""
         call = ToolCall(id="call_abc", name="get_weather", arguments={"city": "Paris"})
         response = await self._ask(model, wire_server, self._calls(call), stream=stream)
-        assert response.message.tool_calls == (call,)
+        self._check_calls(response.message.tool_calls, (call,))
         assert response.stop_reason is StopReason.TOOL_USE
 
     @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
@@ -507,9 +543,19 @@ class ModelConformance:
         )
         scripted = self._calls(*calls, text="Checking both.")
         response = await self._ask(model, wire_server, scripted, stream=stream)
-        assert response.message.tool_calls == calls
+        self._check_calls(response.message.tool_calls, calls)
         assert response.text == "Checking both."
         assert response.stop_reason is StopReason.TOOL_USE
+
+    def _check_calls(self, got: Sequence[ToolCall], sent: Sequence[ToolCall]) -> None:
+        """``got`` are the ``sent`` calls in order; with fresh, distinct ids unless ids are kept."""
+        if self.keeps_call_ids:
+            assert tuple(got) == tuple(sent)
+            return
+        assert [(c.name, c.arguments) for c in got] == [(c.name, c.arguments) for c in sent]
+        ids = [c.id for c in got]
+        assert all(ids) and len(set(ids)) == len(ids)
+        assert not set(ids) & {c.id for c in sent}
 
     async def test_tool_calls_stream_as_start_delta_end(
         self, model: Model, wire_server: WireServer
@@ -569,6 +615,10 @@ class ModelConformance:
         assert response.text == "cut sh"
 
     # ------------------------------------------------------------ requests
+    def round_trip_request(self) -> ChatRequest:
+        """The request the round-trip test sends (default :func:`sample_request`)."""
+        return sample_request()
+
     def expected_request(self, request: ChatRequest) -> ChatRequest:
         """What :meth:`decode_request` should give back for ``request``: its lossless part."""
         messages = []
@@ -594,7 +644,7 @@ class ModelConformance:
         self, model: Model, wire_server: WireServer, stream: bool
     ) -> None:
         """Roles, images, tool calls and results, tools and options all reach the wire."""
-        request = sample_request()
+        request = self.round_trip_request()
         if stream:
             wire_server.reply_sse(self.encode_stream(self._text()))
             await _collect(model.generate_stream(request))
@@ -740,5 +790,7 @@ class ModelConformance:
         assert result.iterations == 2
         second = self.decode_request(wire_server.requests[1].body)
         tool_message = [m for m in second.messages if m.role is Role.TOOL]
-        assert [(m.tool_call_id, m.text) for m in tool_message] == [("call_add", "5")]
+        (sent_call,) = [c for m in second.messages for c in m.tool_calls]
+        assert [(m.tool_call_id, m.text) for m in tool_message] == [(sent_call.id, "5")]
+        assert sent_call.id == "call_add" or not self.keeps_call_ids
         assert second.tools[0].name == "add_numbers"

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import threading
 import time
 import uuid
@@ -41,11 +40,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from daimon.testing.models import LoopbackServer
 
 __all__ = ("OpenSearchFake", "RecordedCall")
 
@@ -590,21 +590,20 @@ def _select_source(source: dict[str, Any], spec: Any) -> dict[str, Any] | None:
 # ---------------------------------------------------------------------- server
 
 
-class OpenSearchFake:
+class OpenSearchFake(LoopbackServer):
     """An OpenSearch REST endpoint on ``127.0.0.1`` holding indices in memory.
 
     Use it as a context manager; :attr:`url` is where to point ``AsyncOpenSearch``.
     """
 
     def __init__(self) -> None:
+        methods = ["GET", "HEAD", "POST", "PUT", "DELETE"]
+        app = Starlette(routes=[Route("/{path:path}", self._handle, methods=methods)])
+        super().__init__(app, name="OpenSearch fake")
         self._lock = threading.Lock()
         self._indices: dict[str, _Index] = {}
         self._calls: list[RecordedCall] = []
         self._faults: list[tuple[int, dict[str, Any]]] = []
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
-        self.url = ""
 
     # ------------------------------------------------------------------ inspection
     @property
@@ -639,50 +638,6 @@ class OpenSearchFake:
             self._indices.clear()
             self._calls.clear()
             self._faults.clear()
-
-    # ------------------------------------------------------------------ lifecycle
-    def start(self) -> None:
-        """Serve on a free loopback port."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self._socket = sock
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        methods = ["GET", "HEAD", "POST", "PUT", "DELETE"]
-        app = Starlette(routes=[Route("/{path:path}", self._handle, methods=methods)])
-        config = uvicorn.Config(
-            app, log_config=None, log_level="warning", lifespan="off", timeout_graceful_shutdown=1
-        )
-        self._server = server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="opensearch-fake", daemon=True
-        )
-        self._thread.start()
-        for _ in range(500):
-            if server.started or not self._thread.is_alive():
-                break
-            time.sleep(0.01)
-        if not server.started:
-            self.stop()
-            raise RuntimeError("the OpenSearch fake did not start")
-
-    def stop(self) -> None:
-        """Stop serving. Idempotent."""
-        server, thread, sock = self._server, self._thread, self._socket
-        self._server = self._thread = self._socket = None
-        if server is not None:
-            server.should_exit = True
-        if thread is not None:
-            thread.join(timeout=5)
-        if sock is not None:
-            sock.close()
-
-    def __enter__(self) -> OpenSearchFake:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     # ------------------------------------------------------------------ dispatch
     async def _handle(self, request: Request) -> Response:

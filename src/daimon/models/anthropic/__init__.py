@@ -27,13 +27,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
-from daimon.core.sdk_support import LoopClients, is_retryable_status, retry_after
+from daimon.core.sdk_support import (
+    LoopClients,
+    LoopClientsOwner,
+    is_retryable_status,
+    retry_after,
+)
 from daimon.models.anthropic._mapping import (
     ERROR_STATUS,
     REQUEST_OPTIONS,
@@ -92,7 +97,7 @@ def _no_factory() -> Any:
     raise AssertionError("a model given a client never builds one")
 
 
-class AnthropicModel:
+class AnthropicModel(LoopClientsOwner):
     """A Claude model behind the Anthropic Messages API.
 
     Args:
@@ -196,16 +201,6 @@ class AnthropicModel:
                 raise _model_error(exc) from exc
         for out in decoder.finish():
             yield out
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this model opened (not one it was given). Idempotent."""
-        await self._clients.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_name!r})"

@@ -19,6 +19,7 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.sdk_support import cache_exclusive_usage, stop_reason
 from daimon.core.streaming import PendingToolCall
 
 __all__ = (
@@ -172,28 +173,20 @@ def response_from_wire(data: Mapping[str, Any]) -> ChatResponse:
             )
     return ChatResponse(
         message=Message.assistant("".join(text), calls),
-        stop_reason=_stop_reason(data.get("stop_reason"), has_calls=bool(calls)),
+        stop_reason=stop_reason(_STOP_REASONS, data.get("stop_reason"), has_calls=bool(calls)),
         usage=_usage(data.get("usage")),
         model=data.get("model") or None,
     )
 
 
-def _stop_reason(reason: str | None, *, has_calls: bool) -> StopReason:
-    stop = _STOP_REASONS.get(reason or "", StopReason.END_TURN)
-    return StopReason.TOOL_USE if has_calls and stop is StopReason.END_TURN else stop
-
-
 def _usage(usage: Mapping[str, Any] | None) -> Usage:
     """Usage from Anthropic's counts, whose ``input_tokens`` leave out cache reads and writes."""
-    if not usage:
-        return Usage(requests=1)
-    read = usage.get("cache_read_input_tokens") or 0
-    written = usage.get("cache_creation_input_tokens") or 0
-    return Usage(
-        input_tokens=(usage.get("input_tokens") or 0) + read + written,
-        output_tokens=usage.get("output_tokens") or 0,
-        cached_tokens=read,
-        requests=1,
+    return cache_exclusive_usage(
+        usage,
+        input="input_tokens",
+        output="output_tokens",
+        read="cache_read_input_tokens",
+        written="cache_creation_input_tokens",
     )
 
 
@@ -268,5 +261,6 @@ class EventDecoder:
             )
         yield UsageEvent(usage=_usage(self._usage))
         yield Done(
-            stop_reason=_stop_reason(self._stop, has_calls=self._saw_calls), model=self._model
+            stop_reason=stop_reason(_STOP_REASONS, self._stop, has_calls=self._saw_calls),
+            model=self._model,
         )

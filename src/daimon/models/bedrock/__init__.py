@@ -36,13 +36,19 @@ import functools
 import json
 import os
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
-from daimon.core.sdk_support import LoopClients, is_retryable_status, retry_after
+from daimon.core.sdk_support import (
+    LoopClients,
+    LoopClientsOwner,
+    is_retryable_status,
+    retry_after,
+)
+from daimon.core.vectors import check_positive
 from daimon.models.bedrock._mapping import (
     ERROR_STATUS,
     MERGED_FIELDS,
@@ -119,7 +125,7 @@ async def _close(client: Any) -> None:
     await client.__aexit__(None, None, None)
 
 
-class _Bedrock:
+class _Bedrock(LoopClientsOwner):
     """Configuration shared by the chat and embedding models."""
 
     __slots__ = ("_clients", "model_name")
@@ -188,16 +194,6 @@ class _Bedrock:
             return await self._clients.get()
         except boto_errors.BotoCoreError as exc:
             raise _model_error(exc) from exc
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this model opened (not one it was given). Idempotent."""
-        await self._clients.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 class BedrockModel(_Bedrock):
@@ -359,10 +355,8 @@ class BedrockEmbeddingModel(_Bedrock):
         timeout: float = 60.0,
         client: Any = None,
     ) -> None:
-        if type(dimensions) is not int or dimensions < 1:
-            raise BuilderError(f"dimensions must be a positive integer, got {dimensions!r}")
-        if type(concurrency) is not int or concurrency < 1:
-            raise BuilderError(f"concurrency must be a positive integer, got {concurrency!r}")
+        check_positive("dimensions", dimensions)
+        check_positive("concurrency", concurrency)
         family = model_name.rpartition("/")[2].split(".")
         known = any(part.startswith(("titan-embed", "embed-")) for part in family)
         if not known and not model_name.startswith("arn:"):  # a profile ARN names no model

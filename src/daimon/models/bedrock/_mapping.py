@@ -20,6 +20,7 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.sdk_support import cache_exclusive_usage, stop_reason
 from daimon.core.streaming import PendingToolCall
 
 __all__ = (
@@ -244,28 +245,20 @@ def response_from_wire(data: Mapping[str, Any], *, model: str) -> ChatResponse:
             )
     return ChatResponse(
         message=Message.assistant("".join(text), calls),
-        stop_reason=_stop_reason(data.get("stopReason"), has_calls=bool(calls)),
+        stop_reason=stop_reason(_STOP_REASONS, data.get("stopReason"), has_calls=bool(calls)),
         usage=_usage(data.get("usage")),
         model=model,
     )
 
 
-def _stop_reason(reason: str | None, *, has_calls: bool) -> StopReason:
-    stop = _STOP_REASONS.get(reason or "", StopReason.END_TURN)
-    return StopReason.TOOL_USE if has_calls and stop is StopReason.END_TURN else stop
-
-
 def _usage(usage: Mapping[str, Any] | None) -> Usage:
     """Usage from Converse's counts, whose ``inputTokens`` leave out cache reads and writes."""
-    if not usage:
-        return Usage(requests=1)
-    read = usage.get("cacheReadInputTokens") or 0
-    written = usage.get("cacheWriteInputTokens") or 0
-    return Usage(
-        input_tokens=(usage.get("inputTokens") or 0) + read + written,
-        output_tokens=usage.get("outputTokens") or 0,
-        cached_tokens=read,
-        requests=1,
+    return cache_exclusive_usage(
+        usage,
+        input="inputTokens",
+        output="outputTokens",
+        read="cacheReadInputTokens",
+        written="cacheWriteInputTokens",
     )
 
 
@@ -331,7 +324,8 @@ class EventDecoder:
             raise StreamClosedError(f"bedrock stream ended before {missing}", provider="bedrock")
         yield UsageEvent(usage=_usage(self._usage))
         yield Done(
-            stop_reason=_stop_reason(self._stop, has_calls=self._count > 0), model=self._model
+            stop_reason=stop_reason(_STOP_REASONS, self._stop, has_calls=self._count > 0),
+            model=self._model,
         )
 
 

@@ -39,13 +39,19 @@ import functools
 import os
 import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
-from daimon.core.sdk_support import LoopClients, is_retryable_status, retry_after
+from daimon.core.sdk_support import (
+    LoopClients,
+    LoopClientsOwner,
+    is_retryable_status,
+    retry_after,
+)
+from daimon.core.vectors import check_positive
 from daimon.models.gemini._mapping import (
     REQUEST_OPTIONS,
     ChunkDecoder,
@@ -190,7 +196,7 @@ def _dump(obj: Any) -> dict[str, Any]:
     return data
 
 
-class _Gemini:
+class _Gemini(LoopClientsOwner):
     """Configuration shared by the chat and embedding models."""
 
     __slots__ = ("_clients", "model_name", "provider")
@@ -236,16 +242,6 @@ class _Gemini:
             raise ModelError(
                 f"could not set up the {self.provider} client: {exc}", provider=self.provider
             ) from exc
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this model opened (not one it was given). Idempotent."""
-        await self._clients.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 class GeminiModel(_Gemini):
@@ -399,10 +395,8 @@ class GeminiEmbeddingModel(_Gemini):
         timeout: float = 60.0,
         client: Any = None,
     ) -> None:
-        if type(dimensions) is not int or dimensions < 1:
-            raise BuilderError(f"dimensions must be a positive integer, got {dimensions!r}")
-        if type(batch_size) is not int or batch_size < 1:
-            raise BuilderError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_positive("dimensions", dimensions)
+        check_positive("batch_size", batch_size)
         super().__init__(
             model_name,
             api_key=api_key,

@@ -33,6 +33,7 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.sdk_support import stop_reason
 
 __all__ = (
     "ChunkDecoder",
@@ -266,7 +267,9 @@ def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatRespons
             calls.append(_call(part["function_call"], part.get("thought_signature")))
     return ChatResponse(
         message=Message.assistant("".join(text), calls),
-        stop_reason=_stop_reason(candidate.get("finish_reason"), has_calls=bool(calls)),
+        stop_reason=stop_reason(
+            _STOP_REASONS, _enum(candidate.get("finish_reason")).upper(), has_calls=bool(calls)
+        ),
         usage=usage,
         model=model,
     )
@@ -283,11 +286,6 @@ def _call(function_call: Mapping[str, Any], signature: bytes | None) -> ToolCall
 
 def _enum(value: Any) -> str:
     return str(getattr(value, "value", value) or "")
-
-
-def _stop_reason(reason: Any, *, has_calls: bool) -> StopReason:
-    stop = _STOP_REASONS.get(_enum(reason).upper(), StopReason.END_TURN)
-    return StopReason.TOOL_USE if has_calls and stop is StopReason.END_TURN else stop
 
 
 def _usage(usage: Mapping[str, Any] | None) -> Usage:
@@ -362,7 +360,10 @@ class ChunkDecoder:
             )
         yield UsageEvent(usage=_usage(self._usage))
         yield Done(
-            stop_reason=_stop_reason(self._finish, has_calls=self._calls > 0), model=self._model
+            stop_reason=stop_reason(
+                _STOP_REASONS, _enum(self._finish).upper(), has_calls=self._calls > 0
+            ),
+            model=self._model,
         )
 
 

@@ -33,13 +33,19 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
-from daimon.core.sdk_support import LoopClients, is_retryable_status, retry_after
+from daimon.core.sdk_support import (
+    LoopClients,
+    LoopClientsOwner,
+    is_retryable_status,
+    retry_after,
+)
+from daimon.core.vectors import check_positive
 from daimon.models.ollama._mapping import (
     CHAT_ARGUMENTS,
     ChunkDecoder,
@@ -106,7 +112,7 @@ def _no_factory() -> Any:
     raise AssertionError("a model given a client never builds one")
 
 
-class _Ollama:
+class _Ollama(LoopClientsOwner):
     """Configuration shared by the chat and embedding models."""
 
     __slots__ = ("_clients", "model_name")
@@ -138,16 +144,6 @@ class _Ollama:
                 )
 
         self._clients = LoopClients(factory, client, _close)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this model opened (not one it was given). Idempotent."""
-        await self._clients.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 class OllamaModel(_Ollama):
@@ -275,10 +271,8 @@ class OllamaEmbeddingModel(_Ollama):
         timeout: float = 300.0,
         client: Any = None,
     ) -> None:
-        if type(dimensions) is not int or dimensions < 1:
-            raise BuilderError(f"dimensions must be a positive integer, got {dimensions!r}")
-        if type(batch_size) is not int or batch_size < 1:
-            raise BuilderError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_positive("dimensions", dimensions)
+        check_positive("batch_size", batch_size)
         super().__init__(
             model_name, base_url=base_url, api_key=api_key, timeout=timeout, client=client
         )

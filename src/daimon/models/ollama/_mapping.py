@@ -28,6 +28,7 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.messages import ImagePart, Message, Role, ToolCall
+from daimon.core.sdk_support import stop_reason
 
 __all__ = (
     "CHAT_ARGUMENTS",
@@ -176,16 +177,10 @@ def response_from_wire(data: Mapping[str, Any]) -> ChatResponse:
     calls = _calls(message)
     return ChatResponse(
         message=Message.assistant(message.get("content") or "", calls),
-        stop_reason=_stop_reason(data.get("done_reason"), has_calls=bool(calls)),
+        stop_reason=stop_reason(_STOP_REASONS, data.get("done_reason"), has_calls=bool(calls)),
         usage=_usage(data),
         model=data.get("model") or None,
     )
-
-
-def _stop_reason(reason: str | None, *, has_calls: bool) -> StopReason:
-    stop = _STOP_REASONS.get(reason or "", StopReason.END_TURN)
-    # Ollama ends a tool-calling turn with "stop".
-    return StopReason.TOOL_USE if has_calls and stop is StopReason.END_TURN else stop
 
 
 def _usage(data: Mapping[str, Any]) -> Usage:
@@ -236,7 +231,7 @@ class ChunkDecoder:
         if self._done is None:
             raise StreamClosedError("ollama stream ended before its final chunk", provider="ollama")
         yield UsageEvent(usage=_usage(self._done))
-        stop = _stop_reason(self._done.get("done_reason"), has_calls=self._calls > 0)
+        stop = stop_reason(_STOP_REASONS, self._done.get("done_reason"), has_calls=self._calls > 0)
         yield Done(stop_reason=stop, model=self._model)
 
 

@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal
 
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
-from daimon.core.sdk_support import LoopClients, is_retryable_status, retry_after
+from daimon.core.sdk_support import (
+    LoopClients,
+    LoopClientsOwner,
+    is_retryable_status,
+    retry_after,
+)
+from daimon.core.vectors import check_positive
 from daimon.models.openai._mapping import (
     REQUEST_OPTIONS,
     ChunkDecoder,
@@ -90,7 +96,7 @@ def _model_error(exc: Exception, provider: str) -> ModelError:
     return ModelError(f"{provider} failed: {exc}", provider=provider)
 
 
-class _ChatCompletions:
+class _ChatCompletions(LoopClientsOwner):
     """What OpenAI and Azure OpenAI chat models share: the Chat Completions calls."""
 
     provider: ClassVar[str] = "openai"
@@ -160,16 +166,6 @@ class _ChatCompletions:
                 raise _model_error(exc, provider) from exc
         for event in decoder.finish():
             yield event
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this model opened (not one it was given). Idempotent."""
-        await self._clients.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model_name!r})"
@@ -280,7 +276,7 @@ class AzureOpenAIModel(_ChatCompletions):
         super().__init__(deployment, LoopClients(factory, client), "max_completion_tokens")
 
 
-class OpenAIEmbeddingModel:
+class OpenAIEmbeddingModel(LoopClientsOwner):
     """Embeddings from OpenAI (or a compatible server) through the embeddings API.
 
     Args:
@@ -313,10 +309,8 @@ class OpenAIEmbeddingModel:
     ) -> None:
         if not model_name:
             raise BuilderError("OpenAIEmbeddingModel needs a model name")
-        if type(dimensions) is not int or dimensions < 1:
-            raise BuilderError(f"dimensions must be a positive integer, got {dimensions!r}")
-        if type(batch_size) is not int or batch_size < 1:
-            raise BuilderError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_positive("dimensions", dimensions)
+        check_positive("batch_size", batch_size)
         self.model_name = model_name
         self._dimensions = dimensions
         self._batch_size = batch_size
@@ -374,16 +368,6 @@ class OpenAIEmbeddingModel:
                     )
                 vectors.append(vector)
         return vectors
-
-    async def aclose(self) -> None:
-        """Close the HTTP client this model opened (not one it was given). Idempotent."""
-        await self._clients.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"OpenAIEmbeddingModel({self.model_name!r}, {self._dimensions})"

@@ -19,6 +19,7 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.sdk_support import stop_reason
 from daimon.core.streaming import PendingToolCall
 
 __all__ = (
@@ -132,18 +133,10 @@ def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatRespons
     ]
     return ChatResponse(
         message=Message.assistant(text, calls),
-        stop_reason=_stop_reason(choice.get("finish_reason"), has_calls=bool(calls)),
+        stop_reason=stop_reason(_STOP_REASONS, choice.get("finish_reason"), has_calls=bool(calls)),
         usage=_usage(data.get("usage")),
         model=data.get("model") or None,
     )
-
-
-def _stop_reason(reason: str | None, *, has_calls: bool) -> StopReason:
-    stop = _STOP_REASONS.get(reason or "", StopReason.END_TURN)
-    if has_calls and stop is StopReason.END_TURN:
-        # Some OpenAI-compatible servers answer tool calls with finish_reason "stop".
-        return StopReason.TOOL_USE
-    return stop
 
 
 def _usage(usage: Mapping[str, Any] | None) -> Usage:
@@ -224,7 +217,7 @@ class ChunkDecoder:
                 f"{self._provider} stream ended before its finish_reason", provider=self._provider
             )
         yield UsageEvent(usage=self._usage or Usage(requests=1))
-        stop = _stop_reason(self._finish, has_calls=self._saw_calls)
+        stop = stop_reason(_STOP_REASONS, self._finish, has_calls=self._saw_calls)
         yield Done(stop_reason=stop, model=self._model)
 
 

@@ -186,10 +186,6 @@ class InMemoryVectorStore(VectorStoreBase):
 
     # ------------------------------------------------------------------ writes
 
-    async def upsert(self, id: str, embedding: Sequence[float], document: Document) -> None:
-        """Insert or replace one vector."""
-        await self.upsert_many([id], [embedding], [document])
-
     async def upsert_many(
         self,
         ids: Sequence[str],

@@ -39,6 +39,7 @@ from daimon.core.vectors import (
     VectorStoreBase,
     check_dimension,
     check_metric,
+    check_positive,
     check_records,
     check_top_k,
     check_vector,
@@ -60,12 +61,6 @@ _INDEX = re.compile(r"[a-z0-9][a-z0-9_.+-]{0,254}")
 Refresh = bool | Literal["wait_for"]
 """When writes become searchable: at once (``True``), at the next refresh, waited for
 (``"wait_for"``), or eventually (``False``; call :meth:`OpenSearchVectorStore.refresh`)."""
-
-
-def _positive(name: str, value: int) -> int:
-    if type(value) is not int or value < 1:
-        raise BuilderError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 def _check_float32(what: str, vector: list[float]) -> None:
@@ -192,11 +187,11 @@ class OpenSearchVectorStore(VectorStoreBase):
             raise BuilderError(f"refresh must be True, False or 'wait_for', got {refresh!r}")
         self._index = index
         self._engine = engine
-        self._m = _positive("hnsw_m", hnsw_m)
-        self._ef_construction = _positive("hnsw_ef_construction", hnsw_ef_construction)
-        self._ef_search = _positive("ef_search", ef_search)
+        self._m = check_positive("hnsw_m", hnsw_m)
+        self._ef_construction = check_positive("hnsw_ef_construction", hnsw_ef_construction)
+        self._ef_search = check_positive("ef_search", ef_search)
         self._refresh: Refresh = refresh
-        self._batch_size = _positive("batch_size", batch_size)
+        self._batch_size = check_positive("batch_size", batch_size)
         if isinstance(client, str):
             self._owned = True
             self._client: Any = opensearchpy.AsyncOpenSearch(
@@ -322,10 +317,6 @@ class OpenSearchVectorStore(VectorStoreBase):
                 await self._client.close()
 
     # ------------------------------------------------------------------ writes
-    async def upsert(self, id: str, embedding: Sequence[float], document: Document) -> None:
-        """Insert or replace one vector."""
-        await self.upsert_many([id], [embedding], [document])
-
     async def upsert_many(
         self,
         ids: Sequence[str],

@@ -36,6 +36,7 @@ from daimon.core.vectors import (
     VectorStoreBase,
     check_dimension,
     check_metric,
+    check_positive,
     check_records,
     check_top_k,
     check_vector,
@@ -87,12 +88,6 @@ def _ef_search_ok(value: object) -> bool:
     return type(value) is int and 1 <= value <= _EF_SEARCH_MAX
 
 
-def _positive(name: str, value: int) -> int:
-    if type(value) is not int or value < 1:
-        raise BuilderError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
 class PgVectorStore(VectorStoreBase):
     """Stores vectors in a PostgreSQL table with pgvector, searched through an HNSW index.
 
@@ -138,8 +133,8 @@ class PgVectorStore(VectorStoreBase):
         self._metric = check_metric(metric)
         self._table = _check_name("table", table)
         self._schema = None if schema is None else _check_name("schema", schema)
-        self._m = _positive("hnsw_m", hnsw_m)
-        self._ef_construction = _positive("hnsw_ef_construction", hnsw_ef_construction)
+        self._m = check_positive("hnsw_m", hnsw_m)
+        self._ef_construction = check_positive("hnsw_ef_construction", hnsw_ef_construction)
         if not _ef_search_ok(ef_search):
             raise BuilderError(
                 f"ef_search must be an integer from 1 to {_EF_SEARCH_MAX} (pgvector's range), "
@@ -152,8 +147,8 @@ class PgVectorStore(VectorStoreBase):
                 f"{dimension}; pass index=False for exact search"
             )
         self._index = index
-        self._min_size = _positive("min_size", min_size)
-        self._max_size = _positive("max_size", max_size)
+        self._min_size = check_positive("min_size", min_size)
+        self._max_size = check_positive("max_size", max_size)
         if max_size < min_size:
             raise BuilderError(f"max_size ({max_size}) is below min_size ({min_size})")
         operator, self._opclass, score = _METRICS[self._metric]
@@ -282,10 +277,6 @@ class PgVectorStore(VectorStoreBase):
                 await pool.close()
 
     # ------------------------------------------------------------------ writes
-    async def upsert(self, id: str, embedding: Sequence[float], document: Document) -> None:
-        """Insert or replace one vector."""
-        await self.upsert_many([id], [embedding], [document])
-
     async def upsert_many(
         self,
         ids: Sequence[str],

@@ -27,6 +27,7 @@ from daimon.core.vectors import (
     check_batch,
     check_dimension,
     check_metric,
+    check_positive,
     check_top_k,
     check_vector,
 )
@@ -77,8 +78,7 @@ class QdrantVectorStore(VectorStoreBase):
     ) -> None:
         if not isinstance(collection, str) or not collection:
             raise BuilderError(f"collection must be a non-empty name, got {collection!r}")
-        if type(batch_size) is not int or batch_size < 1:
-            raise BuilderError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_positive("batch_size", batch_size)
         if client is not None and client_options:
             raise BuilderError("give either client or the options to open one, not both")
         if client is None and not client_options:
@@ -170,10 +170,6 @@ class QdrantVectorStore(VectorStoreBase):
         return self._client
 
     # ------------------------------------------------------------------ writes
-
-    async def upsert(self, id: str, embedding: Sequence[float], document: Document) -> None:
-        """Insert or replace one vector."""
-        await self.upsert_many([id], [embedding], [document])
 
     async def upsert_many(
         self,

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import pytest
+
+from daimon.core.errors import SerializationError
+from daimon.core.memory_records import decode_message, encode_message
+from daimon.core.messages import Message, ToolCall
+
+
+def test_a_message_round_trips_as_text() -> None:
+    message = Message.user("héllo 🧪")
+    text = encode_message(message)
+    assert isinstance(text, str)
+    assert decode_message("s", 0, text) == message
+    assert decode_message("s", 0, text.encode("utf-8")) == message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message.user("\ud800"),  # a lone surrogate: no UTF-8 store can hold it
+        Message.assistant("", [ToolCall(id="c", name="t", arguments={"__class__": 1})]),
+    ],
+    ids=["lone-surrogate", "code-reviving-marker"],
+)
+def test_what_could_not_be_read_back_is_refused(message: Message) -> None:
+    with pytest.raises(SerializationError):
+        encode_message(message)
+
+
+def test_a_bad_stored_message_names_its_session_and_position() -> None:
+    with pytest.raises(SerializationError, match=r"^session 'chat', message 3: "):
+        decode_message("chat", 3, b'{"not": "a message"}')
