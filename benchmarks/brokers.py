@@ -4,10 +4,14 @@ Needs Celery for the comparison (not a daimon dependency): .venv/bin/pip install
 
 Usage: python benchmarks/brokers.py [--tasks N] [--latency N] [--only redis,nats,...] [--json out]
 
-Names for --only: memory, redis, nats, rabbitmq, grpc, pubsub, celery. ``grpc`` starts a daimon
-broker service (``python -m daimon.distributed.brokers.grpc``, SQLite ``synchronous=FULL``:
-every change is fsynced) on a free port, ``pubsub`` a private Pub/Sub emulator (task states in
-Redis); both are stopped afterwards.
+Names for --only: memory, redis, nats, rabbitmq, grpc, pubsub, sqs, servicebus, celery. ``grpc``
+starts a daimon broker service (``python -m daimon.distributed.brokers.grpc``, SQLite
+``synchronous=FULL``: every change is fsynced) on a free port, ``pubsub`` a private Pub/Sub
+emulator, ``sqs`` a private moto server (``moto_server``: an SQS emulator, in memory), and
+``servicebus`` the AMQP 1.0 fake of Azure Service Bus from ``tests/distributed/servicebus_fake.py``
+in a process of its own (no Service Bus emulator runs here: its figures are the SDK and daimon
+against a local fake, not Azure's service); all are stopped afterwards. The last four keep task
+states in Redis.
 
 Each broker gets one worker process (concurrency 32) running a FunctionModel agent that answers at
 once, and the client in this process:
@@ -49,6 +53,11 @@ PUBSUB_EMULATOR = os.environ.get(
     "/usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator",
 )
 CONCURRENCY = 32
+SB_FAKE = HERE.parent / "tests" / "distributed" / "servicebus_fake.py"
+LABELS = {
+    "sqs": "sqs (moto server, in memory)",
+    "servicebus": "servicebus (local AMQP fake, not Azure)",
+}
 
 
 def agent() -> Any:
@@ -73,6 +82,14 @@ def targets(tag: str, address: str = "") -> dict[str, tuple[str, dict[str, Any]]
             f"pubsub://daimon-bench/bench-{tag}",
             {"queue": f"bench-{tag}", "store": REDIS, "emulator_host": address},
         ),
+        "sqs": (
+            f"sqs://{address}/bench-{tag}",
+            {"store": REDIS, "aws_access_key_id": "test", "aws_secret_access_key": "test"},
+        ),
+        "servicebus": (
+            f"sb://{address}/bench-{tag}?emulator=true",
+            {"queue": f"bench-{tag}", "store": REDIS, "max_delivery_count": 100},
+        ),
     }
 
 
@@ -87,10 +104,10 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def service(name: str, scratch: Path) -> Any:
-    """Start the grpc broker service or the Pub/Sub emulator for one run; its address."""
+    """Start the grpc service, the Pub/Sub emulator, moto or the Service Bus fake; its address."""
     import socket
 
-    if name not in ("grpc", "pubsub"):
+    if name not in ("grpc", "pubsub", "sqs", "servicebus"):
         yield ""
         return
     port = free_port()
@@ -98,6 +115,11 @@ def service(name: str, scratch: Path) -> Any:
         db = scratch / f"bench-{port}.db"
         argv = [sys.executable, "-m", "daimon.distributed.brokers.grpc", "--db", str(db)]
         argv += ["--port", str(port)]
+    elif name == "sqs":
+        argv = [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1"]
+        argv += ["-p", str(port)]
+    elif name == "servicebus":
+        argv = [sys.executable, __file__, "--servicebus-fake", str(port)]
     else:
         argv = [PUBSUB_EMULATOR, "--host=127.0.0.1", f"--port={port}"]
     proc = subprocess.Popen(
@@ -117,6 +139,25 @@ def service(name: str, scratch: Path) -> Any:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+
+
+def servicebus_fake_main(port: int) -> None:
+    """Run the Service Bus fake (a test helper, loaded from its file) until SIGTERM."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("servicebus_fake", SB_FAKE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["servicebus_fake"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    stop = asyncio.Event()
+
+    async def serve() -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        with module.ServiceBusFake(port, lock_duration=30.0, max_delivery_count=100):
+            await stop.wait()
+
+    asyncio.run(serve())
 
 
 def worker_main(url: str, options: dict[str, Any]) -> None:
@@ -212,9 +253,10 @@ async def cleanup(name: str, client: Any, options: dict[str, Any]) -> None:
         for stream in (options["stream"], options["stream"] + "_DEAD"):
             await js.delete_stream(stream)
         await js.delete_key_value(options["bucket"])
-    elif name == "pubsub":
+    elif name in ("pubsub", "sqs", "servicebus"):
         store = client.store.client
-        keys = [k async for k in store.scan_iter(match=f"daimon:{{{options['queue']}}}:*")]
+        queue = options.get("queue") or client._name  # an SQS queue is named in the URL
+        keys = [k async for k in store.scan_iter(match=f"daimon:{{{queue}}}:*")]
         if keys:
             await store.delete(*keys)
     elif name == "rabbitmq":
@@ -319,6 +361,8 @@ def main() -> None:
         return worker_main(sys.argv[2], json.loads(sys.argv[3]))
     if sys.argv[1:2] == ["--celery-worker"]:
         return celery_worker_main(sys.argv[2])
+    if sys.argv[1:2] == ["--servicebus-fake"]:
+        return servicebus_fake_main(int(sys.argv[2]))
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
@@ -335,7 +379,7 @@ def main() -> None:
         else:
             with tempfile.TemporaryDirectory() as scratch, service(name, Path(scratch)) as address:
                 url, options = targets(tag, address)[name]
-                rows[name] = asyncio.run(
+                rows[LABELS.get(name, name)] = asyncio.run(
                     measure_daimon(name, url, options, args.tasks, args.latency)
                 )
         print(f"{name}: {rows[list(rows)[-1]]}", file=sys.stderr)

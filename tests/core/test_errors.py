@@ -56,6 +56,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     OrchestrationError: (AgentRunError,),
     OutputValidationError: (AgentRunError,),
     MCPError: (DaimonError,),
+    errors.BrokerError: (DaimonError,),
     errors.VectorStoreError: (DaimonError,),
     errors.DimensionMismatchError: (errors.VectorStoreError,),
     errors.FilterError: (errors.VectorStoreError, ValueError),

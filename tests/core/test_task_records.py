@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import AsyncIterator
+
 import pytest
 
 from daimon.core import BuilderError, TaskResult, TaskState
 from daimon.core.codec import dumps, loads
 from daimon.core.task_records import (
+    BrokerError,
     TaskRecord,
     begin,
     cancel,
     check_options,
     heartbeat,
     settle,
+    submit_through,
     view,
 )
+from daimon.distributed.brokers.redis import RedisTaskStore
 
 LEASE = 10.0
 
@@ -85,3 +91,58 @@ def test_a_record_round_trips_as_versioned_json() -> None:
 def test_bad_options(lease: float, max_deliver: int) -> None:
     with pytest.raises(BuilderError):
         check_options(lease, max_deliver)
+
+
+# --- submit_through: a submit whose message cannot be sent leaves no record (real Redis store).
+
+
+@pytest.fixture
+async def store(service_url: dict[str, str]) -> AsyncIterator[RedisTaskStore]:
+    queue = f"records-{uuid.uuid4().hex}"
+    async with RedisTaskStore.from_url(
+        service_url["redis"], queue=queue, prefix="daimon-test:"
+    ) as made:
+        yield made
+        keys = [k async for k in made.client.scan_iter(match=f"daimon-test:{{{queue}}}:*")]
+        if keys:
+            await made.client.delete(*keys)
+
+
+class Sends:
+    """A ``send`` step that fails while ``down`` is set, counting the calls."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.calls = 0
+
+    async def __call__(self) -> None:
+        self.calls += 1
+        if self.down:
+            raise ConnectionError("the service is down")
+
+
+@pytest.mark.service("redis")
+async def test_a_failed_send_withdraws_the_record(store: RedisTaskStore) -> None:
+    send = Sends()
+    send.down = True
+    with pytest.raises(BrokerError, match=r"'t' was not queued \(ConnectionError: the service"):
+        await submit_through(store, "t", send)
+    with pytest.raises(KeyError):  # no phantom pending task
+        await store.status("t")
+    send.down = False
+    assert await submit_through(store, "t", send) == "t"  # submitting again starts afresh
+    assert (await store.status("t")).state is TaskState.PENDING
+    assert send.calls == 2
+
+
+@pytest.mark.service("redis")
+async def test_a_pending_task_is_sent_again_and_an_ended_one_is_not(store: RedisTaskStore) -> None:
+    send = Sends()
+    await submit_through(store, "t", send)
+    send.down = True
+    with pytest.raises(BrokerError, match="an earlier submit's record stays"):
+        await submit_through(store, "t", send)  # sent again: the first send may have died
+    assert (await store.status("t")).state is TaskState.PENDING  # the first submit's record
+    await store.cancel("t")
+    assert await submit_through(store, "t", send) == "t"  # ended: nothing is sent
+    assert send.calls == 2

@@ -1,14 +1,17 @@
-"""Services for the broker tests: URLs, and fresh queue names that are cleaned up."""
+"""Services for the broker tests: URLs, the Pub/Sub emulator and moto's SQS server."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +105,55 @@ def pubsub_emulator() -> Iterator[str]:
     proc = start_pubsub_emulator(port)
     yield f"127.0.0.1:{port}"
     stop_pubsub_emulator(proc)
+
+
+# --- moto's server: a local SQS service, one per test session (and private ones on request).
+
+SQS_CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
+"""moto accepts any credentials; botocore needs some."""
+
+
+def start_moto_server(port: int) -> subprocess.Popen[bytes]:
+    """Start moto's server on ``port`` (its own process group) and wait until it answers."""
+    # The venv's own script first: pytest may run from .venv/bin without that folder on PATH.
+    beside = Path(sys.executable).with_name("moto_server")
+    binary = str(beside) if beside.exists() else shutil.which("moto_server")
+    if binary is None:
+        pytest.fail("moto_server is not installed: pip install -e '.[dev]' brings moto[server]")
+    proc = subprocess.Popen(
+        [binary, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # so a test can pause its group (SIGSTOP) like an emulator's
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.2):
+                return proc
+        except OSError:
+            assert proc.poll() is None, f"moto_server exited with {proc.returncode}"
+            assert time.monotonic() < deadline, "moto_server did not start"
+            time.sleep(0.05)
+
+
+def stop_moto_server(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a moto server started by :func:`start_moto_server`."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGCONT)  # a paused server cannot exit
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def sqs_endpoint() -> Iterator[str]:
+    """moto's server for the session; its endpoint URL."""
+    port = free_port()
+    proc = start_moto_server(port)
+    yield f"http://127.0.0.1:{port}"
+    stop_moto_server(proc)

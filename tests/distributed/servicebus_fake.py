@@ -29,9 +29,13 @@ What it reproduces, per queue (created on first use, or by :meth:`ServiceBusFake
 * connections closed by the service (:meth:`ServiceBusFake.drop_connections`,
   ``amqp:connection:forced``).
 
+* the Standard tier's 256 KiB message size limit: announced as the ``max-message-size`` of the
+  links the client sends on, and a larger message is rejected with
+  ``amqp:link:message-size-exceeded``.
+
 What it does not: TLS, real authorization, topics and subscriptions, sessions, deferral,
 duplicate detection, transactions, time-to-live, partitioning, durability (everything is in
-memory), the HTTP management (ATOM) API, and limits and throttling.
+memory), the HTTP management (ATOM) API, and other limits and throttling.
 """
 
 from __future__ import annotations
@@ -58,6 +62,9 @@ from proton import (
 )
 from proton.handlers import MessagingHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector
+
+MAX_MESSAGE_SIZE = 256 * 1024
+"""The largest message a queue takes, in bytes (Service Bus Standard tier)."""
 
 __all__ = ("ServiceBusFake",)
 
@@ -182,6 +189,7 @@ class _Handler(MessagingHandler):
         else:
             link.target.address = link.remote_target.address
             link.source.copy(link.remote_source)
+            link.max_message_size = MAX_MESSAGE_SIZE  # announced in attach, as Service Bus does
 
     def on_link_closing(self, event: Any) -> None:
         self._drop_link(event.link)
@@ -225,6 +233,17 @@ class _Handler(MessagingHandler):
             elif entity.endswith(_MANAGEMENT):
                 queue = self.fake._queue(entity.removesuffix(_MANAGEMENT))
                 self._management(event, queue, message)
+            elif (size := len(message.encode())) > MAX_MESSAGE_SIZE:
+                delivery = event.delivery
+                delivery.local.condition = Condition(
+                    "amqp:link:message-size-exceeded",
+                    f"The received message (size {size} bytes) exceeds the limit "
+                    f"({MAX_MESSAGE_SIZE} bytes) currently allowed on the link.",
+                    {symbol("com.microsoft:tracking-id"): str(uuid.uuid4())},
+                )
+                delivery.update(Delivery.REJECTED)
+                delivery.settle()
+                return
             else:
                 self._enqueue(self.fake._queue(entity), message)
                 self._dispatch_all()

@@ -9,7 +9,7 @@ import nats
 import pytest
 
 from daimon.core import TaskBroker, TaskState
-from daimon.distributed import Broker, broker_from_url
+from daimon.distributed import Broker, BrokerError, broker_from_url
 from daimon.distributed.brokers.nats import NatsBroker
 from daimon.testing.brokers import BrokerConformance, sample_result, sample_task
 
@@ -87,3 +87,18 @@ async def test_a_resubmit_after_a_lost_publish_queues_the_task(
         await broker.submit(sample_task())
         delivery = await broker.claim(wait=2)
         assert delivery is not None and await delivery.complete(sample_result())
+
+
+async def test_a_task_over_max_payload_is_refused_and_leaves_no_record(
+    nats_url: str, names: dict[str, str]
+) -> None:
+    """A task over the server's max_payload (1 MiB here) raises, and no pending task stays."""
+    async with NatsBroker.from_url(nats_url, **names) as broker:
+        with pytest.raises(BrokerError, match="'task-1' was not queued") as raised:
+            await broker.submit(sample_task(input="x" * (2 * 1024 * 1024)))
+        assert raised.value.task_id == "task-1"
+        with pytest.raises(KeyError):
+            await broker.status("task-1")
+        assert await broker.submit(sample_task()) == "task-1"  # the id is free again
+        delivery = await broker.claim(wait=2.0)
+        assert delivery is not None and delivery.task.input == sample_task().input

@@ -10,7 +10,12 @@ import redis.asyncio as aioredis
 from daimon.core import TaskBroker, TaskState
 from daimon.distributed import Broker, broker_from_url
 from daimon.distributed.brokers.redis import RedisBroker, RedisTaskStore
-from daimon.testing.brokers import BrokerConformance, sample_result, sample_task
+from daimon.testing.brokers import (
+    BrokerConformance,
+    TaskStoreConformance,
+    sample_result,
+    sample_task,
+)
 
 pytestmark = pytest.mark.service("redis")
 
@@ -95,6 +100,20 @@ async def test_an_unreadable_task_is_dead_lettered(redis_url: str, queue: str) -
         status = await broker.status("evil")
         assert status.state is TaskState.FAILED
         assert status.error is not None and status.error.startswith("SerializationError")
+
+
+class TestRedisTaskStore(TaskStoreConformance):
+    @pytest.fixture
+    async def make_store(self, redis_url: str, queue: str) -> AsyncIterator[Any]:
+        stores: list[RedisTaskStore] = []
+
+        async def make() -> RedisTaskStore:
+            stores.append(RedisTaskStore.from_url(redis_url, queue=queue, prefix="daimon-test:"))
+            return stores[-1]
+
+        yield make
+        for store in stores:
+            await store.aclose()
 
 
 async def test_task_store_on_its_own(redis_url: str, queue: str) -> None:

@@ -22,7 +22,7 @@ from azure.servicebus.aio import ServiceBusClient
 
 from daimon import Agent, ChatRequest
 from daimon.core import AgentTask, BuilderError, TaskBroker, TaskState
-from daimon.distributed import Broker, Worker, broker_from_url
+from daimon.distributed import Broker, BrokerError, Worker, broker_from_url
 from daimon.distributed.brokers.redis import RedisTaskStore
 from daimon.distributed.brokers.servicebus import ServiceBusBroker
 from daimon.models import FunctionModel
@@ -369,3 +369,19 @@ def test_a_missing_sdk_names_the_servicebus_extra() -> None:
     )
     assert out.stdout.startswith("servicebus |"), out
     assert 'pip install "daimon[servicebus]"' in out.stdout
+
+
+async def test_a_task_over_the_size_limit_is_refused_and_leaves_no_record(
+    fake: Any, redis_url: str, queue: str
+) -> None:
+    """A message over the link's 256 KiB limit is refused: submit raises, no pending task stays."""
+    async with open_broker(fake, redis_url, queue) as broker:
+        with pytest.raises(BrokerError, match="'task-1' was not queued") as raised:
+            await broker.submit(sample_task(input="x" * (300 * 1024)))
+        assert raised.value.task_id == "task-1"
+        with pytest.raises(KeyError):
+            await broker.status("task-1")
+        assert await broker.submit(sample_task()) == "task-1"  # the id is free again
+        delivery = await broker.claim(wait=5.0)
+        assert delivery is not None and delivery.task.input == sample_task().input
+        assert await delivery.complete(sample_result())

@@ -2,57 +2,21 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from daimon.core import BuilderError, TaskBroker, TaskState
-from daimon.distributed import Broker, broker_from_url
+from daimon.distributed import Broker, BrokerError, broker_from_url
 from daimon.distributed.brokers.redis import RedisTaskStore
 from daimon.distributed.brokers.sqs import SqsBroker
-from daimon.testing.brokers import BrokerConformance, sample_task
+from daimon.testing.brokers import BrokerConformance, sample_result, sample_task
+
+from .conftest import SQS_CREDENTIALS as CREDENTIALS
 
 pytestmark = pytest.mark.service("redis")
-
-CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
-
-
-@pytest.fixture(scope="module")
-def sqs_endpoint() -> Iterator[str]:
-    # The venv's own script first: pytest may run from .venv/bin without that folder on PATH.
-    beside = Path(sys.executable).with_name("moto_server")
-    binary = str(beside) if beside.exists() else shutil.which("moto_server")
-    if binary is None:
-        pytest.fail("moto_server is not installed: pip install -e '.[dev]' brings moto[server]")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [binary, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), 0.2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "moto_server did not start"
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture
@@ -111,3 +75,43 @@ async def test_from_a_url(sqs_endpoint: str, redis_url: str, queue: str) -> None
         broker_from_url(f"sqs://{queue}")
     with pytest.raises(BuilderError, match="at least 1 second"):
         broker_from_url(f"sqs://{queue}", store=redis_url, lease=0.5)
+
+
+async def test_handles_with_other_leases_share_a_queue(
+    sqs_endpoint: str, redis_url: str, queue: str
+) -> None:
+    """SQS refuses CreateQueue with another visibility timeout: the queue is used as it is."""
+    async with (
+        open_broker(sqs_endpoint, redis_url, queue, lease=30) as client,
+        open_broker(sqs_endpoint, redis_url, queue, lease=2) as worker,
+    ):
+        await client.submit(sample_task())
+        delivery = await worker.claim(wait=2.0)
+        assert delivery is not None and delivery.task.task_id == "task-1"
+        assert await delivery.complete(sample_result())
+        assert (await client.status("task-1")).result == sample_result()
+
+
+async def test_a_task_over_the_size_limit_is_refused_and_leaves_no_record(
+    sqs_endpoint: str, redis_url: str, queue: str
+) -> None:
+    """SQS refuses a message over the queue's size limit: submit raises, no pending task stays.
+
+    The queue is made beforehand with a 1 KiB ``MaximumMessageSize`` (SQS allows 1 KiB to
+    1 MiB); the broker uses it as it is.
+    """
+    from aiobotocore.session import get_session
+
+    async with get_session().create_client(
+        "sqs", region_name="us-east-1", endpoint_url=sqs_endpoint, **CREDENTIALS
+    ) as sqs:
+        await sqs.create_queue(QueueName=queue, Attributes={"MaximumMessageSize": "1024"})
+    async with open_broker(sqs_endpoint, redis_url, queue) as broker:
+        with pytest.raises(BrokerError, match=r"'task-1' was not queued.*shorter than") as raised:
+            await broker.submit(sample_task(input="x" * 2048))
+        assert raised.value.task_id == "task-1"
+        with pytest.raises(KeyError):
+            await broker.status("task-1")
+        assert await broker.submit(sample_task()) == "task-1"  # the id is free again
+        delivery = await broker.claim(wait=2.0)
+        assert delivery is not None and delivery.task.input == sample_task().input

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from daimon.core.errors import (
         AgentRunError,
+        BrokerError,
         BudgetExceededError,
         BuilderError,
         CheckpointConflictError,
@@ -122,6 +123,7 @@ _LAZY: dict[str, str] = {
     "AgentTask": "daimon.core.tasks",
     "ApprovalDecision": "daimon.core.results",
     "ApprovalRequest": "daimon.core.results",
+    "BrokerError": "daimon.core.errors",
     "BudgetExceededError": "daimon.core.errors",
     "BuilderError": "daimon.core.errors",
     "CancelToken": "daimon.core.cancel",
@@ -204,6 +206,7 @@ __all__ = (
     "AgentTask",
     "ApprovalDecision",
     "ApprovalRequest",
+    "BrokerError",
     "BudgetExceededError",
     "BuilderError",
     "CancelToken",

@@ -25,6 +25,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   ├── TimeoutError              (also the builtin TimeoutError)
     │   └── OrchestrationError
     ├── MCPError
+    ├── BrokerError                   a broker could not queue a task (typed task_id)
     ├── VectorStoreError              a vector store refused its input or failed
     │   ├── DimensionMismatchError    a vector's length is not the store's (typed expected/actual)
     │   └── FilterError               a metadata filter outside daimon's filter language
@@ -42,6 +43,7 @@ from collections.abc import Sequence
 
 __all__ = (
     "AgentRunError",
+    "BrokerError",
     "BudgetExceededError",
     "BuilderError",
     "CheckpointConflictError",
@@ -275,6 +277,18 @@ class OrchestrationError(AgentRunError):
 
 class MCPError(DaimonError):
     """A Model Context Protocol peer failed or misbehaved."""
+
+
+class BrokerError(DaimonError):
+    """A broker could not queue a task: the submit that raised it queued nothing (see the message).
+
+    Attributes:
+        task_id: The task that was not queued.
+    """
+
+    def __init__(self, message: str, *, task_id: str) -> None:
+        super().__init__(message)
+        self.task_id = task_id
 
 
 # ---------------------------------------------------------------- retrieval (RAG)

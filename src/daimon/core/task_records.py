@@ -14,15 +14,19 @@ here change a record in memory; a broker loads it, calls one, and stores it back
 Every ``begin`` starts a new attempt; only the newest attempt may settle a task, and a task
 settles once. :class:`TaskStore` is what a broker whose service cannot hold records (RabbitMQ,
 SQS, Pub/Sub, Service Bus) asks of the store that does; :class:`SettlingDelivery` and
-:class:`StoreDelivery` are the delivery code those brokers share. Standard library only.
+:class:`StoreDelivery` are the delivery code those brokers share, and :func:`submit_through` their
+submit (which withdraws the record of a task whose message could not be sent). Standard library
+only.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
-from daimon.core.errors import BuilderError
+from daimon.core.errors import BrokerError, BuilderError
 from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
 
 __all__ = (
@@ -39,6 +43,7 @@ __all__ = (
     "heartbeat",
     "lost_attempt",
     "settle",
+    "submit_through",
     "view",
 )
 
@@ -162,6 +167,10 @@ class TaskStore(Protocol):
         """Record a new pending task; ``False`` when the id is already known."""
         ...
 
+    async def withdraw(self, task_id: str) -> bool:
+        """Remove a pending record no attempt has begun (its submit failed); whether removed."""
+        ...
+
     async def begin(
         self, task_id: str, *, lease: float, max_deliver: int, payload: str = ""
     ) -> tuple[str, float]:
@@ -198,6 +207,39 @@ class TaskStore(Protocol):
     async def aclose(self) -> None:
         """Close the store's connections if it owns them."""
         ...
+
+
+async def submit_through(
+    store: TaskStore, task_id: str, send: Callable[[], Awaitable[object]]
+) -> str:
+    """Record a new task in ``store``, then ``send`` its message; ``task_id`` once it is queued.
+
+    A started or ended task is not sent again; a pending one is (its first submit may have died
+    before sending, and the store lets one delivery run). When ``send`` raises, the record this
+    call created is withdrawn, so the failed submit leaves no task pending forever, and
+    :class:`BrokerError` says why; submitting again starts afresh. A record an attempt has begun
+    stays: the message was sent after all, and the task runs. (Two submits of one id at the same
+    moment, of which only the first to record it fails to send, lose the other's record: its
+    message is then skipped as unknown.)
+    """
+    created = await store.create(task_id)
+    if not created and (await store.status(task_id)).state is not TaskState.PENDING:
+        return task_id
+    try:
+        await send()
+    except Exception as exc:
+        why = f"task {task_id!r} was not queued ({type(exc).__name__}: {exc})"
+        if not created:
+            raise BrokerError(f"{why}; an earlier submit's record stays", task_id=task_id) from exc
+        try:
+            await asyncio.shield(store.withdraw(task_id))
+        except Exception as undone:
+            raise BrokerError(
+                f"{why}, and its record could not be withdrawn ({type(undone).__name__}: {undone})",
+                task_id=task_id,
+            ) from exc
+        raise BrokerError(f"{why}; no record of it was kept", task_id=task_id) from exc
+    return task_id
 
 
 class SettlingDelivery:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from daimon.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from daimon.core.errors import BrokerError
     from daimon.distributed._client import new_task, wait_for_task
     from daimon.distributed._protocols import Broker, Delivery
     from daimon.distributed._trace import (
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "Broker",
+    "BrokerError",
     "Delivery",
     "TRACEPARENT",
     "Worker",
@@ -52,6 +54,7 @@ __all__ = (
 _LAZY: dict[str, tuple[str, str]] = {
     "TRACEPARENT": ("daimon.distributed._trace", "TRACEPARENT"),
     "Broker": ("daimon.distributed._protocols", "Broker"),
+    "BrokerError": ("daimon.core.errors", "BrokerError"),
     "Delivery": ("daimon.distributed._protocols", "Delivery"),
     "Worker": ("daimon.distributed._worker", "Worker"),
     "broker_from_url": ("daimon.distributed._urls", "broker_from_url"),

@@ -22,7 +22,8 @@ Closing a handle that holds deliveries stands for a crashed worker: the suite do
 that its tasks come back. The suite checks the contract a worker relies on: at-least-once
 delivery, attempt numbers and fencing (one visible result per task), heartbeats, hand-back,
 retries up to ``max_deliver`` then dead-lettering, cancellation, and that no task stays
-``running`` once its lease has run out.
+``running`` once its lease has run out. :class:`TaskStoreConformance` does the same for the task
+stores that RabbitMQ, SQS, Pub/Sub and Service Bus keep their records in.
 """
 
 from __future__ import annotations
@@ -37,10 +38,18 @@ import pytest
 
 from daimon.core.chat import Usage
 from daimon.core.errors import SerializationError
+from daimon.core.task_records import TaskStore
 from daimon.core.tasks import AgentTask, TaskResult, TaskState
 from daimon.distributed import Broker, Delivery
 
-__all__ = ("BrokerConformance", "BrokerFactory", "sample_result", "sample_task")
+__all__ = (
+    "BrokerConformance",
+    "BrokerFactory",
+    "TaskStoreConformance",
+    "TaskStoreFactory",
+    "sample_result",
+    "sample_task",
+)
 
 
 class BrokerFactory(Protocol):
@@ -346,3 +355,69 @@ class BrokerConformance:
         await broker.fail("b", "broken")
         assert (await broker.status("a")).result == sample_result("a")
         assert (await broker.status("b")).state is TaskState.FAILED
+
+
+class TaskStoreFactory(Protocol):
+    """Opens the task store under test, empty for each test."""
+
+    def __call__(self) -> Awaitable[TaskStore]:
+        """A store on a fresh queue."""
+        ...
+
+
+class TaskStoreConformance:
+    """Tests every :class:`~daimon.core.task_records.TaskStore` must pass.
+
+    Subclass it and provide a ``make_store`` fixture (a :class:`TaskStoreFactory`) that closes
+    its stores at teardown. The brokers that keep records in a store rely on these rules.
+    """
+
+    @pytest.fixture
+    async def store(self, make_store: TaskStoreFactory) -> TaskStore:
+        """The store under test."""
+        return await make_store()
+
+    async def test_create_once(self, store: TaskStore) -> None:
+        """A new id makes a pending record; the same id again is refused."""
+        assert await store.create("t") is True
+        assert await store.create("t") is False
+        assert (await store.status("t")).state is TaskState.PENDING
+        with pytest.raises(KeyError):
+            await store.status("unknown")
+
+    async def test_withdraw_a_pending_task(self, store: TaskStore) -> None:
+        """A record no attempt has begun is removed; the id can then be created again."""
+        await store.create("t")
+        assert await store.withdraw("t") is True
+        with pytest.raises(KeyError):
+            await store.status("t")
+        assert await store.withdraw("t") is False
+        assert await store.create("t") is True
+
+    async def test_withdraw_keeps_a_started_or_ended_task(self, store: TaskStore) -> None:
+        """A record an attempt has begun stays (its message was sent after all), as does an end."""
+        await store.create("run")
+        assert await store.begin("run", lease=30.0, max_deliver=3) == ("run", 1.0)
+        assert await store.withdraw("run") is False
+        assert (await store.status("run")).state is TaskState.RUNNING
+        await store.settle("run", 1, "release", max_deliver=3)  # pending again, but started once
+        assert await store.withdraw("run") is False
+        await store.create("gone")
+        assert await store.cancel("gone") is True
+        assert await store.withdraw("gone") is False
+        assert (await store.status("gone")).state is TaskState.CANCELLED
+
+    async def test_only_the_newest_attempt_settles_once(self, store: TaskStore) -> None:
+        """A stale attempt is refused, and a task settles once."""
+        await store.create("t")
+        await store.begin("t", lease=0.2, max_deliver=3)
+        await asyncio.sleep(0.3)  # the lease runs out: the next begin is attempt 2
+        assert await store.begin("t", lease=30.0, max_deliver=3) == ("run", 2.0)
+        assert await store.settle("t", 1, "complete", max_deliver=3, result=sample_result("t")) == (
+            "stale"
+        )
+        assert await store.settle("t", 2, "complete", max_deliver=3, result=sample_result("t")) == (
+            "ok"
+        )
+        assert await store.settle("t", 2, "fail", max_deliver=3, error="late") == "ended"
+        assert (await store.status("t")).result == sample_result("t")

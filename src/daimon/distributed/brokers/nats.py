@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from daimon.core.codec import dumps, loads
-from daimon.core.errors import BuilderError, DaimonError, SerializationError
+from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.task_records import (
     SettleByTaskId,
@@ -210,18 +210,43 @@ class NatsBroker(SettleByTaskId):
         return True
 
     async def submit(self, task: AgentTask) -> str:
-        """Queue ``task`` (once JetStream has stored it); a known task id is not queued again."""
+        """Queue ``task`` (once JetStream has stored it); a known task id is not queued again.
+
+        Raises:
+            BrokerError: The message could not be published (over the server's max_payload,
+                the server down); the record this call wrote is deleted again.
+        """
         payload = dumps(task).encode("utf-8")
         kv = await self._ready()
+        key = _key(self._queue, task.task_id)
+        created = 0
         try:
-            await kv.create(_key(self._queue, task.task_id), _encode(TaskRecord()))
+            created = await kv.create(key, _encode(TaskRecord()))
         except js_errors.KeyWrongLastSequenceError:
             rec, _ = await self._get(task.task_id)
             if rec.state != "pending" or rec.attempt:
                 return task.task_id  # running or ended: queued before
             # Pending and never started: maybe a submit died before publishing. Publish again;
             # the message id makes it a no-op if it had been.
-        await self._js.publish(self._subject, payload, headers={"Nats-Msg-Id": task.task_id})
+        try:
+            await self._js.publish(self._subject, payload, headers={"Nats-Msg-Id": task.task_id})
+        except Exception as exc:
+            why = f"task {task.task_id!r} was not queued ({type(exc).__name__}: {exc})"
+            if not created:
+                raise BrokerError(
+                    f"{why}; an earlier submit's record stays", task_id=task.task_id
+                ) from exc
+            try:  # only the record as this call wrote it: a begun one was published after all
+                await asyncio.shield(kv.delete(key, last=created))
+            except js_errors.KeyWrongLastSequenceError:
+                pass
+            except Exception as undone:
+                raise BrokerError(
+                    f"{why}, and its record could not be deleted ({type(undone).__name__}: "
+                    f"{undone})",
+                    task_id=task.task_id,
+                ) from exc
+            raise BrokerError(f"{why}; no record of it was kept", task_id=task.task_id) from exc
         return task.task_id
 
     async def status(self, task_id: str) -> TaskStatus:

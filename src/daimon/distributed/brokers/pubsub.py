@@ -43,7 +43,13 @@ from urllib.parse import parse_qsl, urlsplit
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import SettleByTaskId, StoreDelivery, TaskStore, check_options
+from daimon.core.task_records import (
+    SettleByTaskId,
+    StoreDelivery,
+    TaskStore,
+    check_options,
+    submit_through,
+)
 from daimon.core.tasks import AgentTask, TaskStatus
 
 grpc = require("grpc", extra="pubsub")
@@ -262,17 +268,20 @@ class PubSubBroker(SettleByTaskId):
             await self._publisher.publish(topic=topic, messages=[message], timeout=self._timeout)
 
     async def submit(self, task: AgentTask) -> str:
-        """Queue ``task`` (once Pub/Sub has stored it); a started or ended task is not requeued."""
+        """Queue ``task`` (once Pub/Sub has stored it); a started or ended task is not requeued.
+
+        Raises:
+            BrokerError: The message could not be sent; no record of the task was kept.
+        """
         payload = dumps(task)
         await self._ready()
-        if not await self._store.create(task.task_id):
-            status = await self._store.status(task.task_id)
-            if status.state.value != "pending":
-                return task.task_id
-            # Pending: maybe a submit died before publishing. A duplicate message is harmless:
-            # the store lets one delivery run, and acks the other once the task has ended.
-        await self._publish(self._topic, payload, {"task_id": task.task_id})
-        return task.task_id
+
+        async def send() -> None:
+            await self._publish(self._topic, payload, {"task_id": task.task_id})
+
+        # A duplicate message is harmless: the store lets one delivery run, and acks the other
+        # once the task has ended.
+        return await submit_through(self._store, task.task_id, send)
 
     async def status(self, task_id: str) -> TaskStatus:
         """Where the task is; :class:`KeyError` when it is unknown."""

@@ -29,7 +29,13 @@ from typing import Any
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import SettleByTaskId, StoreDelivery, TaskStore, check_options
+from daimon.core.task_records import (
+    SettleByTaskId,
+    StoreDelivery,
+    TaskStore,
+    check_options,
+    submit_through,
+)
 from daimon.core.tasks import AgentTask, TaskStatus
 
 aio_pika = require("aio_pika", extra="rabbitmq")
@@ -161,16 +167,19 @@ class RabbitMQBroker(SettleByTaskId):
         await self._channel.default_exchange.publish(message, routing_key=routing_key)
 
     async def submit(self, task: AgentTask) -> str:
-        """Queue ``task`` (after RabbitMQ confirms it); a started or ended task is not requeued."""
+        """Queue ``task`` (after RabbitMQ confirms it); a started or ended task is not requeued.
+
+        Raises:
+            BrokerError: The message could not be sent; no record of the task was kept.
+        """
         payload = dumps(task).encode("utf-8")
-        if not await self._store.create(task.task_id):
-            status = await self._store.status(task.task_id)
-            if status.state.value != "pending":
-                return task.task_id
-            # Pending: maybe a submit died before publishing. A duplicate message is harmless:
-            # the store lets one delivery run, and acks the other once the task has ended.
-        await self._publish(self._queue_name, payload, task.task_id)
-        return task.task_id
+
+        async def send() -> None:
+            await self._publish(self._queue_name, payload, task.task_id)
+
+        # A duplicate message is harmless: the store lets one delivery run, and acks the other
+        # once the task has ended.
+        return await submit_through(self._store, task.task_id, send)
 
     async def status(self, task_id: str) -> TaskStatus:
         """Where the task is; :class:`KeyError` when it is unknown."""

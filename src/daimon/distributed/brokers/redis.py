@@ -212,6 +212,14 @@ return 1
 """
 )
 
+# Removes a pending task no attempt has begun (its submit could not send it). Returns 1 or 0.
+_WITHDRAW = """
+local s = redis.call('HMGET', KEYS[1], 'state', 'attempt')
+if s[1] ~= 'pending' or tonumber(s[2]) ~= 0 then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
 # Returns {state, lease, result, error, now}; state false when unknown.
 _STATUS = (
     _LIB
@@ -292,6 +300,7 @@ class RedisTaskStore:
         self._heartbeat = self._client.register_script(_HEARTBEAT)
         self._settle = self._client.register_script(_SETTLE)
         self._cancel = self._client.register_script(_CANCEL)
+        self._withdraw = self._client.register_script(_WITHDRAW)
         self._status = self._client.register_script(_STATUS)
         self._closed = False
 
@@ -326,6 +335,10 @@ class RedisTaskStore:
     async def create(self, task_id: str) -> bool:
         """Record a new pending task; ``False`` when the id is already known."""
         return bool(await self._submit(keys=[self.key(task_id)], args=[task_id, ""]))
+
+    async def withdraw(self, task_id: str) -> bool:
+        """Remove a pending record no attempt has begun (its submit failed); whether removed."""
+        return bool(await self._withdraw(keys=[self.key(task_id)]))
 
     async def begin(
         self, task_id: str, *, lease: float, max_deliver: int, payload: str = ""

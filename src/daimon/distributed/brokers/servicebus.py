@@ -38,7 +38,13 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import SettleByTaskId, StoreDelivery, TaskStore, check_options
+from daimon.core.task_records import (
+    SettleByTaskId,
+    StoreDelivery,
+    TaskStore,
+    check_options,
+    submit_through,
+)
 from daimon.core.tasks import AgentTask, TaskStatus
 
 servicebus = require("azure.servicebus", extra="servicebus")
@@ -243,16 +249,19 @@ class ServiceBusBroker(SettleByTaskId):
             return await getattr(self._receiver, operation)(message, **options)
 
     async def submit(self, task: AgentTask) -> str:
-        """Queue ``task`` (once Service Bus has it); a started or ended task is not queued again."""
+        """Queue ``task`` (once Service Bus has it); a started or ended task is not queued again.
+
+        Raises:
+            BrokerError: The message could not be sent; no record of the task was kept.
+        """
         payload = dumps(task)
-        if not await self._store.create(task.task_id):
-            status = await self._store.status(task.task_id)
-            if status.state.value != "pending":
-                return task.task_id
-            # Pending: maybe a submit died before sending. A duplicate message is harmless:
-            # the store lets one delivery run, and completes the other once the task has ended.
-        await self._send(payload, task.task_id)
-        return task.task_id
+
+        async def send() -> None:
+            await self._send(payload, task.task_id)
+
+        # A duplicate message is harmless: the store lets one delivery run, and completes the
+        # other once the task has ended.
+        return await submit_through(self._store, task.task_id, send)
 
     async def status(self, task_id: str) -> TaskStatus:
         """Where the task is; :class:`KeyError` when it is unknown."""

@@ -31,7 +31,7 @@ from urllib.parse import parse_qsl, urlsplit
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import SettleByTaskId, StoreDelivery, TaskStore
+from daimon.core.task_records import SettleByTaskId, StoreDelivery, TaskStore, submit_through
 from daimon.core.tasks import AgentTask, TaskStatus
 
 aiobotocore_session = require("aiobotocore.session", extra="sqs")
@@ -161,29 +161,28 @@ class SqsBroker(SettleByTaskId):
             )
         )
         visibility = str(_seconds(self._lease))
-        made = await client.create_queue(
-            QueueName=self._name, Attributes={"VisibilityTimeout": visibility}
-        )
-        dead = await client.create_queue(QueueName=f"{self._name}-dead")
-        self._url, self._dead_url = made["QueueUrl"], dead["QueueUrl"]
+        self._url = await _queue_url(client, self._name, {"VisibilityTimeout": visibility})
+        self._dead_url = await _queue_url(client, f"{self._name}-dead", {})
         self._client = client
 
     async def submit(self, task: AgentTask) -> str:
-        """Queue ``task`` (once SQS has stored it); a started or ended task is not queued again."""
+        """Queue ``task`` (once SQS has stored it); a started or ended task is not queued again.
+
+        Raises:
+            BrokerError: The message could not be sent; no record of the task was kept.
+        """
         payload = dumps(task)
         client = await self._ready()
-        if not await self._store.create(task.task_id):
-            status = await self._store.status(task.task_id)
-            if status.state.value != "pending":
-                return task.task_id
-            # Pending: maybe a submit died before sending. A duplicate message is harmless:
-            # the store lets one delivery run, and deletes the other once the task has ended.
-        await client.send_message(
-            QueueUrl=self._url,
-            MessageBody=payload,
-            MessageAttributes={"task_id": {"DataType": "String", "StringValue": task.task_id}},
-        )
-        return task.task_id
+        attributes = {"task_id": {"DataType": "String", "StringValue": task.task_id}}
+
+        async def send() -> None:
+            await client.send_message(
+                QueueUrl=self._url, MessageBody=payload, MessageAttributes=attributes
+            )
+
+        # A duplicate message is harmless: the store lets one delivery run, and deletes the
+        # other once the task has ended.
+        return await submit_through(self._store, task.task_id, send)
 
     async def status(self, task_id: str) -> TaskStatus:
         """Where the task is; :class:`KeyError` when it is unknown."""
@@ -259,6 +258,26 @@ class SqsBroker(SettleByTaskId):
             MessageAttributes={"error": {"DataType": "String", "StringValue": error[:1000]}},
         )
         await self._client.delete_message(QueueUrl=self._url, ReceiptHandle=receipt)
+
+
+async def _queue_url(client: Any, name: str, attributes: dict[str, str]) -> str:
+    """Create queue ``name`` if it is missing; its URL.
+
+    A queue made by a handle with another lease has another default visibility timeout, and
+    ``CreateQueue`` refuses different attributes: such a queue is used as it is (every receive
+    sets its own visibility timeout).
+    """
+    try:
+        made = await client.create_queue(QueueName=name, Attributes=attributes)
+    except botocore_exceptions.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") not in (
+            "QueueAlreadyExists",
+            "QueueNameExists",
+        ):
+            raise
+        made = await client.get_queue_url(QueueName=name)
+    url: str = made["QueueUrl"]
+    return url
 
 
 class _SqsDelivery(StoreDelivery):
