@@ -33,6 +33,7 @@ __all__ = (
     "BrokerHandle",
     "SettleByTaskId",
     "SettlingDelivery",
+    "StoreBackedBroker",
     "StoreDelivery",
     "TERMINAL",
     "TaskRecord",
@@ -379,3 +380,25 @@ class SettleByTaskId(BrokerHandle):
     async def fail(self, task_id: str, error: str) -> None:
         """Record the failure of a task this handle received (dead-lettering it)."""
         await self._held.pop(task_id).fail(error)
+
+
+class StoreBackedBroker(SettleByTaskId):
+    """A broker whose service only moves messages: task states live in a :class:`TaskStore`.
+
+    ``status`` and ``cancel`` are the store's; ``_close_store`` closes it when the broker owns it.
+    """
+
+    _store: TaskStore
+    _own_store: bool
+
+    async def status(self, task_id: str) -> TaskStatus:
+        """Where the task is; :class:`KeyError` when it is unknown."""
+        return await self._store.status(task_id)
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a task that has not ended; whether it was cancelled."""
+        return await self._store.cancel(task_id)
+
+    async def _close_store(self) -> None:
+        if self._own_store:
+            await self._store.aclose()

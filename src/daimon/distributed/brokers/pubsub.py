@@ -44,13 +44,13 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.task_records import (
-    SettleByTaskId,
+    StoreBackedBroker,
     StoreDelivery,
     TaskStore,
     check_options,
     submit_through,
 )
-from daimon.core.tasks import AgentTask, TaskStatus
+from daimon.core.tasks import AgentTask
 
 grpc = require("grpc", extra="pubsub")
 pubsub = require("google.pubsub_v1", extra="pubsub")
@@ -76,7 +76,7 @@ def _seconds(value: float) -> int:
     return min(max(math.ceil(value), 0), _MAX_DEADLINE)
 
 
-class PubSubBroker(SettleByTaskId):
+class PubSubBroker(StoreBackedBroker):
     """Queues tasks in Google Cloud Pub/Sub; see the module docstring.
 
     Args:
@@ -198,8 +198,7 @@ class PubSubBroker(SettleByTaskId):
         for client in (self._publisher, self._subscriber):
             if client is not None and not self._channels:
                 await client.transport.close()
-        if self._own_store:
-            await self._store.aclose()
+        await self._close_store()
 
     async def _ready(self) -> Any:
         if self._subscriber is None:
@@ -282,14 +281,6 @@ class PubSubBroker(SettleByTaskId):
         # A duplicate message is harmless: the store lets one delivery run, and acks the other
         # once the task has ended.
         return await submit_through(self._store, task.task_id, send)
-
-    async def status(self, task_id: str) -> TaskStatus:
-        """Where the task is; :class:`KeyError` when it is unknown."""
-        return await self._store.status(task_id)
-
-    async def cancel(self, task_id: str) -> bool:
-        """Cancel a task that has not ended; whether it was cancelled."""
-        return await self._store.cancel(task_id)
 
     async def claim(self, wait: float = 1.0) -> _PubSubDelivery | None:
         """The next task, waiting up to ``wait`` seconds for one."""

@@ -30,13 +30,13 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.task_records import (
-    SettleByTaskId,
+    StoreBackedBroker,
     StoreDelivery,
     TaskStore,
     check_options,
     submit_through,
 )
-from daimon.core.tasks import AgentTask, TaskStatus
+from daimon.core.tasks import AgentTask
 
 aio_pika = require("aio_pika", extra="rabbitmq")
 
@@ -45,7 +45,7 @@ __all__ = ("RabbitMQBroker", "TaskStore")
 _log = logging.getLogger("daimon.distributed")
 
 
-class RabbitMQBroker(SettleByTaskId):
+class RabbitMQBroker(StoreBackedBroker):
     """Queues tasks in RabbitMQ; see the module docstring.
 
     Args:
@@ -120,8 +120,7 @@ class RabbitMQBroker(SettleByTaskId):
             await self._connection.close()
         elif self._channel is not None:
             await self._channel.close()
-        if self._own_store:
-            await self._store.aclose()
+        await self._close_store()
 
     async def _ready(self) -> Any:
         if self._queue is None:
@@ -180,14 +179,6 @@ class RabbitMQBroker(SettleByTaskId):
         # A duplicate message is harmless: the store lets one delivery run, and acks the other
         # once the task has ended.
         return await submit_through(self._store, task.task_id, send)
-
-    async def status(self, task_id: str) -> TaskStatus:
-        """Where the task is; :class:`KeyError` when it is unknown."""
-        return await self._store.status(task_id)
-
-    async def cancel(self, task_id: str) -> bool:
-        """Cancel a task that has not ended; whether it was cancelled."""
-        return await self._store.cancel(task_id)
 
     async def claim(self, wait: float = 1.0) -> _RabbitDelivery | None:
         """The next task, waiting up to ``wait`` seconds for one."""

@@ -39,13 +39,13 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.task_records import (
-    SettleByTaskId,
+    StoreBackedBroker,
     StoreDelivery,
     TaskStore,
     check_options,
     submit_through,
 )
-from daimon.core.tasks import AgentTask, TaskStatus
+from daimon.core.tasks import AgentTask
 
 servicebus = require("azure.servicebus", extra="servicebus")
 servicebus_aio = require("azure.servicebus.aio", extra="servicebus")
@@ -59,7 +59,7 @@ _MAX_TEXT = 1024  # dead-letter reason and description are kept this short
 _SLICE = 0.25  # seconds a claim waits on the receiver before letting others use it
 
 
-class ServiceBusBroker(SettleByTaskId):
+class ServiceBusBroker(StoreBackedBroker):
     """Queues tasks in Azure Service Bus; see the module docstring.
 
     Give either ``connection_string`` or ``namespace`` with ``credential``.
@@ -202,8 +202,7 @@ class ServiceBusBroker(SettleByTaskId):
             return
         self._closed = True
         await self._stack.aclose()
-        if self._own_store:
-            await self._store.aclose()
+        await self._close_store()
 
     async def _ready(self) -> Any:
         if self._client is None:
@@ -262,14 +261,6 @@ class ServiceBusBroker(SettleByTaskId):
         # A duplicate message is harmless: the store lets one delivery run, and completes the
         # other once the task has ended.
         return await submit_through(self._store, task.task_id, send)
-
-    async def status(self, task_id: str) -> TaskStatus:
-        """Where the task is; :class:`KeyError` when it is unknown."""
-        return await self._store.status(task_id)
-
-    async def cancel(self, task_id: str) -> bool:
-        """Cancel a task that has not ended; whether it was cancelled."""
-        return await self._store.cancel(task_id)
 
     async def claim(self, wait: float = 1.0) -> _ServiceBusDelivery | None:
         """The next task, waiting up to ``wait`` seconds for one."""

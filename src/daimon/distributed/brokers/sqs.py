@@ -31,8 +31,8 @@ from urllib.parse import parse_qsl, urlsplit
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import SettleByTaskId, StoreDelivery, TaskStore, submit_through
-from daimon.core.tasks import AgentTask, TaskStatus
+from daimon.core.task_records import StoreBackedBroker, StoreDelivery, TaskStore, submit_through
+from daimon.core.tasks import AgentTask
 
 aiobotocore_session = require("aiobotocore.session", extra="sqs")
 botocore_exceptions = require("botocore.exceptions", extra="sqs")
@@ -48,7 +48,7 @@ def _seconds(value: float) -> int:
     return min(max(math.ceil(value), 0), _MAX_VISIBILITY)
 
 
-class SqsBroker(SettleByTaskId):
+class SqsBroker(StoreBackedBroker):
     """Queues tasks in Amazon SQS; see the module docstring.
 
     Args:
@@ -138,8 +138,7 @@ class SqsBroker(SettleByTaskId):
             return
         self._closed = True
         await self._stack.aclose()
-        if self._own_store:
-            await self._store.aclose()
+        await self._close_store()
 
     async def _ready(self) -> Any:
         if self._client is None:
@@ -183,14 +182,6 @@ class SqsBroker(SettleByTaskId):
         # A duplicate message is harmless: the store lets one delivery run, and deletes the
         # other once the task has ended.
         return await submit_through(self._store, task.task_id, send)
-
-    async def status(self, task_id: str) -> TaskStatus:
-        """Where the task is; :class:`KeyError` when it is unknown."""
-        return await self._store.status(task_id)
-
-    async def cancel(self, task_id: str) -> bool:
-        """Cancel a task that has not ended; whether it was cancelled."""
-        return await self._store.cancel(task_id)
 
     async def claim(self, wait: float = 1.0) -> _SqsDelivery | None:
         """The next task, waiting up to ``wait`` seconds (long polling) for one."""
