@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 pytest.importorskip("a2a", reason="needs the a2a extra")
-uvicorn = pytest.importorskip("uvicorn", reason="needs the a2a extra")
+pytest.importorskip("uvicorn", reason="needs the a2a extra")
 
-from daimon import Agent, ChatRequest  # noqa: E402
-from daimon.models import FunctionModel  # noqa: E402
+from daimon import Agent, ChatRequest
+from daimon.models import FunctionModel
+from daimon.testing.servers import serving as serve_in_loop
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,28 +28,9 @@ def free_port() -> int:
         return port
 
 
-@contextlib.asynccontextmanager
-async def serving(app_for_port: Any) -> AsyncIterator[str]:
+def serving(app_for_port: Any) -> contextlib.AbstractAsyncContextManager[str]:
     """Serve ``app_for_port(port)`` with uvicorn on a free loopback port; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app_for_port(port), log_level="warning", lifespan="on", timeout_graceful_shutdown=1
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
+    return serve_in_loop(app_for_port=app_for_port)
 
 
 class Gate:

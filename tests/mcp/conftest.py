@@ -6,9 +6,7 @@ import asyncio
 import contextlib
 import importlib.util
 import os
-import socket
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -16,11 +14,12 @@ from typing import Any
 import pytest
 
 pytest.importorskip("mcp", reason="needs the mcp extra")
-uvicorn = pytest.importorskip("uvicorn", reason="needs the mcp extra")
+pytest.importorskip("uvicorn", reason="needs the mcp extra")
 
-from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, tool  # noqa: E402
-from daimon.models import FunctionModel  # noqa: E402
-from daimon.tools import RunContext  # noqa: E402
+from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, tool
+from daimon.models import FunctionModel
+from daimon.testing.servers import serving as serve_in_loop
+from daimon.tools import RunContext
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -44,26 +43,9 @@ def pids_in(directory: Path) -> list[int]:
     return sorted(int(name) for name in os.listdir(directory))
 
 
-@contextlib.asynccontextmanager
-async def serving(app: Any, host: str = "127.0.0.1") -> AsyncIterator[str]:
-    """Serve an ASGI app with uvicorn on a free loopback port; yields ``http://host:port``."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
+def serving(app: Any, host: str = "127.0.0.1") -> contextlib.AbstractAsyncContextManager[str]:
+    """Serve an ASGI app with uvicorn on a free port of ``host``; yields ``http://host:port``."""
+    return serve_in_loop(app, host=host)
 
 
 class Probe:

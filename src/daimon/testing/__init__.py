@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from daimon.testing.checkpoint import CheckpointConformance
     from daimon.testing.memory import MemoryConformance
     from daimon.testing.models import LoopbackServer, ModelConformance, WireServer
+    from daimon.testing.servers import serving
     from daimon.testing.vectorstores import (
         PersistentVectorStoreConformance,
         VectorStoreConformance,
@@ -30,6 +31,7 @@ __all__ = (
     "PersistentVectorStoreConformance",
     "VectorStoreConformance",
     "WireServer",
+    "serving",
 )
 
 # name -> (module, attribute); every kit adds its public names here and above.
@@ -37,6 +39,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "BrokerConformance": ("daimon.testing.brokers", "BrokerConformance"),
     "CheckpointConformance": ("daimon.testing.checkpoint", "CheckpointConformance"),
     "LoopbackServer": ("daimon.testing.models", "LoopbackServer"),
+    "serving": ("daimon.testing.servers", "serving"),
     "MemoryConformance": ("daimon.testing.memory", "MemoryConformance"),
     "ModelConformance": ("daimon.testing.models", "ModelConformance"),
     "PersistentVectorStoreConformance": (
