@@ -157,7 +157,7 @@ class NatsKVCheckpoint(BaseCheckpoint):
             record = _base.decode(entry.value, run_id=run_id)
         except CheckpointCorruptError as exc:
             _log.warning("skipping a damaged checkpoint: %s", exc)
-            records, damaged = await self._entries(kv, key, run_id)
+            records, damaged = await self._entries(key, run_id)
             newer = sum(1 for r in damaged if r > (records[-1][0] if records else 0))
             self._seen[run_id] = (records[-1][1].seq if records else 0) + newer
             now = _base.now_ms()
@@ -168,32 +168,41 @@ class NatsKVCheckpoint(BaseCheckpoint):
         return None if _base.expired(record, self._ttl, _base.now_ms()) else record.state
 
     async def _entries(
-        self, kv: Any, key: str, run_id: str
+        self, key: str, run_id: str
     ) -> tuple[list[tuple[int, _base.Record]], list[int]]:
-        """The key's intact records with their revisions, oldest first, and damaged revisions."""
-        try:
-            entries = await kv.history(key)
-        except nats_errors.NoKeysError:
-            return [], []
+        """The key's intact records with their revisions, oldest first, and damaged revisions.
+
+        Reads the key's stored revisions one request at a time (next message on the subject):
+        nats-py's ``kv.history()`` watches the bucket and, under load, can stop early.
+        """
+        js = self._nc.jetstream()
+        stream, subject = f"KV_{self._bucket}", f"$KV.{self._bucket}.{key}"
         records: list[tuple[int, _base.Record]] = []
         damaged: list[int] = []
-        for entry in entries:
-            if entry.operation is not None:  # a delete or purge marker: what came before is gone
+        seq = 1
+        while True:
+            try:
+                msg = await js.get_msg(stream, seq=seq, subject=subject, next=True)
+            except nats_errors.NotFoundError:
+                return records, damaged
+            revision = int(msg.seq or seq)
+            seq = revision + 1
+            if _is_marker(msg.headers):  # a delete or purge: what came before is gone
                 records, damaged = [], []
                 continue
             try:
-                records.append((int(entry.revision), _base.decode(entry.value, run_id=run_id)))
+                records.append((revision, _base.decode(msg.data or b"", run_id=run_id)))
             except CheckpointCorruptError as exc:
                 _log.warning("skipping a damaged checkpoint: %s", exc)
-                damaged.append(int(entry.revision))
-        return records, damaged
+                damaged.append(revision)
 
     async def history(self, run_id: str) -> list[CheckpointState]:
         """Every intact, unexpired checkpoint of the run, newest last."""
         return [r.state for r in await self._intact(run_id)]
 
     async def _intact(self, run_id: str) -> list[_base.Record]:
-        records, _ = await self._entries(await self._kv(), _key(run_id), run_id)
+        await self._kv()
+        records, _ = await self._entries(_key(run_id), run_id)
         now = _base.now_ms()
         kept = [r for _, r in records if not _base.expired(r, self._ttl, now)]
         return kept[-(self._keep_last or 0) :]
@@ -260,3 +269,8 @@ class NatsKVCheckpoint(BaseCheckpoint):
         """
         await self._kv()
         return 0
+
+
+def _is_marker(headers: dict[str, str] | None) -> bool:
+    """Whether a stored KV message is a delete, purge or server expiry marker."""
+    return headers is not None and ("KV-Operation" in headers or "Nats-Marker-Reason" in headers)
