@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("a2a", reason="needs the a2a extra")
 pytest.importorskip("uvicorn", reason="needs the a2a extra")
 
-from daimon import Agent, ChatRequest
+from daimon import Agent, ChatRequest, ChatResponse, Role
 from daimon.models import FunctionModel
 from daimon.testing.servers import serving as serve_in_loop
 
@@ -60,6 +60,17 @@ def streaming_agent(name: str = "echo", gate: Gate | None = None) -> Agent:
         yield f"you said: {text}"
 
     return Agent(FunctionModel(stream_function=stream), name=name)
+
+
+def counting_agent(name: str = "counter") -> Agent:
+    """Answers ``<n>: <first> | <second> | ...``: the user messages it was given, so an answer
+    shows how much of the conversation the run saw."""
+
+    def answer(request: ChatRequest) -> ChatResponse:
+        said = [m.text for m in request.messages if m.role is Role.USER]
+        return ChatResponse.reply(f"{len(said)}: {' | '.join(said)}")
+
+    return Agent(FunctionModel(answer), name=name)
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from daimon.models import FunctionModel
 from daimon.orchestration import Chain
 from daimon.tools import RunContext
 
-from .conftest import ROOT, serving, streaming_agent
+from .conftest import ROOT, counting_agent, serving, streaming_agent
 
 
 def _sdk() -> Any:
@@ -172,6 +172,67 @@ async def test_the_card_is_fetched_carefully() -> None:
                 await RemoteA2AAgent(base + path).connect()
 
 
+async def test_one_session_is_one_conversation_with_a_daimon_server() -> None:
+    served = counting_agent()
+    async with (
+        serving(lambda port: a2a_app(served, port=port)) as base,
+        RemoteA2AAgent(base) as remote,
+    ):
+        first = await remote.prompt("I am Ada", session_id="chat-1")
+        assert (first.text, first.session_id) == ("1: I am Ada", "chat-1")
+        second = await remote.prompt("who am I?", session_id="chat-1")
+        assert second.text == "2: I am Ada | who am I?"
+        assert second.run_id != first.run_id  # a new task in the same context
+        assert (await remote.prompt("who am I?", session_id="chat-2")).text == "1: who am I?"
+
+        fresh = await remote.prompt("no session")  # the server makes a context and says which
+        assert fresh.text == "1: no session" and fresh.session_id
+        again = await remote.prompt("again", session_id=fresh.session_id)
+        assert again.text == "2: no session | again"
+
+        deltas: list[str] = []
+        answer = ""
+        async for event in remote.prompt_stream("streamed", session_id="chat-1"):
+            if isinstance(event, TextDelta):
+                deltas.append(event.text)
+            elif isinstance(event, Done) and event.response is not None:
+                answer = event.response.text
+        assert answer == "3: I am Ada | who am I? | streamed" == "".join(deltas)
+
+        with pytest.raises(AgentRunError, match=r"contextId 'bad id' .* is not accepted"):
+            await remote.prompt("hi", session_id="bad id")
+
+
+async def test_as_a_tool_a_session_id_carries_the_remote_conversation() -> None:
+    served = counting_agent()
+
+    def model(request: ChatRequest) -> ChatResponse:
+        last = request.messages[-1]
+        if last.role is Role.TOOL:
+            return ChatResponse.reply(f"remote: {last.text}")
+        call = ToolCall(
+            id=f"c{len(request.messages)}", name="counter", arguments={"prompt": last.text}
+        )
+        return ChatResponse.tool_use(call)
+
+    async with (
+        serving(lambda port: a2a_app(served, port=port)) as base,
+        RemoteA2AAgent(base, session_id=lambda ctx: f"{ctx.session_id}-counter") as kept,
+        RemoteA2AAgent(base) as fresh,
+    ):
+        caller = Agent(FunctionModel(model), tools=[kept])
+        assert (await caller.prompt("I am Ada", session_id="u1")).text == "remote: 1: I am Ada"
+        second = await caller.prompt("who am I?", session_id="u1")
+        assert second.text == "remote: 2: I am Ada | who am I?"
+        other = await caller.prompt("who am I?", session_id="u2")
+        assert other.text == "remote: 1: who am I?"
+        assert len(await served.memory.get_messages("a2a:u1-counter")) == 4
+
+        forgetful = Agent(FunctionModel(model), tools=[fresh])  # by default: no session
+        assert (await forgetful.prompt("one", session_id="u1")).text == "remote: 1: one"
+        assert (await forgetful.prompt("two", session_id="u1")).text == "remote: 1: two"
+
+
 def test_urls_names_and_options_are_checked() -> None:
     with pytest.raises(BuilderError, match="http"):
         RemoteA2AAgent("ftp://agents.example")
@@ -182,6 +243,8 @@ def test_urls_names_and_options_are_checked() -> None:
     assert RemoteA2AAgent("https://agents.example", name="the helper").name == "the_helper"
     with pytest.raises(BuilderError, match="timeout"):
         RemoteA2AAgent("https://agents.example", timeout=0)
+    with pytest.raises(BuilderError, match="session_id"):
+        RemoteA2AAgent("https://agents.example", session_id=42)  # type: ignore[arg-type]
 
 
 def test_the_token_goes_to_the_card_origin_only() -> None:

@@ -9,32 +9,62 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    Task,
     TaskState,
+    TaskStatus,
 )
+from a2a.utils.errors import InvalidParamsError
+from starlette.applications import Starlette
 
-from daimon.a2a import a2a_app, agent_card, serve_a2a
+from daimon.a2a import DaimonAgentExecutor, a2a_app, agent_card, serve_a2a
 from daimon.core.errors import BuilderError
 
-from .conftest import Gate, free_port, serving, streaming_agent
+from .conftest import Gate, counting_agent, free_port, serving, streaming_agent
 
 CARD_PATH = "/.well-known/agent-card.json"
 
 
-def _message(text: str) -> SendMessageRequest:
-    message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=text)])
+def _message(text: str, context_id: str = "", task_id: str = "") -> SendMessageRequest:
+    message = Message(
+        message_id=uuid.uuid4().hex,
+        role=Role.ROLE_USER,
+        parts=[Part(text=text)],
+        context_id=context_id,
+        task_id=task_id,
+    )
     return SendMessageRequest(message=message)
 
 
 async def _events(client: Any, request: SendMessageRequest) -> list[Any]:
     return [event async for event in client.send_message(request)]
+
+
+async def _ask(client: Any, text: str, context_id: str = "") -> tuple[str, str]:
+    """Send ``text`` (streaming or not); the answer and the context id the task is in."""
+    events = await _events(client, _message(text, context_id))
+    assert events[0].HasField("task")
+    answers = [
+        *(e.artifact_update.artifact for e in events if e.HasField("artifact_update")),
+        *(a for e in events if e.HasField("task") for a in e.task.artifacts),
+    ]
+    return answers[-1].parts[0].text, events[0].task.context_id
+
+
+# A space, too long by one, a leading dash, a path, a non-ASCII letter, a newline.
+MALFORMED_CONTEXT_IDS = ["has space", "x" * 253, "-dash", "../etc", "café", "a\nb"]
 
 
 async def test_the_card_is_at_the_well_known_path() -> None:
@@ -196,3 +226,136 @@ async def test_serve_a2a_serves_loopback_until_cancelled() -> None:
         server.cancel()
         with pytest.raises(asyncio.CancelledError):
             await server
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_messages_in_one_context_are_one_conversation(streaming: bool) -> None:
+    agent = counting_agent()
+    async with serving(lambda port: a2a_app(agent, port=port)) as base:
+        client = await create_client(base, ClientConfig(streaming=streaming))
+        try:
+            answer, context = await _ask(client, "my name is Ada")  # no contextId: a new one
+            assert answer == "1: my name is Ada"
+            uuid.UUID(context)  # made by the server and returned on the task
+            answer, same = await _ask(client, "what is my name?", context)
+            assert (answer, same) == ("2: my name is Ada | what is my name?", context)
+            answer, _ = await _ask(client, "and now?", context)
+            assert answer == "3: my name is Ada | what is my name? | and now?"
+        finally:
+            await client.close()
+    assert len(await agent.memory.get_messages(f"a2a:{context}")) == 6
+
+
+async def test_contexts_stay_apart_and_client_chosen_ids_are_kept() -> None:
+    agent = counting_agent()
+    async with serving(lambda port: a2a_app(agent, port=port)) as base:
+        client = await create_client(base, ClientConfig(streaming=True))
+        try:
+            assert await _ask(client, "a1", "ctx-a") == ("1: a1", "ctx-a")
+            assert await _ask(client, "b1", "ctx-b") == ("1: b1", "ctx-b")
+            assert await _ask(client, "a2", "ctx-a") == ("2: a1 | a2", "ctx-a")
+            assert await _ask(client, "b2", "ctx-b") == ("2: b1 | b2", "ctx-b")
+            first, one = await _ask(client, "alone")
+            second, other = await _ask(client, "alone too")
+            assert (first, second) == ("1: alone", "1: alone too")  # each a new conversation
+            assert one != other
+            longest = "L" * 252
+            assert await _ask(client, "edge", longest) == ("1: edge", longest)
+        finally:
+            await client.close()
+
+
+async def test_a_context_cannot_reach_a_session_made_elsewhere() -> None:
+    agent = counting_agent()
+    await agent.prompt("the code is 1234", session_id="shared")  # e.g. over daimon's HTTP API
+    async with serving(lambda port: a2a_app(agent, port=port)) as base:
+        client = await create_client(base, ClientConfig(streaming=False))
+        try:
+            assert await _ask(client, "what was said?", "shared") == ("1: what was said?", "shared")
+        finally:
+            await client.close()
+    assert len(await agent.memory.get_messages("shared")) == 2  # untouched
+    texts = [m.text for m in await agent.memory.get_messages("a2a:shared")]
+    assert texts == ["what was said?", "1: what was said?"]
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_a_malformed_context_id_is_refused_before_any_task(streaming: bool) -> None:
+    agent = counting_agent()
+    async with serving(lambda port: a2a_app(agent, port=port)) as base:
+        client = await create_client(base, ClientConfig(streaming=streaming))
+        try:
+            for bad in MALFORMED_CONTEXT_IDS:
+                with pytest.raises(InvalidParamsError, match=r"contextId .* is not accepted"):
+                    await _events(client, _message("hi", bad))
+            listed = await client.list_tasks(ListTasksRequest())
+            assert list(listed.tasks) == []  # refused, not run under a new id
+            assert await _ask(client, "still here", "ok") == ("1: still here", "ok")
+        finally:
+            await client.close()
+    assert await agent.memory.get_messages("a2a:has space") == []
+
+
+async def test_a_malformed_context_id_is_a_json_rpc_invalid_params_error() -> None:
+    agent = counting_agent()
+    async with (
+        serving(lambda port: a2a_app(agent, port=port)) as base,
+        httpx.AsyncClient() as http,
+    ):
+        message = {
+            "messageId": "m1",
+            "role": "ROLE_USER",
+            "parts": [{"text": "hi"}],
+            "contextId": "x" * 5000,
+        }
+        body = {"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": message}}
+        answer = await http.post(f"{base}/", json=body, headers={"A2A-Version": "1.0"})
+        error = answer.json()["error"]
+        assert error["code"] == -32602
+        assert "(5000 characters) is not accepted" in error["message"]
+        assert len(error["message"]) < 300  # the id is not echoed whole
+
+
+async def test_a_message_to_an_input_required_task_continues_its_context() -> None:
+    agent = counting_agent()
+    store = InMemoryTaskStore()
+    async with serving(lambda port: a2a_app(agent, port=port, task_store=store)) as base:
+        client = await create_client(base, ClientConfig(streaming=False))
+        try:
+            assert await _ask(client, "book a table", "dinner") == ("1: book a table", "dinner")
+            # A task of that context waiting for the user (as a human-in-the-loop step leaves it)
+            waiting = Task(
+                id="task-waiting",
+                context_id="dinner",
+                status=TaskStatus(state=TaskState.TASK_STATE_INPUT_REQUIRED),
+            )
+            await store.save(waiting, ServerCallContext())
+            # The reply names the task only: the context is the task's, not a new one.
+            (event,) = await _events(client, _message("for two", task_id="task-waiting"))
+            task = event.task
+            assert (task.id, task.context_id) == ("task-waiting", "dinner")
+            assert task.status.state == TaskState.TASK_STATE_COMPLETED
+            assert task.artifacts[0].parts[0].text == "2: book a table | for two"
+        finally:
+            await client.close()
+
+
+async def test_the_executor_with_a_handler_of_your_own_rejects_a_malformed_context_id() -> None:
+    agent = counting_agent()
+
+    def app(port: int) -> Starlette:
+        card = agent_card(agent, url=f"http://127.0.0.1:{port}/")
+        handler = DefaultRequestHandler(DaimonAgentExecutor(agent), InMemoryTaskStore(), card)
+        routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")]
+        return Starlette(routes=routes)
+
+    async with serving(app) as base:
+        client = await create_client(base, ClientConfig(streaming=False))
+        try:
+            (event,) = await _events(client, _message("hi", "has space"))
+            status = event.task.status
+            assert status.state == TaskState.TASK_STATE_REJECTED
+            assert status.message.parts[0].text.startswith("Error: contextId 'has space'")
+            assert await _ask(client, "fine", "ok") == ("1: fine", "ok")
+        finally:
+            await client.close()

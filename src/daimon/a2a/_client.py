@@ -10,7 +10,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -41,6 +41,9 @@ from daimon.core.messages import Message as ChatMessage
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
 from daimon.tools import RunContext
+
+if TYPE_CHECKING:
+    from daimon.multiagent import SessionId
 
 __all__ = ("RemoteA2AAgent",)
 
@@ -84,6 +87,14 @@ class RemoteA2AAgent(AsyncClosing):
         headers: More HTTP headers for every request.
         timeout: Seconds one prompt may take, end to end.
         streaming: Stream when the card says the agent can.
+        session_id: As a tool, keep one conversation with the remote agent across calls: a
+            fixed id, or a function of the calling run's context returning one (or ``None``),
+            sent as the A2A contextId (a daimon server keeps the context's turns in the
+            agent's memory). By default each tool call is a new conversation. ``prompt`` and
+            ``prompt_stream`` take their own ``session_id``.
+
+    Raises:
+        BuilderError: A bad URL, timeout or ``session_id``.
     """
 
     __slots__ = (
@@ -92,6 +103,7 @@ class RemoteA2AAgent(AsyncClosing):
         "_http",
         "_lock",
         "_name",
+        "_session_id",
         "card",
         "headers",
         "streaming",
@@ -110,6 +122,7 @@ class RemoteA2AAgent(AsyncClosing):
         headers: Mapping[str, str] | None = None,
         timeout: float = 300.0,
         streaming: bool = True,
+        session_id: SessionId = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -118,6 +131,8 @@ class RemoteA2AAgent(AsyncClosing):
             raise BuilderError("put credentials in token= or headers=, never in the URL")
         if not (isinstance(timeout, int | float) and timeout > 0):
             raise BuilderError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if session_id is not None and not (isinstance(session_id, str) or callable(session_id)):
+            raise BuilderError("session_id must be a string or a function of the run's context")
         self.url = url
         self.token = token
         self.headers = dict(headers or {})
@@ -127,6 +142,7 @@ class RemoteA2AAgent(AsyncClosing):
         """The remote agent's card, once connected."""
         self._name = tool_name(name) if name is not None else None
         self._description = description
+        self._session_id = session_id
         self._http: httpx.AsyncClient | None = None
         self._client: Client | None = None
         self._lock = asyncio.Lock()
@@ -173,8 +189,13 @@ class RemoteA2AAgent(AsyncClosing):
 
     async def execute(self, arguments: dict[str, Any], ctx: RunContext[Any]) -> ToolOutput:
         """Ask the remote agent; its answer, or what went wrong, is the result."""
+        session = self._session_id
+        if callable(session):
+            session = session(ctx)
         try:
-            response = await self.prompt(str(arguments.get("prompt", "")), cancel=ctx.cancel)
+            response = await self.prompt(
+                str(arguments.get("prompt", "")), session_id=session, cancel=ctx.cancel
+            )
         except RunCancelled:
             if ctx.cancel.cancelled:
                 raise

@@ -4,10 +4,28 @@ The agent card is at ``/.well-known/agent-card.json``; JSON-RPC (``SendMessage``
 ``SendStreamingMessage`` over SSE, ``GetTask``, ``CancelTask``, ...) at ``/``. The SDK's
 ``DefaultRequestHandler`` and ``InMemoryTaskStore`` keep the tasks.
 
-Each message is a new run of the agent on the message's text. While it runs, the agent's text
-streams as ``working`` status updates (each carrying the new text); the final answer is the
-task's ``answer`` artifact, and the task ends ``completed``, ``failed`` (with the error as its
-status message) or ``canceled``.
+Each message is a run of the agent on the message's text, within the conversation its
+``contextId`` names. While it runs, the agent's text streams as ``working`` status updates (each
+carrying the new text); the final answer is the task's ``answer`` artifact, and the task ends
+``completed``, ``failed`` (with the error as its status message) or ``canceled``.
+
+Conversations: the A2A context ``<contextId>`` is the daimon session ``a2a:<contextId>``, so the
+agent's memory carries the earlier turns of the context (a ``SlidingWindowMemory`` by default;
+give the agent a persistent memory to keep them across restarts). A message without a contextId
+gets a new one from the SDK (a random UUID, returned on the task): a new conversation. A
+contextId the server has not seen is accepted and kept (A2A 1.0, section 3.4.1, lets an agent
+accept client-chosen ids): it starts a new conversation under that id. A follow-up message to a
+task still open (by its ``taskId``, such as an ``input-required`` one) continues that task's
+context. The ``a2a:`` prefix keeps A2A clients to conversations made over A2A: no contextId can
+name a session created through daimon's HTTP API or any other front-end. Anyone holding the
+token and a contextId can continue that conversation, so a client choosing its own ids should
+make them unguessable.
+
+A contextId must be 1 to 252 characters: letters, digits and ``. _ : @ + = ~ -``, starting with a
+letter or digit (so that ``a2a:<contextId>`` is a valid session id everywhere in daimon, the HTTP
+server's ``/sessions/{id}`` included). Any other is refused with a JSON-RPC invalid-params error
+(-32602) before a task exists, never swapped for a new id. (:class:`DaimonAgentExecutor` used
+with a request handler of your own rejects the task instead, its status message saying why.)
 
 The HTTP gate is the same as for MCP: loopback by default, a bearer token required off loopback
 (every route but the agent card, which is public so that clients can discover how to
@@ -19,17 +37,24 @@ from __future__ import annotations
 from daimon.a2a import _sdk  # noqa: F401  # isort: skip - first: names the extra
 
 import asyncio
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from a2a.helpers import new_task_from_user_message
-from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.agent_execution import (
+    AgentExecutor,
+    RequestContext,
+    SimpleRequestContextBuilder,
+)
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
-from a2a.types import AgentCard, Part, TaskState
+from a2a.types import AgentCard, Part, SendMessageRequest, Task, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from a2a.utils.errors import InvalidParamsError
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -46,10 +71,66 @@ __all__ = ("DaimonAgentExecutor", "a2a_app", "agent_card", "serve_a2a")
 
 _WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 _TEXT_DELTA = {"daimon": "text_delta"}
+_SESSION_PREFIX = "a2a:"
+_CONTEXT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=~-]{0,251}")
+_SHOWN_CHARS = 40
+
+
+def _session_for(context_id: str) -> str:
+    """The daimon session holding the A2A context ``context_id``.
+
+    Raises:
+        InvalidParamsError: ``context_id`` is not a contextId daimon accepts.
+    """
+    if _CONTEXT_ID.fullmatch(context_id) is None:
+        shown = context_id[:_SHOWN_CHARS] + ("..." if len(context_id) > _SHOWN_CHARS else "")
+        raise InvalidParamsError(
+            message=(
+                f"contextId {shown!r} ({len(context_id)} characters) is not accepted: use 1 to "
+                "252 letters, digits or . _ : @ + = ~ -, starting with a letter or digit; or "
+                "send no contextId to start a new conversation"
+            )
+        )
+    return _SESSION_PREFIX + context_id
+
+
+class _ContextIdCheck(SimpleRequestContextBuilder):
+    """Checks a message's contextId before the SDK makes a task for it.
+
+    A contextId that cannot name a session is refused; a follow-up naming only its task gets
+    that task's context.
+    """
+
+    def __init__(self, tasks: TaskStore) -> None:
+        super().__init__()
+        self._tasks = tasks
+
+    async def build(
+        self,
+        context: ServerCallContext,
+        params: SendMessageRequest | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        task: Task | None = None,
+    ) -> RequestContext:
+        given = context_id or (params.message.context_id if params is not None else "")
+        if given:
+            _session_for(given)
+        elif task_id:
+            # A2A 1.0 (section 3.4.3): the context is inferred from the task. a2a-sdk 1.3 makes
+            # up a new one instead, which then fails the task (a2a-python issue #1206).
+            stored = await self._tasks.get(task_id, context)
+            if stored is not None:
+                context_id = stored.context_id
+        return await super().build(context, params, task_id, context_id, task)
 
 
 class DaimonAgentExecutor(AgentExecutor):
-    """Runs a daimon agent for the A2A SDK's request handler: one run per message."""
+    """Runs a daimon agent for the A2A SDK's request handler: one run per message.
+
+    Each run is in the session ``a2a:<contextId>`` of the task's context, so runs in one context
+    share the agent's memory (see this module's description).
+    """
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
@@ -63,10 +144,17 @@ class DaimonAgentExecutor(AgentExecutor):
             task = new_task_from_user_message(context.message)
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
+        # The task's context, not the request's: a follow-up naming only the task id gets a
+        # freshly generated context id in the request, while the task keeps its own.
+        try:
+            session_id = _session_for(task.context_id)
+        except InvalidParamsError as exc:  # only reached with a request handler of your own
+            await updater.reject(updater.new_agent_message([Part(text=f"Error: {exc.message}")]))
+            return
         await updater.start_work()
         cancel = CancelToken()
         try:
-            response = await self._run(context.get_user_input(), cancel, updater)
+            response = await self._run(context.get_user_input(), session_id, cancel, updater)
         except asyncio.CancelledError:
             cancel.cancel("the A2A task was cancelled")  # reaches sub-agents sharing the token
             raise
@@ -84,9 +172,12 @@ class DaimonAgentExecutor(AgentExecutor):
         await updater.add_artifact([Part(text=response.text)], name="answer", last_chunk=True)
         await updater.complete()
 
-    async def _run(self, text: str, cancel: CancelToken, updater: TaskUpdater) -> AgentResponse:
+    async def _run(
+        self, text: str, session_id: str, cancel: CancelToken, updater: TaskUpdater
+    ) -> AgentResponse:
         response: AgentResponse | None = None
-        async for event in self.agent.prompt_stream(text, cancel=cancel):
+        stream = self.agent.prompt_stream(text, session_id=session_id, cancel=cancel)
+        async for event in stream:
             if type(event) is TextDelta and event.text:
                 message = updater.new_agent_message([Part(text=event.text)], _TEXT_DELTA)
                 await updater.update_status(TaskState.TASK_STATE_WORKING, message=message)
@@ -183,8 +274,9 @@ def a2a_app(
         shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
         url = f"http://{shown}:{port}/"
     card = agent_card(agent, url=url, description=description, bearer=token is not None)
+    tasks = task_store or InMemoryTaskStore()
     handler = DefaultRequestHandler(
-        DaimonAgentExecutor(agent), task_store or InMemoryTaskStore(), card
+        DaimonAgentExecutor(agent), tasks, card, request_context_builder=_ContextIdCheck(tasks)
     )
     app = Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")])
     return Guard(
