@@ -128,6 +128,10 @@ class MCPClient(AsyncClosing):
     2026-07-28 connections) the client re-lists them, so the next ``await client.tools()`` (and
     ``on_tools_changed``) sees the new set. Agents built per request pick it up with no extra work.
 
+    Every request carries the current W3C trace context in its ``_meta`` (``traceparent``,
+    ``tracestate``, ``baggage``; the official SDK adds them, per SEP-414), so a server that reads
+    them (daimon's does) continues the calling agent's trace.
+
     A stdio server runs as a child process that never outlives the client: closing the client
     stops it (stdin closed, then SIGTERM and SIGKILL to its process group, as the SDK does), and
     on Linux the kernel kills it if the client's process dies without closing (see

@@ -15,12 +15,19 @@ Cancellation follows the protocol version the client chose. On handshake-era con
 (2025-11-25 and before) a client disconnect never cancels a running tool; only the client's
 ``notifications/cancelled`` does. On 2026-07-28 connections the specification makes closing the
 request's response stream the cancellation signal over HTTP, so that is honoured instead.
+
+Each tool call continues the caller's trace: the W3C trace context the request's ``_meta``
+carries (``traceparent``, ``tracestate``, ``baggage``; SEP-414, sent by the official SDK and so
+by :class:`~daimon.mcp.MCPClient`), or else a ``traceparent`` header on streamable HTTP, is the
+parent of the spans the tool starts (an instrumented agent's run). Without OpenTelemetry set up
+this costs nothing, and a malformed ``traceparent`` only means a new trace.
 """
 
 from __future__ import annotations
 
 from daimon.mcp import _sdk  # noqa: F401  # isort: skip - first: names the extra
 
+import contextlib
 import re
 import uuid
 from collections.abc import AsyncIterable, Iterable, Mapping
@@ -46,11 +53,13 @@ from daimon.core.lifecycle import serve_until_cancelled
 from daimon.core.messages import ToolCall
 from daimon.core.tools import ToolOutput
 from daimon.mcp._convert import call_tool_result, mcp_tool
+from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
 from daimon.tools import EndRun, RunContext, Tool, ToolRegistry
 
 __all__ = ("create_mcp_server", "mcp_http_app", "serve_mcp")
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_TRACE_KEYS = ("traceparent", "tracestate", "baggage")  # SEP-414: W3C names, in _meta
 
 
 class _AskAgent:
@@ -143,7 +152,8 @@ def create_mcp_server(
             run_id=f"mcp-{uuid.uuid4().hex}", deps=None, call_id=call.id, tool_name=call.name
         )
         try:
-            output = await registry.run(call, run_ctx)
+            with _caller_trace(ctx):
+                output = await registry.run(call, run_ctx)
         except EndRun as signal:
             output = ToolOutput(content=signal.text if signal.text is not None else str(signal))
         except RunCancelled as exc:
@@ -163,6 +173,39 @@ def create_mcp_server(
         on_call_tool=call_tool,
         get_tool_input_schema=schemas.get,
     )
+
+
+def _trace_carrier(ctx: Any) -> dict[str, str] | None:
+    """The caller's trace context: from the request's ``_meta``, else from its HTTP headers."""
+    sources = (getattr(ctx, "meta", None), getattr(getattr(ctx, "request", None), "headers", None))
+    for source in sources:
+        if not isinstance(source, Mapping):
+            continue
+        found = {key: source[key] for key in _TRACE_KEYS if isinstance(source.get(key), str)}
+        if "traceparent" in found:
+            return found
+    return None
+
+
+def _trace_id(traceparent: str | None) -> str | None:
+    parts = traceparent.strip().lower().split("-") if traceparent else []
+    return parts[1] if len(parts) >= 4 else None
+
+
+def _caller_trace(ctx: Any) -> contextlib.AbstractContextManager[None]:
+    """Run a tool call inside the caller's trace, with the caller's baggage.
+
+    The SDK's own server span usually continues a ``_meta`` trace already (but drops its
+    baggage); that span is then kept as the parent and only the baggage is added. Otherwise (no
+    SDK span, or the trace came in an HTTP header) the whole carrier is attached for the call.
+    """
+    carrier = _trace_carrier(ctx)
+    if carrier is None:
+        return contextlib.nullcontext()
+    current = inject_trace_context({}).get("traceparent")
+    if current is not None and _trace_id(current) == _trace_id(carrier["traceparent"]):
+        carrier = {key: value for key, value in carrier.items() if key == "baggage"}
+    return extract_trace_context(carrier)
 
 
 # ------------------------------------------------------------------------------ HTTP
