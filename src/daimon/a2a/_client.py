@@ -40,6 +40,7 @@ from daimon.core.lifecycle import AsyncClosing
 from daimon.core.messages import Message as ChatMessage
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
+from daimon.telemetry._propagation import inject_trace_context
 from daimon.tools import RunContext
 
 if TYPE_CHECKING:
@@ -78,6 +79,10 @@ class RemoteA2AAgent(AsyncClosing):
     The agent card is read on :meth:`connect` (or on first use): only ``http(s)`` URLs, no
     redirects followed, at most 1 MiB. The token is sent only to the card URL's origin, never to
     another host a card might name.
+
+    Every request carries the sending run's W3C trace context (``traceparent``, ``tracestate``,
+    ``baggage`` headers) when OpenTelemetry is tracing, so a daimon A2A server's run joins the
+    caller's trace; trace headers given in ``headers`` are sent as they are.
 
     Args:
         url: The remote agent's base URL (its card is at ``/.well-known/agent-card.json``).
@@ -224,6 +229,7 @@ class RemoteA2AAgent(AsyncClosing):
                 auth=_OriginBearer(self.token, self.url) if self.token is not None else None,
                 timeout=httpx.Timeout(30.0, read=self.timeout),
                 follow_redirects=False,
+                event_hooks={"request": [_send_trace_context]},
             )
             try:
                 card = await _fetch_card(http, self.url)
@@ -487,6 +493,23 @@ class _OriginBearer(httpx.Auth):
         if _origin(str(request.url)) == self._origin:
             request.headers["Authorization"] = self._value
         yield request
+
+
+async def _send_trace_context(request: httpx.Request) -> None:
+    """Put the current trace context on ``request`` (an httpx request hook).
+
+    The client lives across runs, so the context is read per request: the hook runs in the task
+    sending it (streaming too), which carries the run's span. A ``traceparent`` set by the caller
+    is kept with its own ``tracestate``; so is a caller's ``baggage``.
+    """
+    carrier = inject_trace_context({})
+    if not carrier:
+        return
+    given = request.headers
+    for key, value in carrier.items():
+        own = "traceparent" if key == "tracestate" else key
+        if own not in given and key not in given:
+            given[key] = value
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:

@@ -30,6 +30,12 @@ with a request handler of your own rejects the task instead, its status message 
 The HTTP gate is the same as for MCP: loopback by default, a bearer token required off loopback
 (every route but the agent card, which is public so that clients can discover how to
 authenticate), ``Host`` and ``Origin`` checked against DNS rebinding.
+
+Each run continues the caller's trace: the W3C trace context of the request's HTTP headers
+(``traceparent``, ``tracestate``, ``baggage``; sent by :class:`~daimon.a2a.RemoteA2AAgent`) is
+the parent of the spans the run starts (an instrumented agent's ``invoke_agent``). a2a-sdk 1.3
+makes spans of its own but neither sends nor reads trace context. Without OpenTelemetry set up
+this costs nothing, and a malformed ``traceparent`` only means a new trace.
 """
 
 from __future__ import annotations
@@ -37,8 +43,9 @@ from __future__ import annotations
 from daimon.a2a import _sdk  # noqa: F401  # isort: skip - first: names the extra
 
 import asyncio
+import contextlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from a2a.helpers import new_task_from_user_message
@@ -66,6 +73,7 @@ from daimon.core.errors import BuilderError, DaimonError, RunCancelled
 from daimon.core.events import Done, TextDelta
 from daimon.core.lifecycle import serve_until_cancelled
 from daimon.core.results import AgentResponse
+from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
 
 __all__ = ("DaimonAgentExecutor", "a2a_app", "agent_card", "serve_a2a")
 
@@ -74,6 +82,7 @@ _TEXT_DELTA = {"daimon": "text_delta"}
 _SESSION_PREFIX = "a2a:"
 _CONTEXT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=~-]{0,251}")
 _SHOWN_CHARS = 40
+_TRACE_KEYS = ("traceparent", "tracestate", "baggage")  # W3C trace context and baggage headers
 
 
 def _session_for(context_id: str) -> str:
@@ -136,7 +145,14 @@ class DaimonAgentExecutor(AgentExecutor):
         self.agent = agent
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Run the agent on the message's text, publishing the task's progress and answer."""
+        """Run the agent on the message's text, publishing the task's progress and answer.
+
+        The run is part of the caller's trace when the request's HTTP headers carry one.
+        """
+        with _caller_trace(context.call_context):
+            await self._execute(context, event_queue)
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task = context.current_task
         if task is None:
             if context.message is None:
@@ -192,6 +208,31 @@ class DaimonAgentExecutor(AgentExecutor):
         if context.task_id is None or context.context_id is None:
             return
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+def _trace_id(traceparent: str | None) -> str | None:
+    parts = traceparent.strip().lower().split("-") if traceparent else []
+    return parts[1] if len(parts) >= 4 else None
+
+
+def _caller_trace(call: ServerCallContext | None) -> contextlib.AbstractContextManager[None]:
+    """Continue the trace (and baggage) the request's HTTP headers carry.
+
+    The SDK's routes keep the headers in ``call.state["headers"]``. When the current span is
+    already in the caller's trace (something in front extracted it: an instrumented ASGI stack),
+    that span stays the parent and only the baggage is added.
+    """
+    headers = call.state.get("headers") if call is not None else None
+    if not isinstance(headers, Mapping):
+        return contextlib.nullcontext()
+    lowered = {str(key).lower(): value for key, value in headers.items()}
+    carrier = {key: lowered[key] for key in _TRACE_KEYS if isinstance(lowered.get(key), str)}
+    if not carrier:
+        return contextlib.nullcontext()
+    current = inject_trace_context({}).get("traceparent")
+    if current is not None and _trace_id(current) == _trace_id(carrier.get("traceparent")):
+        carrier = {key: value for key, value in carrier.items() if key == "baggage"}
+    return extract_trace_context(carrier)
 
 
 def _failure(exc: Exception) -> str:
