@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from daimon import Agent, ChatRequest, ChatResponse, Usage
+from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, Usage, tool
 from daimon.core.errors import BuilderError
 from daimon.models import FunctionModel
 from daimon.orchestration import (
@@ -191,9 +191,14 @@ def test_the_stream_sends_node_events_in_order_then_done(live: Live) -> None:
         ("node_started", "search"),
         ("node_finished", "search"),
         ("node_started", "write"),
+        ("node_event", "write"),  # the writer agent's own events, streamed for the flow
+        ("node_event", "write"),
+        ("node_event", "write"),
         ("node_finished", "write"),
         ("done", None),
     ]
+    agent = [data["event"]["kind"] for kind, data in events if kind == "node_event"]
+    assert agent == ["text_delta", "usage", "done"]
     started, finished = events[2][1], events[3][1]
     assert started == {"kind": "node_started", "node": "search", "step": 1}
     assert finished["kind"] == "node_finished" and finished["step"] == 1
@@ -202,6 +207,95 @@ def test_the_stream_sends_node_events_in_order_then_done(live: Live) -> None:
     assert done["kind"] == "done"
     assert done["response"]["text"] == "draft: notes on what is rust?"
     assert done["response"]["usage"]["total_tokens"] == 10
+
+
+def forecaster() -> Agent:
+    """Calls ``forecast`` and ``alerts`` (which fails) at once, then answers with the forecast."""
+
+    @tool
+    async def forecast(city: str) -> str:
+        """The forecast for a city."""
+        await asyncio.sleep(0.05)
+        return f"sunny in {city}"
+
+    @tool
+    def alerts(city: str) -> str:
+        """Weather alerts for a city."""
+        raise ConnectionError("the alerts service is down")
+
+    def model(request: ChatRequest) -> ChatResponse:
+        usage = Usage(input_tokens=5, output_tokens=2, requests=1)
+        results = [m for m in request.messages if m.role is Role.TOOL]
+        if results:
+            return ChatResponse.reply(results[0].text, usage=usage)
+        city = request.messages[-1].text
+        return ChatResponse.tool_use(
+            ToolCall(id="f1", name="forecast", arguments={"city": city}),
+            ToolCall(id="a1", name="alerts", arguments={"city": city}),
+            usage=usage,
+        )
+
+    return Agent(FunctionModel(model, model_name="forecaster"), tools=[forecast, alerts])
+
+
+def test_an_agent_node_streams_its_tool_calls_tagged_with_the_node(live: Live) -> None:
+    agent = forecaster()
+
+    async def ask(inputs: Mapping[str, Any], ctx: NodeContext) -> str:
+        return (await ctx.prompt(agent, inputs["city"])).text
+
+    dag = (
+        DagBuilder("weather")
+        .add_node("city", lambda inputs: inputs["input"].strip().title())
+        .add_node("ask", ask, depends_on="city")
+        .build()
+    )
+    server = live({"weather": dag})
+    events = stream(server, {"input": " oslo "})
+
+    kinds = [(kind, data.get("node")) for kind, data in events]
+    first, last = kinds.index(("node_started", "ask")), kinds.index(("node_finished", "ask"))
+    inside = events[first + 1 : last]
+    assert inside and all(kind == "node_event" for kind, _ in inside)
+    assert kinds[last + 1 :] == [("done", None)]
+    bodies = [data for _, data in inside]
+    assert all(
+        b["kind"] == "node_event" and b["node"] == "ask" and b["step"] is None for b in bodies
+    )
+    agent_events = [body["event"] for body in bodies]
+    assert [event["kind"] for event in agent_events] == [
+        "tool_call_start",
+        "tool_call_delta",
+        "tool_call_end",
+        "tool_call_start",
+        "tool_call_delta",
+        "tool_call_end",
+        "usage",
+        "tool_result",
+        "tool_result",
+        "text_delta",
+        "usage",
+        "done",
+    ]
+    ends = [event["call"] for event in agent_events if event["kind"] == "tool_call_end"]
+    assert [(call["name"], call["arguments"]) for call in ends] == [
+        ("forecast", {"city": "Oslo"}),
+        ("alerts", {"city": "Oslo"}),
+    ]
+    results = {e["name"]: e for e in agent_events if e["kind"] == "tool_result"}
+    assert results["forecast"]["output"]["content"] == "sunny in Oslo"
+    assert results["forecast"]["output"]["is_error"] is False
+    assert results["forecast"]["duration"] >= 0.05
+    assert results["alerts"]["output"]["is_error"] is True
+    assert "the alerts service is down" in results["alerts"]["output"]["content"]
+    # Encoded as the agent's own stream encodes it: the inner done carries the agent's response.
+    assert agent_events[-1]["response"]["text"] == "sunny in Oslo"
+    done = events[-1][1]
+    assert done["response"]["text"] == "sunny in Oslo"
+    assert done["response"]["usage"]["total_tokens"] == 14
+    # Answered whole (POST /prompt), the same flow gives the same answer.
+    reply = server.client().post("/prompt", json={"input": "oslo"})
+    assert reply.status_code == 200 and reply.json()["text"] == "sunny in Oslo"
 
 
 def test_a_failing_node_is_reported_then_the_stream_ends_with_an_error(live: Live) -> None:

@@ -8,7 +8,8 @@
 
 Agents plug in structurally (:class:`Promptable`): usage and cost roll up into every result, and
 the run's :class:`~daimon.core.CancelToken` reaches each agent call. Graph, DAG and workflow runs
-tell an optional ``on_node`` observer each node's start, end and failure (:data:`NodeEvent`).
+tell an optional ``on_node`` observer each node's start, end and failure (:data:`NodeEvent`), and
+an optional ``on_agent_event`` observer what the agents a node prompts do (:class:`NodeAgentEvent`).
 Only the standard library and :mod:`daimon.core` are imported here.
 """
 
@@ -39,6 +40,8 @@ from daimon.orchestration._graph import (
 )
 from daimon.orchestration._graph_builder import Graph, GraphBuilder
 from daimon.orchestration._observe import (
+    NodeAgentEvent,
+    NodeAgentObserver,
     NodeEvent,
     NodeFailed,
     NodeFinished,
@@ -67,6 +70,8 @@ __all__ = (
     "GraphNode",
     "GraphResult",
     "MaxStepsError",
+    "NodeAgentEvent",
+    "NodeAgentObserver",
     "NodeContext",
     "NodeError",
     "NodeEvent",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
 from daimon.core.cancel import CancelToken
 from daimon.core.chat import Usage
-from daimon.core.errors import PromptTemplateError
+from daimon.core.errors import OrchestrationError, PromptTemplateError
+from daimon.core.events import Done, StreamEvent
 from daimon.core.results import AgentResponse
 
 __all__ = (
@@ -92,12 +93,19 @@ class Tally:
 class ContextBase:
     """The cancel token and usage roll-up a node or step sees."""
 
-    __slots__ = ("_tally", "cancel")
+    __slots__ = ("_tally", "_tell", "cancel")
 
-    def __init__(self, cancel: CancelToken | None, tally: Tally) -> None:
+    def __init__(
+        self,
+        cancel: CancelToken | None,
+        tally: Tally,
+        tell: Callable[[StreamEvent], object] | None = None,
+    ) -> None:
         self.cancel = cancel
         """The run's cancel token (``None`` when the run was given none)."""
         self._tally = tally
+        # Told each stream event of the agents prompted here; ``None``: prompt them unstreamed.
+        self._tell = tell
 
     @property
     def usage(self) -> Usage:
@@ -114,10 +122,39 @@ class ContextBase:
         self._tally.add(response)
 
     async def prompt(self, agent: Promptable, text: str) -> AgentResponse:
-        """Prompt ``agent`` with the run's cancel token, and count its usage and cost."""
-        response = await agent.prompt(text, cancel=self.cancel)
+        """Prompt ``agent`` with the run's cancel token, and count its usage and cost.
+
+        When the run was given ``on_agent_event``, an agent with ``prompt_stream`` (such as
+        :class:`daimon.Agent`) is streamed instead, and each of its events is reported.
+        """
+        tell = self._tell
+        stream = getattr(agent, "prompt_stream", None) if tell is not None else None
+        if tell is None or not callable(stream):
+            response = await agent.prompt(text, cancel=self.cancel)
+        else:
+            events = cast(AsyncIterator[StreamEvent], stream(text, cancel=self.cancel))
+            response = await _drain(events, tell)
         self._tally.add(response)
         return response
+
+
+async def _drain(
+    events: AsyncIterator[StreamEvent], tell: Callable[[StreamEvent], object]
+) -> AgentResponse:
+    """Tell each event of an agent's stream, and return the response its ``Done`` carries."""
+    response: AgentResponse | None = None
+    try:
+        async for event in events:
+            tell(event)
+            if isinstance(event, Done) and event.response is not None:
+                response = event.response
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:  # an observer that raised leaves no agent run behind
+            await close()
+    if response is None:
+        raise OrchestrationError("the agent's stream ended without a Done carrying its response")
+    return response
 
 
 _PLACEHOLDER = re.compile(r"(\\?)\{\{\s*([^{}]*?)\s*\}\}")

@@ -12,7 +12,7 @@ from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError
 from daimon.orchestration import _drawing
 from daimon.orchestration._errors import OrchestrationBuildError
-from daimon.orchestration._observe import NodeObserver
+from daimon.orchestration._observe import NodeAgentObserver, NodeObserver
 from daimon.orchestration._scheduler import DagNodeSpec, DagResult, OnError, execute
 
 __all__ = ("Dag", "DagBuilder", "check_run_options", "takes_context", "topological_order")
@@ -156,6 +156,7 @@ class Dag:
         on_error: OnError = "cancel",
         max_concurrency: int | None = None,
         on_node: NodeObserver | None = None,
+        on_agent_event: NodeAgentObserver | None = None,
     ) -> DagResult:
         """Run every node, each as soon as its dependencies are done, independent ones in parallel.
 
@@ -169,6 +170,8 @@ class Dag:
             max_concurrency: At most this many nodes run at once.
             on_node: Told each node's start, end (with its duration), failure or skip, as they
                 happen (see :data:`NodeEvent`).
+            on_agent_event: Told every stream event of each agent a node prompts through its
+                context (``ctx.prompt``, streamed for it), wrapped in a :class:`NodeAgentEvent`.
         """
         check_run_options(on_error, max_concurrency)
         return await execute(
@@ -179,6 +182,7 @@ class Dag:
             on_error=on_error,
             max_concurrency=max_concurrency,
             on_node=on_node,
+            on_agent_event=on_agent_event,
         )
 
     def edges(self) -> list[_drawing.Edge]:

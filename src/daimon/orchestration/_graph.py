@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeAlias
 from daimon.core.cancel import CancelToken
 from daimon.core.chat import Usage
 from daimon.orchestration._common import END, START, ContextBase, Tally
+from daimon.orchestration._observe import NodeAgentObserver, agent_teller
 from daimon.orchestration._reducers import Reducer
 
 __all__ = (
@@ -59,8 +60,10 @@ class GraphContext(ContextBase):
         *,
         cancel: CancelToken | None = None,
         tally: Tally | None = None,
+        on_agent_event: NodeAgentObserver | None = None,
     ) -> None:
-        super().__init__(cancel, tally if tally is not None else Tally())
+        tell = None if on_agent_event is None else agent_teller(on_agent_event, node, step)
+        super().__init__(cancel, tally if tally is not None else Tally(), tell)
         self.node = node
         self.state = state
         self.step = step

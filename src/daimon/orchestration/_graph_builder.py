@@ -21,7 +21,7 @@ from daimon.orchestration._graph import (
     Router,
     RouterSpec,
 )
-from daimon.orchestration._observe import NodeObserver
+from daimon.orchestration._observe import NodeAgentObserver, NodeObserver
 from daimon.orchestration._pregel import run_graph
 from daimon.orchestration._reducers import Reducer
 
@@ -224,6 +224,7 @@ class Graph:
         cancel: CancelToken | None = None,
         max_steps: int = 25,
         on_node: NodeObserver | None = None,
+        on_agent_event: NodeAgentObserver | None = None,
     ) -> GraphResult:
         """Run from ``state`` until no node is left to run.
 
@@ -234,6 +235,8 @@ class Graph:
 
         ``on_node`` is told each node's start, end (with its duration) or failure, as they
         happen, with the superstep (see :data:`NodeEvent`); routers report nothing.
+        ``on_agent_event`` is told every stream event of each agent a node prompts through
+        ``ctx.prompt`` (streamed for it), wrapped in a :class:`NodeAgentEvent`.
 
         Raises:
             RunCancelled: ``cancel`` was cancelled (checked before each superstep; running nodes
@@ -252,6 +255,7 @@ class Graph:
             cancel=cancel,
             max_steps=max_steps,
             on_node=on_node,
+            on_agent_event=on_agent_event,
         )
 
     def edges(self) -> list[_drawing.Edge]:

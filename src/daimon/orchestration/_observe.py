@@ -5,6 +5,11 @@ node begins, then a :class:`NodeFinished` or :class:`NodeFailed`; a DAG or workf
 ``on_error="isolate"`` also reports each :class:`NodeSkipped` node. A run given none pays
 nothing: no event is built, no clock is read. The observer runs inside the run, so it should be
 quick (append to a list, put on a queue); an exception it raises ends the run.
+
+A run given ``on_agent_event=`` also streams each agent a node prompts through its context
+(``await ctx.prompt(agent, text)``) and calls it with every stream event of that agent, wrapped
+in a :class:`NodeAgentEvent` naming the node, between the node's start and its end. Without it,
+agents are prompted as usual (``prompt``, not streamed) and nothing is wrapped.
 """
 
 from __future__ import annotations
@@ -13,7 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
+from daimon.core.events import StreamEvent
+
 __all__ = (
+    "NodeAgentEvent",
+    "NodeAgentObserver",
     "NodeEvent",
     "NodeFailed",
     "NodeFinished",
@@ -76,3 +85,31 @@ NodeEvent: TypeAlias = NodeStarted | NodeFinished | NodeFailed | NodeSkipped
 
 NodeObserver: TypeAlias = Callable[[NodeEvent], object]
 """Called with each :data:`NodeEvent` of a run, as it happens (a plain function; not awaited)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeAgentEvent:
+    """A stream event of an agent that a node prompted through its context (``ctx.prompt``)."""
+
+    node: str
+    """The node's name."""
+    event: StreamEvent
+    """The agent's event: text, tool calls and results, usage, and its ``Done`` last."""
+    step: int | None = None
+    """The graph superstep the node runs in (``None`` in DAGs and workflows)."""
+    kind: Literal["node_event"] = field(default="node_event", init=False, repr=False)
+
+
+NodeAgentObserver: TypeAlias = Callable[[NodeAgentEvent], object]
+"""Called with each :class:`NodeAgentEvent` of a run, as it happens (a plain function)."""
+
+
+def agent_teller(
+    observer: NodeAgentObserver, node: str, step: int | None = None
+) -> Callable[[StreamEvent], object]:
+    """What a node's context calls with each event of an agent it prompts: ``observer``, wrapped."""
+
+    def tell(event: StreamEvent) -> None:
+        observer(NodeAgentEvent(node=node, event=event, step=step))
+
+    return tell

@@ -30,6 +30,7 @@ from daimon.orchestration._graph import (
 )
 from daimon.orchestration._graph_state import Outcome, Progress, restore, save, save_after_failure
 from daimon.orchestration._observe import (
+    NodeAgentObserver,
     NodeFailed,
     NodeFinished,
     NodeObserver,
@@ -49,6 +50,7 @@ async def run_graph(
     cancel: CancelToken | None,
     max_steps: int,
     on_node: NodeObserver | None = None,
+    on_agent_event: NodeAgentObserver | None = None,
 ) -> GraphResult:
     """Run ``graph`` from ``state``, or resume it from ``checkpoint``."""
     if type(max_steps) is not int or max_steps < 1:
@@ -74,7 +76,7 @@ async def run_graph(
             raise MaxStepsError(max_steps, history[-1] if history else (), progress.next)
         outcomes = dict(progress.done)
         try:
-            await _run_nodes(graph, progress, outcomes, tally, cancel, on_node)
+            await _run_nodes(graph, progress, outcomes, tally, cancel, on_node, on_agent_event)
             merged = _merge(graph, progress, outcomes)
             joins = [list(seen) for seen in progress.joins]
             following = await _route(graph, progress.next, outcomes, merged, joins)
@@ -104,13 +106,16 @@ async def _run_nodes(
     tally: Tally,
     cancel: CancelToken | None,
     on_node: NodeObserver | None,
+    on_agent_event: NodeAgentObserver | None,
 ) -> None:
     """Run the superstep's nodes that have no outcome yet, in parallel, into ``outcomes``."""
     snapshot = MappingProxyType(progress.state)
     step = progress.step
 
     async def run_one(name: str) -> None:
-        ctx = GraphContext(name, snapshot, step, cancel=cancel, tally=tally)
+        ctx = GraphContext(
+            name, snapshot, step, cancel=cancel, tally=tally, on_agent_event=on_agent_event
+        )
         if on_node is not None:
             on_node(NodeStarted(node=name, step=step))
             started = time.perf_counter()

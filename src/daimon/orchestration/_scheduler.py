@@ -14,11 +14,13 @@ from daimon.core.errors import RunCancelled
 from daimon.orchestration._common import ContextBase, StepTiming, Tally, call
 from daimon.orchestration._errors import NodeError
 from daimon.orchestration._observe import (
+    NodeAgentObserver,
     NodeFailed,
     NodeFinished,
     NodeObserver,
     NodeSkipped,
     NodeStarted,
+    agent_teller,
 )
 from daimon.orchestration._tasks import cancellable
 
@@ -46,8 +48,10 @@ class NodeContext(ContextBase):
         *,
         cancel: CancelToken | None = None,
         tally: Tally | None = None,
+        on_agent_event: NodeAgentObserver | None = None,
     ) -> None:
-        super().__init__(cancel, tally if tally is not None else Tally())
+        tell = None if on_agent_event is None else agent_teller(on_agent_event, node)
+        super().__init__(cancel, tally if tally is not None else Tally(), tell)
         self.node = node
         self.run_inputs = run_inputs
 
@@ -94,8 +98,9 @@ async def execute(
     on_error: OnError,
     max_concurrency: int | None,
     on_node: NodeObserver | None = None,
+    on_agent_event: NodeAgentObserver | None = None,
 ) -> DagResult:
-    """Run ``nodes`` (already checked, ``order`` topological) under ``cancel``; tell ``on_node``."""
+    """Run ``nodes`` (checked, ``order`` topological) under ``cancel``; tell the observers."""
     if cancel is not None:
         cancel.raise_if_cancelled()
     successors: dict[str, list[str]] = {name: [] for name in nodes}
@@ -119,7 +124,10 @@ async def execute(
         inputs = {d: outputs[d] for d in spec.depends_on} if spec.depends_on else dict(inputs_view)
         args: tuple[Any, ...] = (inputs,)
         if spec.wants_context:
-            args += (NodeContext(name, inputs_view, cancel=cancel, tally=tally),)
+            ctx = NodeContext(
+                name, inputs_view, cancel=cancel, tally=tally, on_agent_event=on_agent_event
+            )
+            args += (ctx,)
         started = 0.0
         try:
             if limit is None:

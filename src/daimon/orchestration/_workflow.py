@@ -16,7 +16,7 @@ from daimon.orchestration._common import END, START, StepTiming, call
 from daimon.orchestration._dag import check_run_options, topological_order
 from daimon.orchestration._errors import OrchestrationBuildError, WiringError
 from daimon.orchestration._fields import compatible, matches, type_name
-from daimon.orchestration._observe import NodeObserver
+from daimon.orchestration._observe import NodeAgentObserver, NodeObserver
 from daimon.orchestration._scheduler import DagNodeSpec, NodeContext, OnError, execute
 from daimon.orchestration._workflow_node import WorkflowNode
 
@@ -178,10 +178,12 @@ class Workflow:
         on_error: OnError = "cancel",
         max_concurrency: int | None = None,
         on_node: NodeObserver | None = None,
+        on_agent_event: NodeAgentObserver | None = None,
     ) -> WorkflowResult:
         """Run every node once its input fields exist, independent nodes in parallel.
 
-        ``cancel``, ``on_error``, ``max_concurrency`` and ``on_node`` work as for :meth:`Dag.run`.
+        ``cancel``, ``on_error``, ``max_concurrency``, ``on_node`` and ``on_agent_event`` work as
+        for :meth:`Dag.run` (a node's context reaches it through a :class:`NodeContext` parameter).
 
         Raises:
             OrchestrationError: ``inputs`` misses a declared input, has an unknown one, or a value
@@ -210,6 +212,7 @@ class Workflow:
             on_error=on_error,
             max_concurrency=max_concurrency,
             on_node=on_node,
+            on_agent_event=on_agent_event,
         )
         fields = dict(given)
         for outputs in result.outputs.values():

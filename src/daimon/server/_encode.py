@@ -13,9 +13,17 @@ from daimon.core.events import Done, StreamEvent
 from daimon.core.results import AgentResponse
 
 if TYPE_CHECKING:
-    from daimon.orchestration import NodeEvent
+    from daimon.orchestration import NodeAgentEvent, NodeEvent
 
-__all__ = ("dump_json", "event_data", "jsonable", "node_event_body", "prompt_body", "usage_body")
+__all__ = (
+    "dump_json",
+    "event_body",
+    "event_data",
+    "jsonable",
+    "node_event_body",
+    "prompt_body",
+    "usage_body",
+)
 
 
 def dump_json(value: Any) -> bytes:
@@ -72,35 +80,45 @@ def prompt_body(agent: str, response: AgentResponse) -> dict[str, Any]:
 
 
 def event_data(event: StreamEvent) -> bytes:
-    """A stream event as JSON (``codec.to_data``).
+    """A stream event as JSON: :func:`event_body`, compactly written."""
+    return dump_json(event_body(event))
+
+
+def event_body(event: StreamEvent) -> Any:
+    """A stream event as a JSON value (``codec.to_data``).
 
     A typed output that the codec cannot hold is written as :func:`jsonable` makes it.
     """
     try:
-        return dump_json(codec.to_data(event))
+        return codec.to_data(event)
     except SerializationError:
         if isinstance(event, Done) and event.response is not None:
-            return _done_data(event, event.response)
+            return _done_body(event, event.response)
         raise
 
 
-def _done_data(event: Done, response: AgentResponse) -> bytes:
+def _done_body(event: Done, response: AgentResponse) -> Any:
     bare = dataclasses.replace(event, response=dataclasses.replace(response, output=None))
     data = codec.to_data(bare)
     data["response"]["output"] = jsonable(response.output)
-    return dump_json(data)
+    return data
 
 
-def node_event_body(event: NodeEvent) -> dict[str, Any]:
+def node_event_body(event: NodeEvent | NodeAgentEvent) -> dict[str, Any]:
     """A flow's node event for the wire.
 
     ``kind`` and ``node``, then ``step``, ``seconds``, ``error_type`` and ``message`` as the kind
-    has them (a failure's message as :class:`~daimon.orchestration.NodeError` words it).
+    has them (a failure's message as :class:`~daimon.orchestration.NodeError` words it). A
+    ``node_event`` (an event of the node's agent) has ``step`` and ``event``: the agent's stream
+    event as an agent's own stream sends it (:func:`event_body`).
     """
     body: dict[str, Any] = {"kind": event.kind, "node": event.node}
     if event.kind == "node_skipped":
         return body
     body["step"] = event.step
+    if event.kind == "node_event":
+        body["event"] = event_body(event.event)
+        return body
     if event.kind == "node_started":
         return body
     body["seconds"] = event.seconds

@@ -33,6 +33,7 @@ from daimon.orchestration import (
     DagResult,
     Graph,
     GraphResult,
+    NodeAgentObserver,
     NodeObserver,
     Workflow,
     WorkflowResult,
@@ -138,8 +139,12 @@ class ServedFlow:
         *,
         cancel: CancelToken | None = None,
         on_node: NodeObserver | None = None,
+        on_agent_event: NodeAgentObserver | None = None,
     ) -> FlowAnswer:
         """Run the flow on a prompt and make its answer.
+
+        ``on_node`` and ``on_agent_event`` are given to the flow's ``run`` (see
+        :data:`~daimon.orchestration.NodeEvent` and :class:`~daimon.orchestration.NodeAgentEvent`).
 
         Raises:
             OrchestrationError: ``input=`` or ``output=`` raised, or ``input=`` made no mapping.
@@ -155,7 +160,9 @@ class ServedFlow:
             raise OrchestrationError(
                 f"flow {self.name!r}: input= must return a mapping, not {type(given).__name__}"
             )
-        result: FlowResult = await self.flow.run(given, cancel=cancel, on_node=on_node)
+        result: FlowResult = await self.flow.run(
+            given, cancel=cancel, on_node=on_node, on_agent_event=on_agent_event
+        )
         try:
             value = self._output(result)
         except Exception as exc:

@@ -10,10 +10,19 @@ from typing import TYPE_CHECKING, Any
 
 from playwright.sync_api import expect
 
-from daimon.orchestration import END, START, Dag, DagBuilder, Graph, GraphBuilder, GraphContext
+from daimon.orchestration import (
+    END,
+    START,
+    Dag,
+    DagBuilder,
+    Graph,
+    GraphBuilder,
+    GraphContext,
+    NodeContext,
+)
 from daimon.server import ServedFlow
 
-from .conftest import Shots
+from .conftest import Shots, calculator
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -202,3 +211,91 @@ def test_a_flow_is_drawn_and_its_nodes_light_up_as_they_run(
     expect(drawing).to_be_visible()
     expect(drawing.locator(".flow-node.idle")).to_have_count(5)
     expect(page.locator(".flow-status")).to_have_text("Not run yet.")
+
+
+def maths(gate: threading.Event) -> Dag:
+    """``plan`` words the question; ``solve`` asks the calculator agent (three tools at once)."""
+    agent = calculator(gate)
+
+    async def solve(inputs: Mapping[str, Any], ctx: NodeContext) -> str:
+        return (await ctx.prompt(agent, inputs["plan"])).text
+
+    return (
+        DagBuilder("maths")
+        .add_node("plan", lambda inputs: f"What are {inputs['input']}?")
+        .add_node("solve", solve, depends_on="plan")
+        .build()
+    )
+
+
+def box(locator: Any) -> dict[str, float]:
+    found = locator.bounding_box()
+    assert found is not None
+    return dict(found)
+
+
+def test_an_agent_node_shows_its_model_and_tool_calls_under_its_bar(
+    live: Live, page: Page, shots: Shots
+) -> None:
+    gate = threading.Event()
+    server = live({"maths": maths(gate)}, ui=True)
+    page.goto(server.url)
+    drawing = page.get_by_role("group", name="Flow maths, a dag of 2 nodes")
+    expect(drawing).to_be_visible()
+
+    send(page, "2 + 3 and 4 * 5")
+    timeline = page.get_by_role("list", name="Run timeline")
+    # While add waits for the gate: the node runs, its first model call is over, and the three
+    # tools it asked for run side by side under it.
+    expect(drawing.get_by_role("img", name="solve: running")).to_be_visible()
+    expect(timeline.locator(".bar.node.running")).to_have_count(1)
+    expect(timeline.locator(".bar.model.inner.ok")).to_have_count(1)
+    expect(timeline.locator(".bar.tool.inner.running")).to_have_count(3)
+    expect(timeline.locator(".bar.tool.inner.running").first).to_have_attribute(
+        "aria-label", re.compile(r"^add, tool call in solve, [\d.]+ m?s, running$")
+    )
+    shots(page, "agent-running")
+    gate.set()
+
+    expect(page.get_by_test_id("answer")).to_have_text("The sum is 5 and the product is 20.")
+    expect(
+        drawing.get_by_role("img", name=re.compile(r"^solve: done in [\d.]+ m?s$"))
+    ).to_be_visible()
+    expect(page.locator(".run-summary")).to_have_text(
+        re.compile(r"^run \w+ · done · [\d.]+ m?s · 2 node runs · 2 model calls · 3 tool calls$")
+    )
+    models = timeline.locator(".bar.model.inner")
+    expect(models).to_have_count(2)
+    expect(models.first).to_have_attribute(
+        "aria-label", re.compile(r"^model call 1, model call in solve, [\d.]+ m?s$")
+    )
+    tools = timeline.locator(".bar.tool.inner")
+    expect(tools).to_have_count(3)
+    error = timeline.locator(".bar.tool.inner.error")
+    expect(error).to_have_attribute(
+        "aria-label", re.compile(r"^divide, tool call in solve, [\d.]+ m?s, error$")
+    )
+    add_label = timeline.locator(".bar.tool", has_text="add").get_attribute("aria-label") or ""
+    value, unit = add_label.split(", ")[2].split(" ")
+    assert float(value) * (1000 if unit == "s" else 1) >= 300  # the tool sleeps 0.3 s
+    shots(page, "agent-done")
+
+    # Drawn under the node's bar: the model calls on the lane below it, the three parallel tool
+    # calls side by side below that, all within the node's time.
+    node = timeline.locator(".bar.node", has_text="solve")
+    node_lane = int(node.get_attribute("data-lane") or "-1")
+    model_lanes = models.evaluate_all("bars => bars.map(b => Number(b.dataset.lane))")
+    tool_lanes = tools.evaluate_all("bars => bars.map(b => Number(b.dataset.lane))")
+    assert model_lanes == [node_lane + 1] * 2
+    assert sorted(tool_lanes) == [node_lane + 2, node_lane + 3, node_lane + 4]
+    outer = box(node)
+    starts, ends = [], []
+    for index in range(3):
+        inner = box(tools.nth(index))
+        assert inner["y"] > outer["y"]
+        assert outer["x"] - 1 <= inner["x"] <= outer["x"] + outer["width"]
+        starts.append(inner["x"])
+        ends.append(inner["x"] + inner["width"])
+    assert max(starts) < min(ends)  # asked for at once: they overlap in time
+    second = box(models.nth(1))
+    assert second["x"] + second["width"] <= outer["x"] + outer["width"] + 1

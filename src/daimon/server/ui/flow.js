@@ -226,7 +226,7 @@ export function nodeStates(run) {
   const states = new Map();
   if (!run) return states;
   for (const { kind, data } of run.events) {
-    if (!kind.startsWith("node_")) continue;
+    if (!kind.startsWith("node_") || kind === "node_event") continue; // not its agent's events
     const node = states.get(data.node) || { state: "idle", runs: 0 };
     if (kind === "node_started") {
       node.state = "running";
