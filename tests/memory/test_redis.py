@@ -64,6 +64,7 @@ async def test_ttl_is_set_and_refreshed_on_every_write(redis_url: str, redis_pre
         assert len(await memory.get_messages("s")) == 2
         await asyncio.sleep(0.5)
         assert await memory.get_messages("s") == []  # expired 0.6 s after the last write
+        assert await memory.list_sessions() == []
 
 
 async def test_ttl_is_checked() -> None:

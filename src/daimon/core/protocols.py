@@ -194,6 +194,10 @@ class Memory(Protocol):
         """Forget the session."""
         ...
 
+    async def list_sessions(self) -> list[str]:
+        """Ids of the sessions that hold messages, sorted."""
+        ...
+
 
 class Checkpoint(Protocol):
     """Persists run state so runs can resume after a crash."""

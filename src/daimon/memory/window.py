@@ -92,6 +92,10 @@ class SlidingWindowMemory:
         """Forget the session."""
         self._sessions.pop(session_id, None)
 
+    async def list_sessions(self) -> list[str]:
+        """Ids of the sessions that hold messages, sorted."""
+        return sorted(key for key, stored in self._sessions.items() if stored)
+
     def __repr__(self) -> str:
         return f"SlidingWindowMemory(max_messages={self._max_messages})"
 
@@ -137,6 +141,10 @@ class TokenWindowMemory:
     async def clear(self, session_id: str) -> None:
         """Forget the session in the inner memory."""
         await self._inner.clear(session_id)
+
+    async def list_sessions(self) -> list[str]:
+        """The inner memory's sessions."""
+        return await self._inner.list_sessions()
 
     def __repr__(self) -> str:
         return (

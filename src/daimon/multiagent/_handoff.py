@@ -398,6 +398,10 @@ class _History:
     async def clear(self, session_id: str) -> None:
         self._messages = []
 
+    async def list_sessions(self) -> list[str]:
+        """None: the network keeps its sessions in its own memory, not here."""
+        return []
+
 
 def _note(handoff: Handoff) -> str:
     reason = handoff.reason.strip() or "(no reason given)"

@@ -14,6 +14,7 @@ Routes (all JSON unless said; every error is ``{"error": {"type", "message"}}``)
                                 text, usage, cost, iterations, run and session ids
 ``POST /prompt/stream``         the same, as server-sent events: ``event: <kind>`` with the
                                 event's JSON, ``: ping`` while idle, ``done`` or ``error`` last
+``GET /sessions``               an agent's conversations, by id (``?agent=``, ``?limit=``)
 ``GET/DELETE /sessions/{id}``   a conversation's messages; forget it (``?agent=`` to choose)
 ``GET /agents``                 the served agents (and flows, with their drawings)
 ``GET /health``, ``GET /ready``  liveness (no token needed), readiness

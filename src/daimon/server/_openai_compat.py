@@ -82,6 +82,9 @@ class _History:
     async def clear(self, session_id: str) -> None:
         return None
 
+    async def list_sessions(self) -> list[str]:
+        return []  # one request's conversation, kept nowhere
+
 
 def _text(message: ChatMessage) -> str:
     content = message.content

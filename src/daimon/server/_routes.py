@@ -1,8 +1,9 @@
 """daimon's own routes: prompts (whole or streamed), sessions, agents, health and readiness.
 
 A served flow (graph, DAG or workflow) answers ``/prompt`` and ``/prompt/stream`` like an agent;
-its stream carries ``node_started``/``node_finished``/``node_failed``/``node_skipped`` events and
-ends with ``done`` (data: ``{"kind": "done", "response": <the /prompt answer>}``) or ``error``.
+its stream carries ``node_started``/``node_finished``/``node_failed``/``node_skipped`` events,
+``node_event`` for each stream event of an agent a node prompts, and ends with ``done`` (data:
+``{"kind": "done", "response": <the /prompt answer>}``) or ``error``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from daimon.server._schemas import (
     PromptResponse,
     ReadyResponse,
     SessionResponse,
+    SessionsResponse,
 )
 from daimon.server._settings import ServerSettings
 from daimon.server._sse import EventStreamResponse, sse_frame
@@ -57,6 +59,7 @@ _ERROR_DESCRIPTIONS = {
     413: "The request body is larger than the limit.",
     422: "The request body does not match the schema; `details` says where.",
     500: "The run failed (the error type names the daimon exception).",
+    501: "The agent's memory cannot list its sessions (it has no `list_sessions`).",
     502: "The model provider failed.",
     504: "The run took longer than the request timeout.",
 }
@@ -86,6 +89,12 @@ SessionId = Annotated[str, Path(pattern=SESSION_PATTERN, description="The conver
 AgentName = Annotated[
     str | None, Query(description="The agent whose memory holds the session; default agent.")
 ]
+ListedAgent = Annotated[
+    str | None, Query(description="The agent whose sessions to list; default agent.")
+]
+SessionLimit = Annotated[
+    int, Query(ge=1, le=1000, description="The most sessions to answer with (1-1000).")
+]
 
 _STREAM_DOC = {
     "description": (
@@ -95,7 +104,9 @@ _STREAM_DOC = {
         "either `done` (data: the `Done` event carrying the response) or `error` (data: "
         '`{"message", "error_type", "kind": "error"}`). A flow (graph, DAG, workflow) sends '
         "`node_started`, `node_finished`, `node_failed` and `node_skipped` events (data: "
-        '`{"kind", "node", "step"?, "seconds"?, "error_type"?, "message"?}`) and ends with '
+        '`{"kind", "node", "step"?, "seconds"?, "error_type"?, "message"?}`), `node_event` for '
+        'each stream event of an agent a node prompts (data: `{"kind", "node", "step", "event"}`, '
+        "`event` encoded as in an agent's own stream), and ends with "
         '`done` (data: `{"kind": "done", "response": <the /prompt answer>}`) or `error`.'
     ),
     "content": {
@@ -118,6 +129,7 @@ _STREAM_DOC = {
                             "node_finished",
                             "node_failed",
                             "node_skipped",
+                            "node_event",
                             "done",
                             "error",
                         ],
@@ -154,7 +166,7 @@ async def flow_frames(
     def observe(event: Any) -> None:
         queue.put_nowait(sse_frame(dump_json(node_event_body(event)), event.kind))
 
-    run = asyncio.create_task(flow.run(text, cancel=token, on_node=observe))
+    run = asyncio.create_task(flow.run(text, cancel=token, on_node=observe, on_agent_event=observe))
     run.add_done_callback(lambda _: queue.put_nowait(None))
     try:
         while (frame := await queue.get()) is not None:
@@ -313,6 +325,29 @@ def add_native_routes(
                     {"name": name, "model": flow.kind, "tools": [], "flow": flow.drawing()}
                 )
         body = {"default": served.default, "agents": listed}
+        return Response(dump_json(body), media_type="application/json")
+
+    @router.get(
+        "/sessions",
+        response_model=SessionsResponse,
+        dependencies=strict_query,
+        responses=error_responses(*_GATED, 404, 422, 501),
+    )
+    async def list_sessions(agent: ListedAgent = None, limit: SessionLimit = 100) -> Response:
+        """The conversations the agent's memory holds, sorted by id (the first `limit`)."""
+        found = served.get(agent)
+        if found is None:
+            return error_response(404, "not_found", served.unknown(agent or served.default))
+        lister = getattr(found.memory, "list_sessions", None)
+        if lister is None:  # a Memory written before the protocol gained list_sessions
+            kind = type(found.memory).__name__
+            return error_response(501, "not_implemented", f"{kind} cannot list its sessions")
+        ids = await lister()
+        body = {
+            "agent": agent or served.default,
+            "sessions": [{"session_id": session_id} for session_id in ids[:limit]],
+            "truncated": len(ids) > limit,
+        }
         return Response(dump_json(body), media_type="application/json")
 
     @router.get(

@@ -25,6 +25,8 @@ __all__ = (
     "PromptResponse",
     "ReadyResponse",
     "SessionResponse",
+    "SessionSummary",
+    "SessionsResponse",
     "UsageBody",
 )
 
@@ -114,6 +116,20 @@ class SessionResponse(BaseModel):
     session_id: str
     agent: str
     messages: list[dict[str, Any]] = Field(description="Messages in daimon's JSON encoding.")
+
+
+class SessionSummary(BaseModel):
+    """A conversation the agent's memory holds."""
+
+    session_id: str
+
+
+class SessionsResponse(BaseModel):
+    """The conversations an agent's memory holds, sorted by id."""
+
+    agent: str
+    sessions: list[SessionSummary]
+    truncated: bool = Field(description="More sessions exist than `limit` let through.")
 
 
 class HealthResponse(BaseModel):

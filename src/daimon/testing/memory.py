@@ -179,6 +179,30 @@ class MemoryConformance:
         await memory.add_messages("a", [_text(4)])
         assert await memory.get_messages("a") == [_text(4)]
 
+    async def test_an_empty_store_lists_no_session(self, memory: Memory) -> None:
+        """A store nothing was written to lists no session; neither does an empty batch."""
+        assert await memory.list_sessions() == []
+        await memory.add_messages("s", [])
+        assert await memory.list_sessions() == []
+
+    async def test_sessions_are_listed_sorted_once_written(self, memory: Memory) -> None:
+        """Every session with messages is listed once, sorted, however alike the ids look."""
+        ids = ["s", "s1", "s:1", "S", "s 1", "sé", "s*", "s/1", "a[b]", "0"]
+        for n, session_id in enumerate(ids):
+            await memory.add_messages(session_id, [_text(n)])
+        await memory.add_messages("s", [_text(99)])  # a second batch does not list it twice
+        assert await memory.list_sessions() == sorted(ids)
+
+    async def test_a_cleared_session_is_not_listed(self, memory: Memory) -> None:
+        """``clear`` takes the session off the list; writing again brings it back."""
+        await memory.add_messages("a", [_text(1)])
+        await memory.add_messages("b", [_text(2)])
+        await memory.clear("a")
+        await memory.clear("never-used")
+        assert await memory.list_sessions() == ["b"]
+        await memory.add_messages("a", [_text(3)])
+        assert await memory.list_sessions() == ["a", "b"]
+
     async def test_a_batch_that_cannot_be_stored_stores_nothing(self, memory: Memory) -> None:
         """An unstorable message fails its batch with ``SerializationError``; none is kept."""
         await memory.add_messages("s", [_text(0)])
@@ -191,6 +215,9 @@ class MemoryConformance:
         with pytest.raises(SerializationError):  # writable, but the codec would refuse to read it
             await memory.add_messages("s", [_text(1), marker, _text(2)])
         assert await memory.get_messages("s") == [_text(0)]
+        with pytest.raises(SerializationError):  # a new session's failed batch does not list it
+            await memory.add_messages("t", [unencodable])
+        assert await memory.list_sessions() == ["s"]
 
     async def test_concurrent_batches_land_whole(self, make_memory: MemoryFactory) -> None:
         """Batches appended concurrently from two handles land whole, none lost."""
@@ -213,6 +240,7 @@ class MemoryConformance:
             pytest.skip("this backend keeps history in process only")
         await (await make_memory()).add_messages("s", sample_messages())
         assert await (await make_memory()).get_messages("s") == sample_messages()
+        assert await (await make_memory()).list_sessions() == ["s"]
 
     async def test_processes_append_to_one_session_without_loss(
         self, make_memory: MemoryFactory, request: pytest.FixtureRequest, tmp_path: Path

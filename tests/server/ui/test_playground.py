@@ -169,6 +169,50 @@ def test_sessions_are_listed_and_resumed(live: Live, page: Page, shots: Shots) -
     expect(sessions).to_have_count(2)
 
 
+def test_sessions_made_through_the_api_are_listed_and_resumable(
+    live: Live, page: Page, shots: Shots
+) -> None:
+    server = live({"echo": echo(), "echo2": echo()}, ui=True)
+    with server.client() as api:  # plain HTTP, not the page: this browser has no record of them
+        for text in ("hello from a script", "and a follow-up"):
+            reply = api.post("/prompt", json={"input": text, "session_id": "api-chat-7"})
+            assert reply.status_code == 200, reply.text
+        other = {"input": "for the other agent", "session_id": "api-other", "agent": "echo2"}
+        assert api.post("/prompt", json=other).status_code == 200
+
+    page.goto(server.url)
+    expect(page.get_by_label("Agent")).to_have_value("echo")
+    sessions = page.get_by_role("navigation", name="Sessions").get_by_role("listitem")
+    listed = page.get_by_role("button", name="api-chat-7")
+    expect(listed).to_be_visible()  # shown by its id: the page never saw its first prompt
+    expect(sessions).to_have_count(1)  # the other agent's session is listed under that agent
+    shots(page, "listed")
+
+    listed.click()
+    answers = page.get_by_test_id("answer")
+    expect(answers).to_have_count(2)
+    log = page.get_by_role("log", name="Conversation")
+    expect(log).to_contain_text("hello from a script")
+    expect(answers.last).to_have_text("echo: and a follow-up (3 messages)")
+    expect(page.get_by_role("status")).to_have_text("Resumed “api-chat-7”.")
+    expect(listed).to_have_attribute("aria-current", "true")
+    send(page, "now from the page")
+    expect(answers.last).to_have_text("echo: now from the page (5 messages)")
+    shots(page, "resumed")
+
+    page.get_by_label("Agent").select_option("echo2")
+    expect(page.get_by_role("button", name="api-other")).to_be_visible()
+    # After a reload the server's list comes back (with a session made meanwhile), and the one
+    # both the browser and the server know now is listed once.
+    late = {"input": "made meanwhile", "session_id": "api-late"}
+    assert server.client().post("/prompt", json=late).status_code == 200
+    page.reload()
+    expect(page.get_by_label("Agent")).to_have_value("echo")
+    expect(page.get_by_role("button", name="api-late")).to_be_visible()
+    expect(sessions).to_have_count(2)
+    expect(page.get_by_role("button", name="api-chat-7")).to_have_count(1)
+
+
 def test_the_token_is_asked_for_once_and_a_wrong_one_is_reported(
     live: Live, page: Page, shots: Shots
 ) -> None:

@@ -2,7 +2,7 @@
 
 import { ApiError, getJson, getToken, setToken, streamPrompt } from "./api.js";
 import { Turn, contentText, el, formatSeconds, formatUsage } from "./chat.js";
-import { listSessions, newSessionId, touchSession, updateSession } from "./sessions.js";
+import { listSessions, mergeSessions, newSessionId, touchSession, updateSession } from "./sessions.js";
 import { renderFlow } from "./flow.js";
 import { renderTimeline } from "./timeline.js";
 
@@ -31,6 +31,8 @@ const ui = {
 const state = {
   connected: false,
   sessionId: newSessionId(),
+  title: null,
+  listed: { agent: null, ids: [] },
   totals: { input_tokens: 0, output_tokens: 0, cost: 0 },
   controller: null,
   shown: null,
@@ -95,7 +97,7 @@ async function connect() {
     state.connected = true;
     setRunning(false);
     notice("");
-    renderSessions();
+    loadSessions();
     draw();
   } catch (error) {
     if (refused(error)) askToken(tokenRefusal(error));
@@ -105,8 +107,26 @@ async function connect() {
 
 // ----------------------------------------------------------------------------- sessions
 
+/** Ask the server for the picked agent's sessions (flows keep none), then redraw the list. */
+async function loadSessions() {
+  const agent = ui.agent.value;
+  state.listed = { agent, ids: [] };
+  renderSessions();
+  if (pickedFlow()) return;
+  try {
+    const listed = await getJson(`/sessions?agent=${encodeURIComponent(agent)}`);
+    if (ui.agent.value !== agent) return;  // another agent was picked meanwhile
+    state.listed = { agent, ids: listed.sessions.map((s) => s.session_id) };
+    renderSessions();
+  } catch (error) {
+    // A memory that cannot list (501) leaves this browser's own list.
+    if (refused(error)) askToken(tokenRefusal(error));
+  }
+}
+
 function renderSessions() {
-  const items = listSessions().map((session) => {
+  const { agent, ids } = state.listed;
+  const items = mergeSessions(listSessions(), agent, ids).map((session) => {
     const button = el("button", {
       className: "session",
       text: session.title || session.id,
@@ -126,8 +146,9 @@ function showTotals() {
   ui.sessionUsage.textContent = `Session: ${formatUsage(state.totals, state.totals.cost)}`;
 }
 
-function startSession(id, totals) {
+function startSession(id, totals, title = null) {
   state.sessionId = id;
+  state.title = title;
   state.totals = { input_tokens: 0, output_tokens: 0, cost: 0, ...totals };
   state.shown = null;
   ui.transcript.replaceChildren();
@@ -138,10 +159,13 @@ function startSession(id, totals) {
 
 async function resume(session) {
   if (state.controller) return;
+  const switched = ui.agent.value !== session.agent;
   if ([...ui.agent.options].some((option) => option.value === session.agent)) {
     ui.agent.value = session.agent;
   }
-  startSession(session.id, session.totals);
+  // A session begun elsewhere keeps its id as its title here too.
+  startSession(session.id, session.totals, session.title || session.id);
+  if (switched) loadSessions();
   if (pickedFlow()) {
     notice("A flow keeps no conversation: its runs start afresh.");
     ui.prompt.focus();
@@ -151,7 +175,7 @@ async function resume(session) {
     const path = `/sessions/${encodeURIComponent(session.id)}?agent=${encodeURIComponent(session.agent)}`;
     const kept = await getJson(path);
     showMessages(kept.messages);
-    const resumed = `Resumed “${session.title}”.`;
+    const resumed = `Resumed “${state.title}”.`;
     notice(kept.messages.length ? resumed : "The server kept no messages of this session.");
   } catch (error) {
     if (refused(error)) askToken(tokenRefusal(error));
@@ -179,6 +203,7 @@ function showMessages(messages) {
 ui.agent.addEventListener("change", () => {
   // A session lives in one agent's memory: another agent starts another session.
   startSession(newSessionId());
+  loadSessions();
   notice(`New session with ${ui.agent.value}.`);
 });
 
@@ -273,7 +298,7 @@ async function send() {
     flow: pickedFlow(),
   };
   show(run);
-  touchSession(state.sessionId, agent, text);
+  touchSession(state.sessionId, agent, state.title || text);
   renderSessions();
   const controller = new AbortController();
   state.controller = controller;

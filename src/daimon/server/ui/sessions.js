@@ -1,5 +1,6 @@
 // The sessions this browser started, newest first (ids and titles only, in localStorage: the
-// messages stay in the agent's memory on the server and are fetched when a session is resumed).
+// messages stay in the agent's memory on the server and are fetched when a session is resumed),
+// merged with the ones the server lists for the picked agent, so sessions begun elsewhere show.
 
 const KEY = "daimon.sessions";
 const LIMIT = 50;
@@ -34,4 +35,10 @@ export function updateSession(id, agent, fields) {
   if (!found) return;
   Object.assign(found, JSON.parse(JSON.stringify(fields)));
   localStorage.setItem(KEY, JSON.stringify(sessions));
+}
+
+/** This browser's sessions, then those the server holds for `agent` that it did not start. */
+export function mergeSessions(local, agent, serverIds) {
+  const known = new Set(local.filter((s) => s.agent === agent).map((s) => s.id));
+  return [...local, ...serverIds.filter((id) => !known.has(id)).map((id) => ({ id, agent }))];
 }
