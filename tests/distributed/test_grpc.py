@@ -18,7 +18,7 @@ import pytest
 from daimon.core import BuilderError, SerializationError, TaskBroker, TaskResult, TaskState
 from daimon.distributed import Broker, broker_from_url
 from daimon.distributed.brokers.grpc import GrpcBroker, GrpcBrokerError, GrpcBrokerServer
-from daimon.testing.brokers import BrokerConformance, sample_result, sample_task
+from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
 
 
 def free_port() -> int:
@@ -74,15 +74,10 @@ def queue() -> str:
 class TestGrpcBroker(BrokerConformance):
     @pytest.fixture
     async def make_broker(self, service: str, queue: str) -> AsyncIterator[Any]:
-        handles: list[GrpcBroker] = []
-
-        async def make(**options: Any) -> GrpcBroker:
-            handles.append(GrpcBroker(service, queue=queue, **options))
-            return handles[-1]
-
-        yield make
-        for handle in handles:
-            await handle.aclose()
+        async with broker_handles(
+            lambda **options: GrpcBroker(service, queue=queue, **options)
+        ) as make:
+            yield make
 
 
 async def test_is_a_broker_and_a_core_task_broker(service: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 from daimon.core import TaskBroker, TaskState
 from daimon.distributed import Broker, BrokerError, broker_from_url
 from daimon.distributed.brokers.nats import NatsBroker
-from daimon.testing.brokers import BrokerConformance, sample_result, sample_task
+from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
 
 pytestmark = pytest.mark.service("nats")
 
@@ -40,15 +40,10 @@ async def names(nats_url: str) -> AsyncIterator[dict[str, str]]:
 class TestNatsBroker(BrokerConformance):
     @pytest.fixture
     async def make_broker(self, nats_url: str, names: dict[str, str]) -> AsyncIterator[Any]:
-        handles: list[NatsBroker] = []
-
-        async def make(**options: Any) -> NatsBroker:
-            handles.append(NatsBroker.from_url(nats_url, **names, **options))
-            return handles[-1]
-
-        yield make
-        for handle in handles:
-            await handle.aclose()
+        async with broker_handles(
+            lambda **options: NatsBroker.from_url(nats_url, **names, **options)
+        ) as make:
+            yield make
 
 
 async def test_is_a_broker_and_a_core_task_broker(nats_url: str, names: dict[str, str]) -> None:

@@ -14,7 +14,7 @@ from daimon.core import BuilderError, TaskBroker, TaskState
 from daimon.distributed import Broker, broker_from_url
 from daimon.distributed.brokers.pubsub import PubSubBroker
 from daimon.distributed.brokers.redis import RedisTaskStore
-from daimon.testing.brokers import BrokerConformance, sample_result, sample_task
+from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
 
 pytestmark = pytest.mark.service("redis")
 
@@ -52,16 +52,12 @@ class TestPubSubBroker(BrokerConformance):
     async def make_broker(
         self, pubsub_emulator: str, redis_url: str, queue: str
     ) -> AsyncIterator[Any]:
-        handles: list[PubSubBroker] = []
-
-        async def make(**options: Any) -> PubSubBroker:
-            options.setdefault("lease", 30.0)
-            handles.append(open_broker(pubsub_emulator, redis_url, queue, **options))
-            return handles[-1]
-
-        yield make
-        for handle in handles:
-            await handle.aclose()
+        async with broker_handles(
+            lambda **options: open_broker(
+                pubsub_emulator, redis_url, queue, **{"lease": 30.0, **options}
+            )
+        ) as make:
+            yield make
 
 
 async def test_is_a_broker_and_a_core_task_broker(

@@ -11,7 +11,7 @@ from daimon.core import BuilderError, TaskBroker, TaskState
 from daimon.distributed import Broker, broker_from_url
 from daimon.distributed.brokers.rabbitmq import RabbitMQBroker
 from daimon.distributed.brokers.redis import RedisTaskStore
-from daimon.testing.brokers import BrokerConformance, sample_task
+from daimon.testing.brokers import BrokerConformance, broker_handles, sample_task
 
 pytestmark = [pytest.mark.service("rabbitmq"), pytest.mark.service("redis")]
 
@@ -50,15 +50,10 @@ class TestRabbitMQBroker(BrokerConformance):
     async def make_broker(
         self, rabbitmq_url: str, redis_url: str, queue: str
     ) -> AsyncIterator[Any]:
-        handles: list[RabbitMQBroker] = []
-
-        async def make(**options: Any) -> RabbitMQBroker:
-            handles.append(open_broker(rabbitmq_url, redis_url, queue, **options))
-            return handles[-1]
-
-        yield make
-        for handle in handles:
-            await handle.aclose()
+        async with broker_handles(
+            lambda **options: open_broker(rabbitmq_url, redis_url, queue, **options)
+        ) as make:
+            yield make
 
 
 async def test_is_a_broker_and_a_core_task_broker(

@@ -13,6 +13,7 @@ from daimon.distributed.brokers.redis import RedisBroker, RedisTaskStore
 from daimon.testing.brokers import (
     BrokerConformance,
     TaskStoreConformance,
+    broker_handles,
     sample_result,
     sample_task,
 )
@@ -40,17 +41,12 @@ async def queue(redis_url: str) -> AsyncIterator[str]:
 class TestRedisBroker(BrokerConformance):
     @pytest.fixture
     async def make_broker(self, redis_url: str, queue: str) -> AsyncIterator[Any]:
-        handles: list[RedisBroker] = []
-
-        async def make(**options: Any) -> RedisBroker:
-            handles.append(
-                RedisBroker.from_url(redis_url, queue=queue, prefix="daimon-test:", **options)
+        async with broker_handles(
+            lambda **options: RedisBroker.from_url(
+                redis_url, queue=queue, prefix="daimon-test:", **options
             )
-            return handles[-1]
-
-        yield make
-        for handle in handles:
-            await handle.aclose()
+        ) as make:
+            yield make
 
 
 async def test_is_a_broker_and_a_core_task_broker(redis_url: str, queue: str) -> None:

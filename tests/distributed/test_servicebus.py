@@ -26,7 +26,7 @@ from daimon.distributed import Broker, BrokerError, Worker, broker_from_url
 from daimon.distributed.brokers.redis import RedisTaskStore
 from daimon.distributed.brokers.servicebus import ServiceBusBroker
 from daimon.models import FunctionModel
-from daimon.testing.brokers import BrokerConformance, sample_result, sample_task
+from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
 
 pytestmark = pytest.mark.service("redis")
 
@@ -84,15 +84,10 @@ class TestServiceBusBroker(BrokerConformance):
 
     @pytest.fixture
     async def make_broker(self, fake: Any, redis_url: str, queue: str) -> AsyncIterator[Any]:
-        handles: list[ServiceBusBroker] = []
-
-        async def make(**options: Any) -> ServiceBusBroker:
-            handles.append(open_broker(fake, redis_url, queue, **options))
-            return handles[-1]
-
-        yield make
-        for handle in handles:
-            await handle.aclose()
+        async with broker_handles(
+            lambda **options: open_broker(fake, redis_url, queue, **options)
+        ) as make:
+            yield make
 
 
 async def test_is_a_broker_and_a_core_task_broker(fake: Any, redis_url: str, queue: str) -> None:

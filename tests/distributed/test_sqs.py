@@ -12,7 +12,7 @@ from daimon.core import BuilderError, TaskBroker, TaskState
 from daimon.distributed import Broker, BrokerError, broker_from_url
 from daimon.distributed.brokers.redis import RedisTaskStore
 from daimon.distributed.brokers.sqs import SqsBroker
-from daimon.testing.brokers import BrokerConformance, sample_result, sample_task
+from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
 
 from .conftest import SQS_CREDENTIALS as CREDENTIALS
 
@@ -43,16 +43,12 @@ class TestSqsBroker(BrokerConformance):
     async def make_broker(
         self, sqs_endpoint: str, redis_url: str, queue: str
     ) -> AsyncIterator[Any]:
-        handles: list[SqsBroker] = []
-
-        async def make(**options: Any) -> SqsBroker:
-            options.setdefault("lease", 30.0)
-            handles.append(open_broker(sqs_endpoint, redis_url, queue, **options))
-            return handles[-1]
-
-        yield make
-        for handle in handles:
-            await handle.aclose()
+        async with broker_handles(
+            lambda **options: open_broker(
+                sqs_endpoint, redis_url, queue, **{"lease": 30.0, **options}
+            )
+        ) as make:
+            yield make
 
 
 async def test_is_a_broker_and_a_core_task_broker(

@@ -2,21 +2,17 @@
 
 Subclass :class:`BrokerConformance` in a test module and provide a ``make_broker`` fixture: an
 async callable that opens a new handle on one queue, fresh for each test, taking the options
-``lease`` and ``max_deliver`` as keywords, and closes its handles at teardown::
+``lease`` and ``max_deliver`` as keywords, and closes its handles at teardown
+(:func:`broker_handles` makes one from a function that opens a handle)::
 
     class TestRedisBroker(BrokerConformance):
         @pytest.fixture
         async def make_broker(self, redis_url):
-            handles = []
             queue = f"test-{uuid.uuid4().hex}"
-
-            async def make(**options):
-                handles.append(RedisBroker.from_url(redis_url, queue=queue, **options))
-                return handles[-1]
-
-            yield make
-            for handle in handles:
-                await handle.aclose()
+            async with broker_handles(
+                lambda **options: RedisBroker.from_url(redis_url, queue=queue, **options)
+            ) as make:
+                yield make
 
 Closing a handle that holds deliveries stands for a crashed worker: the suite does so to check
 that its tasks come back. The suite checks the contract a worker relies on: at-least-once
@@ -29,9 +25,10 @@ stores that RabbitMQ, SQS, Pub/Sub and Service Bus keep their records in.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, ClassVar, Protocol
 
 import pytest
@@ -47,6 +44,7 @@ __all__ = (
     "BrokerFactory",
     "TaskStoreConformance",
     "TaskStoreFactory",
+    "broker_handles",
     "sample_result",
     "sample_task",
 )
@@ -58,6 +56,22 @@ class BrokerFactory(Protocol):
     def __call__(self, **options: Any) -> Awaitable[Broker]:
         """A handle with these options (``lease``, ``max_deliver``)."""
         ...
+
+
+@contextlib.asynccontextmanager
+async def broker_handles(open_handle: Callable[..., Broker]) -> AsyncIterator[BrokerFactory]:
+    """A ``make_broker`` factory over ``open_handle``; every handle it opened is closed on exit."""
+    handles: list[Broker] = []
+
+    async def make(**options: Any) -> Broker:
+        handles.append(open_handle(**options))
+        return handles[-1]
+
+    try:
+        yield make
+    finally:
+        for handle in handles:
+            await handle.aclose()
 
 
 def sample_task(task_id: str = "task-1", input: str = "Hello, 世界 🧪") -> AgentTask:
