@@ -299,3 +299,54 @@ def test_an_agent_node_shows_its_model_and_tool_calls_under_its_bar(
     assert max(starts) < min(ends)  # asked for at once: they overlap in time
     second = box(models.nth(1))
     assert second["x"] + second["width"] <= outer["x"] + outer["width"] + 1
+
+
+def test_an_agent_node_streams_its_text_and_tool_cards_into_the_chat(
+    live: Live, page: Page, shots: Shots
+) -> None:
+    gate = threading.Event()
+    server = live({"maths": maths(gate)}, ui=True)
+    page.goto(server.url)
+    expect(page.get_by_role("group", name="Flow maths, a dag of 2 nodes")).to_be_visible()
+
+    send(page, "2 + 3 and 4 * 5")
+    chat = page.get_by_role("log", name="Conversation")
+    solve = chat.get_by_role("region", name="Node solve", exact=True)
+    # While add waits for the gate: the node's agent has streamed its first sentence and asked
+    # for three tools, whose cards (tagged with the node) run; the run's answer is still empty.
+    expect(solve.locator(".answer-text").first).to_have_text("Let me work that out.")
+    expect(solve.locator(".node-tag").first).to_have_text("in solve")
+    add = solve.get_by_role("region", name="Tool call add in solve", exact=True)
+    expect(add).to_be_visible()
+    expect(add.locator(".node-tag")).to_have_text("in solve")
+    expect(add.locator(".tool-state")).to_have_text("running…")
+    expect(add.get_by_label("Arguments")).to_have_text('{\n  "a": 2,\n  "b": 3\n}')
+    expect(solve.locator(".tool-card.running")).to_have_count(3)
+    expect(page.get_by_test_id("answer")).to_have_text("")
+    expect(page.get_by_role("button", name="Cancel")).to_be_enabled()  # the run is under way
+    expect(chat.get_by_role("region", name=re.compile(r"^Node plan"))).to_have_count(0)
+    shots(page, "node-streaming")
+    gate.set()
+
+    expect(page.get_by_test_id("answer")).to_have_text("The sum is 5 and the product is 20.")
+    expect(add.locator(".tool-state")).to_have_text("done")
+    expect(add.get_by_label("Result")).to_have_text("5")
+    expect(add.locator(".tool-duration")).to_have_text(re.compile(r"^\d+ ms$|^[\d.]+ s$"))
+    multiply = solve.get_by_role("region", name="Tool call multiply in solve", exact=True)
+    expect(multiply.get_by_label("Result")).to_have_text("20")
+    divide = solve.get_by_role("region", name="Tool call divide in solve", exact=True)
+    expect(divide).to_have_class(re.compile(r"\bfailed\b"))
+    expect(divide.get_by_label("Error")).to_contain_text("ZeroDivisionError")
+    # The node's agent streamed its answer after the cards, in its block; the run's answer
+    # follows the block.
+    texts = solve.locator(".answer-text")
+    expect(texts).to_have_count(2)
+    expect(texts.nth(1)).to_have_text("The sum is 5 and the product is 20. ")
+    assert box(solve)["y"] < box(page.get_by_test_id("answer"))["y"]
+    # Usage comes once, from the run's answer: both of the node agent's model calls.
+    usage = page.locator(".turn-usage")
+    expect(usage).to_have_text(re.compile(r"^This turn: 122 in · 27 out tokens · \$"))
+    expect(page.locator("#session-usage")).to_have_text(
+        re.compile(r"^Session: 122 in · 27 out tokens · ")
+    )
+    shots(page, "node-done")

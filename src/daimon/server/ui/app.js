@@ -242,41 +242,62 @@ function draw() {
   });
 }
 
+/**
+ * Draw an agent's streamed text and tool calls into `stream` (the answer, or a flow node's
+ * block); `key` tells its tool calls apart. False for events that draw nothing there.
+ */
+function streamEvent(stream, kind, data, key = (id) => id) {
+  switch (kind) {
+    case "text_delta":
+      stream.addText(data.text);
+      return true;
+    case "tool_call_start":
+      stream.card(key(data.call_id), data.name);
+      return true;
+    case "tool_call_delta":
+      stream.card(key(data.call_id), "tool").appendArguments(data.arguments_delta);
+      return true;
+    case "tool_call_end":
+      stream.card(key(data.call.id), data.call.name).setArguments(data.call.arguments);
+      return true;
+    case "tool_result":
+      stream.card(key(data.call_id), data.name).finish(data.output, data.duration);
+      return true;
+    default:
+      return false;
+  }
+}
+
+/** A flow node's agent event: its text and tool cards, in the node's block. */
+function nodeEvent(turn, data) {
+  const event = data.event;
+  if (!event) return;
+  const stream = turn.nodeStream(data.node);
+  // Call ids are the model's: another step, or another prompt of the agent, may repeat them.
+  if (!streamEvent(stream, event.kind, event, (id) => `${data.step}/${stream.prompts}/${id}`)) {
+    if (event.kind === "done") stream.endPrompt();
+  }
+}
+
 function onEvent(turn, run, kind, data) {
   run.events.push({ t: performance.now() - run.start, kind, data });
   const box = ui.transcript;
   const following = box.scrollHeight - box.scrollTop - box.clientHeight < 48;
-  switch (kind) {
-    case "text_delta":
-      turn.addText(data.text);
-      break;
-    case "tool_call_start":
-      turn.card(data.call_id, data.name);
-      break;
-    case "tool_call_delta":
-      turn.card(data.call_id, "tool").appendArguments(data.arguments_delta);
-      break;
-    case "tool_call_end":
-      turn.card(data.call.id, data.call.name).setArguments(data.call.arguments);
-      break;
-    case "tool_result":
-      turn.card(data.call_id, data.name).finish(data.output, data.duration);
-      break;
-    case "done":
-      run.status = "done";
-      if (data.response) {
-        run.runId = data.response.run_id;
-        run.usage = data.response.usage;
-        run.cost = data.response.cost;
-        if (!turn.text && !turn.cards.size) turn.setText(data.response.text);
-      }
-      break;
-    case "error":
-      run.status = "error";
-      turn.status(`${data.error_type}: ${data.message}`, "error");
-      break;
-    default:
-      break;
+  if (kind === "node_event") {
+    nodeEvent(turn, data);
+  } else if (kind === "done") {
+    run.status = "done";
+    if (data.response) {
+      run.runId = data.response.run_id;
+      run.usage = data.response.usage;  // a flow's counts its nodes' agents: counted once, here
+      run.cost = data.response.cost;
+      if (!turn.text && !turn.cards.size) turn.setText(data.response.text);
+    }
+  } else if (kind === "error") {
+    run.status = "error";
+    turn.status(`${data.error_type}: ${data.message}`, "error");
+  } else {
+    streamEvent(turn, kind, data);
   }
   if (following) box.scrollTop = box.scrollHeight;  // keep up with the answer, unless scrolled away
   if (state.shown === run) draw();
@@ -328,7 +349,7 @@ async function send() {
     run.end = performance.now() - run.start;
     clearInterval(ticking);
     state.controller = null;
-    for (const card of turn.cards.values()) card.stop(run.status);
+    for (const card of turn.allCards()) card.stop(run.status);
     finishTurn(turn, run, agent);
     setRunning(false);
     const outcome = { done: "", cancelled: "Run cancelled.", error: "The run failed." };

@@ -1,4 +1,5 @@
-// The transcript: one turn per prompt, its answer streamed in, tool calls as cards.
+// The transcript: one turn per prompt, its answer streamed in, tool calls as cards (a flow's
+// agent nodes stream theirs into a block per node, above the answer).
 
 /** `document.createElement` with a class, text and attributes. */
 export function el(tag, options = {}) {
@@ -35,22 +36,20 @@ export function contentText(content) {
   return content.map((part) => (typeof part.text === "string" ? part.text : "")).join("");
 }
 
-/** One prompt and its answer, in the transcript. */
-export class Turn {
-  constructor(transcript, prompt) {
-    this.root = el("article", { className: "turn" });
-    const user = el("div", { className: "message user" });
-    user.append(el("span", { className: "who", text: "You" }), el("p", { text: prompt }));
-    this.answer = el("div", { className: "message assistant" });
-    this.answer.append(el("span", { className: "who", text: "Agent" }));
-    this.body = el("div", { className: "answer", attrs: { "data-testid": "answer" } });
-    this.answer.append(this.body);
-    this.meta = el("footer", { className: "meta" });
-    this.answer.append(this.meta);
-    this.root.append(user, this.answer);
-    transcript.append(this.root);
+/** Streamed text and tool cards in order, in `body`: an answer, or a flow node's agent's. */
+class Stream {
+  constructor(body, node = null) {
+    this.body = body;
+    this.node = node;
     this.text = null;
     this.cards = new Map();
+    this.prompts = 0;  // a flow node may prompt its agent more than once
+  }
+
+  /** The agent's answer is done: what it streams next (prompted again) starts anew. */
+  endPrompt() {
+    this.text = null;
+    this.prompts += 1;
   }
 
   /** Append streamed text (a new paragraph after tool cards). */
@@ -66,12 +65,49 @@ export class Turn {
   card(callId, name) {
     let card = this.cards.get(callId);
     if (!card) {
-      card = new ToolCard(name);
+      card = new ToolCard(name, this.node);
       this.cards.set(callId, card);
       this.body.append(card.root);
       this.text = null;
     }
     return card;
+  }
+}
+
+/** One prompt and its answer, in the transcript; a flow's agent nodes stream above the answer. */
+export class Turn extends Stream {
+  constructor(transcript, prompt) {
+    super(el("div", { className: "answer", attrs: { "data-testid": "answer" } }));
+    this.root = el("article", { className: "turn" });
+    const user = el("div", { className: "message user" });
+    user.append(el("span", { className: "who", text: "You" }), el("p", { text: prompt }));
+    this.answer = el("div", { className: "message assistant" });
+    this.answer.append(el("span", { className: "who", text: "Agent" }));
+    this.nodeBox = el("div", { className: "node-streams" });
+    this.nodes = new Map();
+    this.meta = el("footer", { className: "meta" });
+    this.answer.append(this.nodeBox, this.body, this.meta);
+    this.root.append(user, this.answer);
+    transcript.append(this.root);
+  }
+
+  /** What the agent of flow node `name` streams: its text and tool cards, under a node tag. */
+  nodeStream(name) {
+    let stream = this.nodes.get(name);
+    if (!stream) {
+      const block = el("section", { className: "node-stream", attrs: { "aria-label": `Node ${name}` } });
+      block.append(el("span", { className: "node-tag", text: `in ${name}` }));
+      this.nodeBox.append(block);
+      stream = new Stream(block, name);
+      this.nodes.set(name, stream);
+    }
+    return stream;
+  }
+
+  /** Every tool card of the turn: the answer's and its flow nodes'. */
+  *allCards() {
+    yield* this.cards.values();
+    for (const stream of this.nodes.values()) yield* stream.cards.values();
   }
 
   /** Show the whole answer at once (a resumed session). */
@@ -86,18 +122,24 @@ export class Turn {
   }
 }
 
-/** A tool call: name, arguments, then its result or error and how long it took. */
+/**
+ * A tool call: name, arguments, then its result or error and how long it took. A call made by
+ * a flow node's agent is tagged with the node's name.
+ */
 export class ToolCard {
-  constructor(name) {
+  constructor(name, node = null) {
+    const where = node === null ? "" : ` in ${node}`;
     this.root = el("section", {
       className: "tool-card running",
-      attrs: { "aria-label": `Tool call ${name}` },
+      attrs: { "aria-label": `Tool call ${name}${where}` },
     });
     const head = el("header");
     this.name = el("span", { className: "tool-name", text: name });
     this.state = el("span", { className: "tool-state", text: "running…" });
     this.duration = el("span", { className: "tool-duration" });
-    head.append(this.name, this.state, this.duration);
+    head.append(this.name);
+    if (node !== null) head.append(el("span", { className: "node-tag", text: `in ${node}` }));
+    head.append(this.state, this.duration);
     this.args = el("pre", { className: "tool-args", attrs: { "aria-label": "Arguments" } });
     this.result = el("pre", { className: "tool-result", attrs: { "aria-label": "Result" } });
     this.result.hidden = true;
