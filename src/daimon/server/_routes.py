@@ -177,6 +177,8 @@ async def flow_frames(
             token.cancel("the stream ended")
             run.cancel()
             await asyncio.wait({run})
+        if not run.cancelled():
+            run.exception()  # retrieved: a run the client left is no error to log
     body = {"kind": "done", "response": flow_body(name, answer)}
     yield sse_frame(dump_json(body), "done")
 
