@@ -7,9 +7,14 @@ server's run (an instrumented agent's ``invoke_agent``) joins the caller's trace
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import socket
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,20 +25,25 @@ pytest.importorskip("uvicorn", reason="needs the a2a extra")
 
 import httpx
 from a2a.client import ClientConfig, create_client
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import Message, Part, SendMessageRequest, TaskState
 from a2a.types import Role as A2ARole
 from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import ReadableSpan
+from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, tool
-from daimon.a2a import RemoteA2AAgent, a2a_app
+from daimon.a2a import DaimonAgentExecutor, RemoteA2AAgent, a2a_app, agent_card
 from daimon.models import FunctionModel
 from daimon.telemetry import inject_trace_context, instrument
 from daimon.testing.servers import serving
 
 from .conftest import Spans
 
+TRACED_SERVER = Path(__file__).with_name("a2a_traced_server.py")
 REMOTE_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 REMOTE_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{REMOTE_TRACE}-{REMOTE_SPAN}-01"
@@ -285,6 +295,121 @@ async def test_a_run_already_in_the_caller_s_trace_keeps_its_parent(spans: Spans
     assert json.loads(answer)["tenant"] == "acme"
     (request_span,) = front
     assert _is_child(spans.one("invoke_agent inner"), REMOTE_TRACE, request_span.span_id)
+
+
+async def test_an_executor_in_a_request_handler_of_your_own_continues_the_trace(
+    spans: Spans,
+) -> None:
+    """Without a2a_app's middleware in front, the executor reads the headers itself."""
+
+    def app(port: int) -> ASGIApp:
+        agent = _served(spans)
+        card = agent_card(agent, url=f"http://127.0.0.1:{port}/")
+        handler = DefaultRequestHandler(DaimonAgentExecutor(agent), InMemoryTaskStore(), card)
+        routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")]
+        return Starlette(routes=routes)
+
+    headers = {"traceparent": TRACEPARENT, "baggage": "tenant=acme"}
+    async with serving(app_for_port=app) as base:
+        state, answer = await _ask_with_sdk(base, headers, True)
+
+    assert state == TaskState.TASK_STATE_COMPLETED
+    assert json.loads(answer)["tenant"] == "acme"
+    assert _is_child(spans.one("invoke_agent inner"), REMOTE_TRACE, REMOTE_SPAN)
+
+
+# ------------------------------------------------------------------------------ the SDK's spans
+
+
+@contextlib.asynccontextmanager
+async def _globally_traced_server(spans_file: Path) -> AsyncIterator[str]:
+    """A daimon A2A server in a process of its own with a global tracer provider, so a2a-sdk
+    makes its spans too; they are all in ``spans_file`` once the block ends (server stopped)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    server = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(TRACED_SERVER),
+        str(spans_file),
+        str(port),
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        async with httpx.AsyncClient() as http:
+            for _ in range(300):
+                assert server.returncode is None, "the traced A2A server exited"
+                with contextlib.suppress(httpx.TransportError):
+                    if (await http.get(f"{base}/.well-known/agent-card.json")).is_success:
+                        break
+                await asyncio.sleep(0.05)
+        yield base
+    finally:
+        server.terminate()  # a graceful stop: the spans still open end, and are written
+        await asyncio.wait_for(server.wait(), 30)
+
+
+def _records(spans_file: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in spans_file.read_text().splitlines()]
+
+
+def _chain(record: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """``record`` and its ancestors in the file, up to the one whose parent is elsewhere."""
+    chain = [record]
+    while chain[-1]["parent_id"] in by_id:
+        chain.append(by_id[chain[-1]["parent_id"]])
+    return chain
+
+
+async def test_the_sdk_s_own_server_spans_join_the_caller_s_trace(tmp_path: Path) -> None:
+    """Blocking and streaming: every server span, the SDK's first, continues the caller's."""
+    spans_file = tmp_path / "spans.jsonl"
+    callers = {False: "1111111111111111", True: "2222222222222222"}  # span id per request
+    async with _globally_traced_server(spans_file) as base:
+        for streaming, caller in callers.items():
+            headers = {"traceparent": f"00-{REMOTE_TRACE}-{caller}-01"}
+            state, answer = await _ask_with_sdk(base, headers, streaming)
+            assert (state, answer) == (TaskState.TASK_STATE_COMPLETED, "done")
+
+    records = _records(spans_file)
+    by_id = {r["span_id"]: r for r in records}
+    assert {r["trace_id"] for r in records} == {REMOTE_TRACE}  # no trace of its own
+    tops = {r["parent_id"] for r in records if r["parent_id"] not in by_id}
+    assert tops == set(callers.values())  # every chain ends at a caller's span: one root each
+    for caller in callers.values():
+        names = {r["name"] for r in records if r["parent_id"] == caller}
+        assert any(n.endswith("JsonRpcDispatcher.handle_requests") for n in names), names
+    runs = [r for r in records if r["name"] == "invoke_agent inner"]
+    assert len(runs) == 2
+    for run in runs:
+        chain = _chain(run, by_id)
+        # The run is under the SDK's spans, not hung off the caller's span past them.
+        assert chain[1]["name"].startswith("a2a.server."), chain[1]
+        assert chain[-1]["name"].endswith("JsonRpcDispatcher.handle_requests")
+    assert {_chain(run, by_id)[-1]["parent_id"] for run in runs} == set(callers.values())
+
+
+async def test_the_sdk_s_spans_start_a_new_trace_without_a_valid_traceparent(
+    tmp_path: Path,
+) -> None:
+    spans_file = tmp_path / "spans.jsonl"
+    async with _globally_traced_server(spans_file) as base:
+        for headers in ({"traceparent": f"00-{'0' * 32}-{REMOTE_SPAN}-01"}, {}):
+            state, answer = await _ask_with_sdk(base, headers, False)
+            assert (state, answer) == (TaskState.TASK_STATE_COMPLETED, "done")
+
+    records = _records(spans_file)
+    by_id = {r["span_id"]: r for r in records}
+    roots = [r for r in records if r["parent_id"] is None]
+    assert all(r["parent_id"] in by_id for r in records if r["parent_id"] is not None)
+    assert [r["name"].rsplit(".", 1)[-1] for r in roots] == ["handle_requests"] * 2
+    assert len({r["trace_id"] for r in records}) == 2  # one trace per request
+    assert REMOTE_TRACE not in {r["trace_id"] for r in records}
+    runs = [r for r in records if r["name"] == "invoke_agent inner"]
+    assert sorted(_chain(run, by_id)[-1]["span_id"] for run in runs) == sorted(
+        r["span_id"] for r in roots
+    )
 
 
 # ------------------------------------------------------------------------------ tracing off

@@ -31,11 +31,12 @@ The HTTP gate is the same as for MCP: loopback by default, a bearer token requir
 (every route but the agent card, which is public so that clients can discover how to
 authenticate), ``Host`` and ``Origin`` checked against DNS rebinding.
 
-Each run continues the caller's trace: the W3C trace context of the request's HTTP headers
+Each request continues the caller's trace: the W3C trace context of its HTTP headers
 (``traceparent``, ``tracestate``, ``baggage``; sent by :class:`~daimon.a2a.RemoteA2AAgent`) is
-the parent of the spans the run starts (an instrumented agent's ``invoke_agent``). a2a-sdk 1.3
-makes spans of its own but neither sends nor reads trace context. Without OpenTelemetry set up
-this costs nothing, and a malformed ``traceparent`` only means a new trace.
+attached while the request is handled, its streamed response included. The spans a2a-sdk makes
+(given a global tracer provider; the SDK neither sends nor reads trace context itself) and the
+run's own (an instrumented agent's ``invoke_agent``) are all in the caller's trace. Without
+OpenTelemetry set up this costs nothing, and a malformed ``traceparent`` only means a new trace.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ from daimon.core.errors import BuilderError, DaimonError, RunCancelled
 from daimon.core.events import Done, TextDelta
 from daimon.core.lifecycle import serve_until_cancelled
 from daimon.core.results import AgentResponse
-from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
+from daimon.telemetry._asgi import TraceContextMiddleware
+from daimon.telemetry._propagation import join_trace
 
 __all__ = ("DaimonAgentExecutor", "a2a_app", "agent_card", "serve_a2a")
 
@@ -210,29 +212,20 @@ class DaimonAgentExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-def _trace_id(traceparent: str | None) -> str | None:
-    parts = traceparent.strip().lower().split("-") if traceparent else []
-    return parts[1] if len(parts) >= 4 else None
-
-
 def _caller_trace(call: ServerCallContext | None) -> contextlib.AbstractContextManager[None]:
     """Continue the trace (and baggage) the request's HTTP headers carry.
 
-    The SDK's routes keep the headers in ``call.state["headers"]``. When the current span is
-    already in the caller's trace (something in front extracted it: an instrumented ASGI stack),
-    that span stays the parent and only the baggage is added.
+    The SDK's routes keep the headers in ``call.state["headers"]``. In :func:`a2a_app` the
+    middleware in front has already attached that trace (the SDK's spans are in it), so the
+    current span stays the run's parent and only the baggage is taken again; this extraction
+    serves request handlers of your own.
     """
     headers = call.state.get("headers") if call is not None else None
     if not isinstance(headers, Mapping):
         return contextlib.nullcontext()
     lowered = {str(key).lower(): value for key, value in headers.items()}
     carrier = {key: lowered[key] for key in _TRACE_KEYS if isinstance(lowered.get(key), str)}
-    if not carrier:
-        return contextlib.nullcontext()
-    current = inject_trace_context({}).get("traceparent")
-    if current is not None and _trace_id(current) == _trace_id(carrier.get("traceparent")):
-        carrier = {key: value for key, value in carrier.items() if key == "baggage"}
-    return extract_trace_context(carrier)
+    return join_trace(carrier)
 
 
 def _failure(exc: Exception) -> str:
@@ -321,7 +314,7 @@ def a2a_app(
     )
     app = Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")])
     return Guard(
-        app,
+        TraceContextMiddleware(app),
         token=token,
         hosts=hosts_for(host, allowed_hosts),
         origins=allowed_origins,

@@ -24,6 +24,7 @@ from daimon.server._routes import add_native_routes
 from daimon.server._security import HostOriginGuard, RequestGate
 from daimon.server._settings import ServerSettings
 from daimon.server._ui import add_ui_routes, ui_paths
+from daimon.telemetry._asgi import TraceContextMiddleware
 
 __all__ = ("create_app", "serve")
 
@@ -47,7 +48,9 @@ def create_app(
 
     The app is a :class:`fastapi.FastAPI`: run it with any ASGI server, or with :func:`serve`.
     Its gates (host and origin allowlist, bearer token, body limit) wrap every route, including
-    any added later.
+    any added later. A request let through runs in the W3C trace context its headers carry
+    (``traceparent``, ``tracestate``, ``baggage``), so an instrumented agent's run continues the
+    caller's trace.
 
     Raises:
         BuilderError: The agents or the settings are unusable (see :class:`ServerSettings`).
@@ -82,7 +85,9 @@ def create_app(
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
     # Added innermost first: the host and origin guard runs before CORS, CORS (answering
-    # preflights, which carry no token) before the token check.
+    # preflights, which carry no token) before the token check, and only a request let through
+    # continues the caller's trace (its traceparent, tracestate and baggage headers).
+    app.add_middleware(TraceContextMiddleware)
     app.add_middleware(
         RequestGate,
         token=settings.token,

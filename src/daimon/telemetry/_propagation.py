@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 
 from daimon.core.optional import require
 
-__all__ = ("extract_trace_context", "inject_trace_context")
+__all__ = ("extract_trace_context", "inject_trace_context", "join_trace")
 
 
 def _tracing() -> bool:
@@ -59,3 +59,28 @@ def extract_trace_context(carrier: Mapping[str, str] | None) -> Iterator[None]:
         yield
     finally:
         context.detach(token)
+
+
+def _trace_id(traceparent: str | None) -> str | None:
+    parts = traceparent.strip().lower().split("-") if traceparent else []
+    return parts[1] if len(parts) >= 4 else None
+
+
+@contextlib.contextmanager
+def join_trace(carrier: Mapping[str, str] | None) -> Iterator[None]:
+    """:func:`extract_trace_context`, keeping the current span when it is already in that trace.
+
+    A server extracting at several layers (an ASGI middleware, then the handler) must not make
+    the inner layer reparent its spans onto the caller's span, skipping the spans in between:
+    when the current span already belongs to the carrier's trace, it stays the parent and only
+    the carrier's baggage is taken.
+    """
+    if not carrier or not _tracing():
+        yield
+        return
+    headers = {str(key).lower(): value for key, value in carrier.items()}
+    current = inject_trace_context({}).get("traceparent")
+    if current is not None and _trace_id(current) == _trace_id(headers.get("traceparent")):
+        headers = {key: value for key, value in headers.items() if key == "baggage"}
+    with extract_trace_context(headers):
+        yield
