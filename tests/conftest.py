@@ -174,14 +174,17 @@ import importlib, importlib.abc, json, sys
 
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] == sys.argv[2]:
+        if name == sys.argv[2] or name.startswith(sys.argv[2] + "."):
             raise ImportError(f"blocked {name}")
         return None
 
 sys.meta_path.insert(0, Block())
 from daimon.core import MissingDependencyError
+module, _, attribute = sys.argv[1].partition(":")
 try:
-    importlib.import_module(sys.argv[1])
+    loaded = importlib.import_module(module)
+    if attribute:
+        getattr(loaded, attribute)
 except MissingDependencyError as exc:
     print(json.dumps([exc.extra, exc.module, str(exc)]))
 """
@@ -191,8 +194,10 @@ except MissingDependencyError as exc:
 def import_without() -> Callable[[str, str], tuple[str, str, str]]:
     """Imports a module in a fresh interpreter where one library cannot be imported.
 
-    ``import_without(module, library)`` returns the ``extra``, ``module`` and message of the
-    ``MissingDependencyError`` the import raised, and fails the test if it raised none.
+    ``import_without(target, library)`` imports ``target`` (a module, or ``module:name`` to also
+    get a name from it) with ``library`` (a package, dotted names allowed) blocked, and returns the
+    ``extra``, ``module`` and message of the ``MissingDependencyError`` that raised; it fails the
+    test if none did.
     """
 
     def run(module: str, library: str) -> tuple[str, str, str]:

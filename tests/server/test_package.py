@@ -5,21 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 
 import daimon.server
-
-_BLOCK = """
-import importlib.abc, json, sys
-
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.partition(".")[0] in {blocked!r}:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-
-sys.meta_path.insert(0, Block())
-{statement}
-"""
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
@@ -44,17 +32,10 @@ def test_importing_daimon_or_the_settings_loads_no_web_library() -> None:
     assert json.loads(result.stdout) == [False, []]
 
 
-def test_a_missing_extra_is_named() -> None:
-    statement = (
-        "from daimon.core.errors import MissingDependencyError\n"
-        "try:\n"
-        "    from daimon.server import create_app\n"
-        "except MissingDependencyError as exc:\n"
-        "    print(json.dumps([exc.module, exc.extra, str(exc)]))\n"
-    )
-    result = _run(_BLOCK.format(blocked={"fastapi"}, statement=statement))
-    assert result.returncode == 0, result.stderr
-    module, extra, message = json.loads(result.stdout)
+def test_a_missing_extra_is_named(
+    import_without: Callable[[str, str], tuple[str, str, str]],
+) -> None:
+    extra, module, message = import_without("daimon.server:create_app", "fastapi")
     assert (module, extra) == ("fastapi", "server")
     assert 'pip install "daimon[server]"' in message
 
