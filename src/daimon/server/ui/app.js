@@ -66,6 +66,11 @@ ui.tokenForm.addEventListener("submit", (event) => {
   connect();
 });
 
+// Escape dismisses the dialog (the browser closes it): say how to get it back.
+ui.tokenDialog.addEventListener("cancel", () => {
+  notice("This server needs a token: reload the page to enter it.", true);
+});
+
 ui.forgetToken.addEventListener("click", () => {
   setToken(null);
   location.reload();
@@ -351,7 +356,10 @@ async function send() {
     state.controller = null;
     for (const card of turn.allCards()) card.stop(run.status);
     finishTurn(turn, run, agent);
+    // Cancel is disabled now: a keyboard user who pressed it goes back to the message box.
+    const onCancel = document.activeElement === ui.cancel;
     setRunning(false);
+    if (onCancel) ui.prompt.focus();
     const outcome = { done: "", cancelled: "Run cancelled.", error: "The run failed." };
     notice(outcome[run.status], run.status === "error");
     draw();

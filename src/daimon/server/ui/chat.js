@@ -140,8 +140,9 @@ export class ToolCard {
     head.append(this.name);
     if (node !== null) head.append(el("span", { className: "node-tag", text: `in ${node}` }));
     head.append(this.state, this.duration);
-    this.args = el("pre", { className: "tool-args", attrs: { "aria-label": "Arguments" } });
-    this.result = el("pre", { className: "tool-result", attrs: { "aria-label": "Result" } });
+    // A plain <pre> may not carry a name (ARIA prohibits it on generic elements): a named group.
+    this.args = el("pre", { className: "tool-args", attrs: { role: "group", "aria-label": "Arguments" } });
+    this.result = el("pre", { className: "tool-result", attrs: { role: "group", "aria-label": "Result" } });
     this.result.hidden = true;
     this.root.append(head, this.args, this.result);
   }
