@@ -126,7 +126,7 @@ def test_a_turn_running_finished_and_inspected(live: Live, page: Page) -> None:
     expect(page.get_by_label("Agent")).to_be_enabled()
 
     send(page, "What are 2 + 3 and 4 * 5?")
-    add = page.get_by_role("region", name="Tool call add")
+    add = page.get_by_role("article", name="Tool call add")
     expect(add).to_contain_text("running…")
     expect(page.get_by_role("button", name="Cancel")).to_be_enabled()
     timeline = page.get_by_role("list", name="Run timeline")
@@ -136,7 +136,7 @@ def test_a_turn_running_finished_and_inspected(live: Live, page: Page) -> None:
 
     answer = page.get_by_test_id("answer")
     expect(answer).to_contain_text("The sum is 5 and the product is 20.")
-    failed = page.get_by_role("region", name="Tool call divide")
+    failed = page.get_by_role("article", name="Tool call divide")
     expect(failed.get_by_label("Error")).to_contain_text("division by zero")
     expect(add.get_by_label("Result")).to_have_text("5")
     expect(timeline.locator(".bar.tool.error")).to_have_count(1)
@@ -265,7 +265,7 @@ def test_the_keyboard_alone_reaches_every_control_with_a_visible_focus(
     press(page, "Tab")
     page.keyboard.type("What are 2 + 3 and 4 * 5?")
     page.keyboard.press("Control+Enter")
-    expect(page.get_by_role("region", name="Tool call add")).to_contain_text("running…")
+    expect(page.get_by_role("article", name="Tool call add")).to_contain_text("running…")
     assert press(page, "Tab")["key"] == "#cancel"  # Send is disabled while the run goes on
     assert press(page, "Shift+Tab")["key"] == "#prompt"
     assert press(page, "Tab")["key"] == "#cancel"

@@ -77,7 +77,7 @@ def test_daimon_serve_serves_the_playground(page: Page, shots: Shots) -> None:
         box.fill("12.5 * 4 + 3?")
         box.press("Control+Enter")
         expect(page.get_by_test_id("answer")).to_contain_text("12.5 * 4 + 3 = 53.0")
-        expect(page.get_by_role("region", name="Tool call calculator")).to_contain_text("53.0")
+        expect(page.get_by_role("article", name="Tool call calculator")).to_contain_text("53.0")
         shots(page, "answered")
 
 

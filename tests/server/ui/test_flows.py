@@ -316,7 +316,7 @@ def test_an_agent_node_streams_its_text_and_tool_cards_into_the_chat(
     # for three tools, whose cards (tagged with the node) run; the run's answer is still empty.
     expect(solve.locator(".answer-text").first).to_have_text("Let me work that out.")
     expect(solve.locator(".node-tag").first).to_have_text("in solve")
-    add = solve.get_by_role("region", name="Tool call add in solve", exact=True)
+    add = solve.get_by_role("article", name="Tool call add in solve", exact=True)
     expect(add).to_be_visible()
     expect(add.locator(".node-tag")).to_have_text("in solve")
     expect(add.locator(".tool-state")).to_have_text("running…")
@@ -332,9 +332,9 @@ def test_an_agent_node_streams_its_text_and_tool_cards_into_the_chat(
     expect(add.locator(".tool-state")).to_have_text("done")
     expect(add.get_by_label("Result")).to_have_text("5")
     expect(add.locator(".tool-duration")).to_have_text(re.compile(r"^\d+ ms$|^[\d.]+ s$"))
-    multiply = solve.get_by_role("region", name="Tool call multiply in solve", exact=True)
+    multiply = solve.get_by_role("article", name="Tool call multiply in solve", exact=True)
     expect(multiply.get_by_label("Result")).to_have_text("20")
-    divide = solve.get_by_role("region", name="Tool call divide in solve", exact=True)
+    divide = solve.get_by_role("article", name="Tool call divide in solve", exact=True)
     expect(divide).to_have_class(re.compile(r"\bfailed\b"))
     expect(divide.get_by_label("Error")).to_contain_text("ZeroDivisionError")
     # The node's agent streamed its answer after the cards, in its block; the run's answer

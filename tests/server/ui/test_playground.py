@@ -41,7 +41,7 @@ def test_a_prompt_streams_its_answer_with_tool_cards_and_a_timeline(
     answer = page.get_by_test_id("answer").last
     # Streamed: the first words and the tool cards show while the tools still run.
     expect(answer).to_contain_text("Let me work that out.")
-    add = page.get_by_role("region", name="Tool call add")
+    add = page.get_by_role("article", name="Tool call add")
     expect(add).to_contain_text("running…")
     expect(add).to_contain_text('"a": 2')
     expect(page.get_by_role("button", name="Cancel")).to_be_enabled()
@@ -56,7 +56,7 @@ def test_a_prompt_streams_its_answer_with_tool_cards_and_a_timeline(
     expect(add.get_by_label("Result")).to_have_text("5")
     expect(add).to_contain_text("done")
     expect(add.locator(".tool-duration")).to_have_text(re.compile(r"^\d+ ms$"))
-    failed = page.get_by_role("region", name="Tool call divide")
+    failed = page.get_by_role("article", name="Tool call divide")
     expect(failed).to_have_class("tool-card failed")
     expect(failed.get_by_label("Error")).to_contain_text("division by zero")
     expect(page.get_by_text("This turn: 122 in · 27 out tokens · $0.0000")).to_be_visible()

@@ -129,7 +129,7 @@ export class Turn extends Stream {
 export class ToolCard {
   constructor(name, node = null) {
     const where = node === null ? "" : ` in ${node}`;
-    this.root = el("section", {
+    this.root = el("article", {
       className: "tool-card running",
       attrs: { "aria-label": `Tool call ${name}${where}` },
     });
