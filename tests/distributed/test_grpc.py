@@ -195,7 +195,8 @@ async def test_queues_survive_a_restart_of_the_service(tmp_path: Path) -> None:
             delivery = await broker.claim(wait=2)
             assert delivery is not None and delivery.task.task_id == "t2"
         assert second._queue is not None
-        assert second._queue.dead_letters("tasks")[0][0] == "t1"
+        [dead] = second._queue.dead_letters("tasks")
+        assert (dead.task.task_id, dead.attempts) == ("t1", 1)
 
 
 async def test_a_claim_waits_on_the_service_for_a_submit(service: str, queue: str) -> None:

@@ -108,7 +108,7 @@ async def test_failing_task_retries_then_is_dead_lettered(broker: MemoryBroker) 
     assert status.error is not None
     assert "dead-lettered after 3 attempts; last error: ModelError: overloaded" in status.error
     assert calls == 3
-    assert [t.task_id for t in broker.dead_letters] == [task_id]
+    assert [d.task.task_id for d in await broker.dead_letters()] == [task_id]
 
 
 async def test_permanent_error_fails_at_once(broker: MemoryBroker) -> None:

@@ -223,7 +223,9 @@ def serve(
 
 # --- daimon broker serve grpc: the daimon broker service.
 
-broker_app = typer.Typer(help="Task brokers: run daimon's own broker service.")
+broker_app = typer.Typer(
+    help="Task brokers: run daimon's own broker service, list a queue's dead letters."
+)
 broker_serve_app = typer.Typer(help="Run a broker service.")
 app.add_typer(broker_app, name="broker")
 broker_app.add_typer(broker_serve_app, name="serve")
@@ -247,3 +249,77 @@ def broker_serve_grpc(
     module = importlib.import_module("daimon.distributed.brokers.grpc")
     sys.stderr.write(f"daimon broker service on {host}:{port} (db {db})\n")
     _serve(module.serve(str(db), host=host, port=port, token=token, synchronous=synchronous))
+
+
+# --- daimon broker dead-letters: what a queue dead-lettered, and why.
+
+
+@broker_app.command("dead-letters")
+def broker_dead_letters(
+    url: Annotated[
+        str,
+        typer.Argument(
+            envvar="DAIMON_BROKER",
+            help="The broker: redis://, nats://, grpc://, amqp://, sqs://, pubsub://, sb://.",
+        ),
+    ],
+    limit: Annotated[int, typer.Option(help="List at most this many (1 to 10,000).")] = 20,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON array (task, reason, attempts, dead_at).")
+    ] = False,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="Task-state store for brokers without one (RabbitMQ, SQS, Pub/Sub, Service Bus)."
+        ),
+    ] = None,
+    queue: Annotated[str, typer.Option(help="The queue (stream, subject) to look at.")] = "tasks",
+) -> None:
+    """List a queue's dead-lettered tasks, oldest first, without taking them off the queue."""
+    import json
+
+    from daimon.core.codec import to_data
+    from daimon.core.task_records import DeadLetter
+
+    async def read() -> list[DeadLetter]:
+        from daimon.distributed import broker_from_url
+
+        options: dict[str, Any] = {"queue": queue}
+        if store is not None:
+            options["store"] = store
+        broker = broker_from_url(url, **options)
+        try:
+            return await broker.dead_letters(limit)
+        finally:
+            await broker.aclose()
+
+    try:
+        letters = asyncio.run(read())
+    except DaimonError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        raise _Exit(EXIT_USAGE) from None
+    except KeyboardInterrupt:
+        raise _Exit(EXIT_INTERRUPTED) from None
+    if as_json:
+        rows = [
+            {
+                "task": to_data(d.task),
+                "reason": d.reason,
+                "attempts": d.attempts,
+                "dead_at": d.dead_at,
+            }
+            for d in letters
+        ]
+        sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
+        return
+    if not letters:
+        sys.stderr.write(f"no dead letters in queue {queue!r}\n")
+    for d in letters:
+        when = _utc(d.dead_at) if d.dead_at else "-"
+        sys.stdout.write(f"{when}  {d.task.task_id}  attempts={d.attempts}  {d.reason}\n")
+
+
+def _utc(epoch: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -15,22 +15,27 @@ Every ``begin`` starts a new attempt; only the newest attempt may settle a task,
 settles once. :class:`TaskStore` is what a broker whose service cannot hold records (RabbitMQ,
 SQS, Pub/Sub, Service Bus) asks of the store that does; :class:`SettlingDelivery` and
 :class:`StoreDelivery` are the delivery code those brokers share, and :func:`submit_through` their
-submit (which withdraws the record of a task whose message could not be sent). Standard library
+submit (which withdraws the record of a task whose message could not be sent). :class:`DeadLetter`
+and the ``dead_letter_*`` helpers are how every broker lists its dead letters. Standard library
 only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
-from daimon.core.errors import BrokerError, BuilderError
+from daimon.core.codec import loads
+from daimon.core.errors import BrokerError, BuilderError, SerializationError
 from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
 
 __all__ = (
     "BrokerHandle",
+    "DeadLetter",
+    "MAX_DEAD_LETTERS",
     "SettleByTaskId",
     "SettlingDelivery",
     "StoreBackedBroker",
@@ -40,9 +45,14 @@ __all__ = (
     "TaskStore",
     "begin",
     "cancel",
+    "check_dead_letter_limit",
     "check_options",
+    "dead_letter_attempts",
+    "dead_letter_from_store",
+    "dead_letter_task",
     "heartbeat",
     "lost_attempt",
+    "oldest_dead_letters",
     "settle",
     "submit_through",
     "view",
@@ -402,3 +412,75 @@ class StoreBackedBroker(SettleByTaskId):
     async def _close_store(self) -> None:
         if self._own_store:
             await self._store.aclose()
+
+
+# --- Dead letters, as every broker lists them (daimon.distributed.Broker.dead_letters).
+
+MAX_DEAD_LETTERS = 10_000
+"""The most dead letters one :meth:`Broker.dead_letters` call lists."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLetter:
+    """A dead-lettered task, as ``daimon.distributed.Broker.dead_letters`` lists it."""
+
+    task: AgentTask
+    reason: str
+    """Why it was dead-lettered (the error its status carries)."""
+    attempts: int = 0
+    """Attempts it had spent (``0`` when the broker cannot tell)."""
+    dead_at: float = 0.0
+    """When it was dead-lettered, in epoch seconds (``0.0`` when the broker cannot tell)."""
+
+
+def check_dead_letter_limit(limit: int) -> int:
+    """``limit`` when it is a whole number from 1 to 10,000; else :class:`BuilderError`."""
+    if type(limit) is not int or not 1 <= limit <= MAX_DEAD_LETTERS:
+        raise BuilderError(
+            f"limit must be a whole number from 1 to {MAX_DEAD_LETTERS:,}, got {limit!r}"
+        )
+    return limit
+
+
+def dead_letter_task(payload: str | bytes, task_id: str) -> AgentTask:
+    """The task a dead letter carries; an empty task of ``task_id`` when it cannot be read."""
+    try:
+        return loads(payload, AgentTask)
+    except SerializationError:
+        return AgentTask(task_id=task_id, input="")
+
+
+async def dead_letter_from_store(
+    store: TaskStore, payload: str | bytes, task_id: str, reason: str, dead_at: float
+) -> DeadLetter:
+    """A dead letter whose body is a message's and whose reason is the store's record, if kept."""
+    task = dead_letter_task(payload, task_id)
+    try:
+        status = await store.status(task.task_id)
+    except KeyError:  # the record expired: the message's own reason is all there is
+        status = None
+    if status is not None and status.state is TaskState.FAILED and status.error:
+        reason = status.error
+    return DeadLetter(
+        task=task, reason=reason, attempts=dead_letter_attempts(reason), dead_at=dead_at
+    )
+
+
+def oldest_dead_letters(letters: list[DeadLetter], limit: int) -> list[DeadLetter]:
+    """``letters`` oldest first, one per task (the first), at most ``limit`` of them."""
+    seen: set[str] = set()
+    out = []
+    for letter in sorted(letters, key=lambda d: d.dead_at):
+        if letter.task.task_id not in seen:
+            seen.add(letter.task.task_id)
+            out.append(letter)
+    return out[:limit]
+
+
+_SPENT = re.compile(r"^dead-lettered after (\d+) attempts;")
+
+
+def dead_letter_attempts(reason: str) -> int:
+    """The attempt count a ``dead-lettered after N attempts; ...`` reason names; else ``0``."""
+    found = _SPENT.match(reason)
+    return int(found.group(1)) if found else 0

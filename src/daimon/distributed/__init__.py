@@ -24,7 +24,7 @@ from daimon.core.lazy import lazy_exports
 if TYPE_CHECKING:
     from daimon.core.errors import BrokerError
     from daimon.distributed._client import new_task, wait_for_task
-    from daimon.distributed._protocols import Broker, Delivery
+    from daimon.distributed._protocols import Broker, DeadLetter, Delivery
     from daimon.distributed._trace import (
         TRACEPARENT,
         child_traceparent,
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = (
     "Broker",
     "BrokerError",
+    "DeadLetter",
     "Delivery",
     "TRACEPARENT",
     "Worker",
@@ -55,6 +56,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "TRACEPARENT": ("daimon.distributed._trace", "TRACEPARENT"),
     "Broker": ("daimon.distributed._protocols", "Broker"),
     "BrokerError": ("daimon.core.errors", "BrokerError"),
+    "DeadLetter": ("daimon.distributed._protocols", "DeadLetter"),
     "Delivery": ("daimon.distributed._protocols", "Delivery"),
     "Worker": ("daimon.distributed._worker", "Worker"),
     "broker_from_url": ("daimon.distributed._urls", "broker_from_url"),

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from daimon.core.task_records import DeadLetter
 from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
 
-__all__ = ("Broker", "Delivery")
+__all__ = ("Broker", "DeadLetter", "Delivery")
 
 
 @runtime_checkable
@@ -86,6 +87,13 @@ class Broker(Protocol):
 
     async def claim(self, wait: float = 1.0) -> Delivery | None:
         """The next task for this worker, waiting up to ``wait`` seconds; ``None`` if none."""
+        ...
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The oldest ``limit`` (1 to 10,000) dead-lettered tasks, oldest first.
+
+        An inspection: nothing listed is removed or queued again.
+        """
         ...
 
     async def aclose(self) -> None:

@@ -17,9 +17,10 @@ async callable that opens a new handle on one queue, fresh for each test, taking
 Closing a handle that holds deliveries stands for a crashed worker: the suite does so to check
 that its tasks come back. The suite checks the contract a worker relies on: at-least-once
 delivery, attempt numbers and fencing (one visible result per task), heartbeats, hand-back,
-retries up to ``max_deliver`` then dead-lettering, cancellation, and that no task stays
-``running`` once its lease has run out. :class:`TaskStoreConformance` does the same for the task
-stores that RabbitMQ, SQS, Pub/Sub and Service Bus keep their records in.
+retries up to ``max_deliver`` then dead-lettering (and listing dead letters without consuming
+them), cancellation, and that no task stays ``running`` once its lease has run out.
+:class:`TaskStoreConformance` does the same for the task stores that RabbitMQ, SQS, Pub/Sub and
+Service Bus keep their records in.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any, ClassVar, Protocol
 import pytest
 
 from daimon.core.chat import Usage
-from daimon.core.errors import SerializationError
+from daimon.core.errors import BuilderError, SerializationError
 from daimon.core.task_records import TaskStore
 from daimon.core.tasks import AgentTask, TaskResult, TaskState
 from daimon.distributed import Broker, Delivery
@@ -327,6 +328,43 @@ class BrokerConformance:
         assert status.error is not None
         assert "dead-lettered after 2 attempts" in status.error
         assert "lost" in status.error
+
+    async def test_dead_letters_are_listed_without_consuming(
+        self, make_broker: BrokerFactory
+    ) -> None:
+        """Dead letters are listed once each, oldest first, with why; listing consumes nothing."""
+        broker = await make_broker(max_deliver=2)
+        for bad in (0, 10_001, 1.5):
+            with pytest.raises(BuilderError, match="limit"):
+                await broker.dead_letters(bad)  # type: ignore[arg-type]
+        assert await broker.dead_letters() == []
+        await broker.submit(sample_task("poison"))
+        for attempt in (1, 2):
+            delivery = await _claim(broker)
+            assert delivery.task.attempt == attempt
+            assert await delivery.fail(f"boom {attempt}", retry=True) is True
+        await broker.submit(sample_task("healthy"))
+        assert await (await _claim(broker)).complete(sample_result("healthy"))
+        await broker.submit(sample_task("later"))
+        assert await (await _claim(broker)).fail("ValueError: nope") is True
+
+        listed = await broker.dead_letters()
+        assert [d.task.task_id for d in listed] == ["poison", "later"]
+        poison, later = listed
+        assert poison.task == sample_task("poison")
+        assert poison.attempts == 2
+        assert "dead-lettered after 2 attempts" in poison.reason
+        assert "boom 2" in poison.reason
+        assert "ValueError: nope" in later.reason
+        assert later.attempts in (0, 1)  # brokers that keep no count say 0
+        if poison.dead_at and later.dead_at:
+            assert abs(poison.dead_at - time.time()) < 300
+            assert poison.dead_at <= later.dead_at
+        assert await broker.dead_letters() == listed  # nothing was consumed
+        assert await broker.dead_letters(limit=1) == listed[:1]
+        assert await broker.claim(wait=0.3) is None  # nor queued again
+        assert (await broker.status("poison")).state is TaskState.FAILED
+        assert await (await make_broker(max_deliver=2)).dead_letters() == listed
 
     async def test_concurrent_workers_get_each_task_once(self, make_broker: BrokerFactory) -> None:
         """Tasks claimed by several workers at once are each delivered to one of them."""

@@ -17,11 +17,13 @@ from collections import deque
 from daimon.core.codec import dumps
 from daimon.core.errors import BuilderError, DaimonError
 from daimon.core.task_records import (
+    DeadLetter,
     SettleByTaskId,
     SettlingDelivery,
     TaskRecord,
     begin,
     cancel,
+    check_dead_letter_limit,
     check_options,
     heartbeat,
     settle,
@@ -43,7 +45,7 @@ class _Queue:
         self.ready: deque[str] = deque()
         self.leased: dict[str, float] = {}
         """Task ids handed out and not yet acknowledged -> when they come back if not renewed."""
-        self.dead: list[AgentTask] = []
+        self.dead: list[DeadLetter] = []
         self.wakeup = asyncio.Event()
 
     def take(self, now: float, lease: float) -> str | None:
@@ -65,7 +67,15 @@ class _Queue:
 
     def dead_letter(self, task_id: str) -> None:
         self.ack(task_id)
-        self.dead.append(self.tasks[task_id])
+        rec = self.records[task_id]
+        self.dead.append(
+            DeadLetter(
+                task=self.tasks[task_id],
+                reason=rec.error or "",
+                attempts=rec.attempt - rec.released,
+                dead_at=time.time(),
+            )
+        )
 
     def notify(self) -> None:
         self.wakeup.set()
@@ -104,10 +114,10 @@ class MemoryBroker(SettleByTaskId):
             _queue=self._queue,
         )
 
-    @property
-    def dead_letters(self) -> list[AgentTask]:
-        """The dead-lettered tasks, oldest first."""
-        return list(self._queue.dead)
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The oldest ``limit`` dead-lettered tasks, oldest first (none is removed)."""
+        self._check_open()
+        return self._queue.dead[: check_dead_letter_limit(limit)]
 
     async def aclose(self) -> None:
         """Close this handle; deliveries it holds come back when their lease runs out."""

@@ -34,12 +34,16 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.task_records import (
+    DeadLetter,
     SettleByTaskId,
     SettlingDelivery,
     TaskRecord,
     begin,
     cancel,
+    check_dead_letter_limit,
     check_options,
+    dead_letter_attempts,
+    dead_letter_task,
     heartbeat,
     settle,
     view,
@@ -300,7 +304,7 @@ class NatsBroker(SettleByTaskId):
                 await msg.nak(delay=value)
                 return None
             if outcome == "dead":
-                await self._dead_letter(task_id, msg.data, rec.error or "")
+                await self._dead_letter(task_id, msg.data, rec)
             if await self._put(task_id, rec, revision):
                 break
         if outcome == "dead":
@@ -314,12 +318,48 @@ class NatsBroker(SettleByTaskId):
             return None
         return _NatsDelivery(self, msg, dataclasses.replace(task, attempt=attempt))
 
-    async def _dead_letter(self, task_id: str, payload: bytes, error: str) -> None:
+    async def _dead_letter(self, task_id: str, payload: bytes, rec: TaskRecord) -> None:
         await self._js.publish(
             self._dead_subject,
             payload,
-            headers={"Nats-Msg-Id": f"dead:{task_id}", "Daimon-Error": error[:1000]},
+            headers={
+                "Nats-Msg-Id": f"dead:{task_id}",
+                "Daimon-Error": (rec.error or "")[:1000],
+                "Daimon-Attempts": str(rec.attempt - rec.released),
+            },
         )
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The oldest ``limit`` dead-lettered tasks of this queue, from ``<stream>_DEAD``.
+
+        Read message by message with ``get_msg`` (no consumer, so nothing is acknowledged or
+        removed); the stream keeps dead letters until its limits drop them.
+        """
+        check_dead_letter_limit(limit)
+        await self._ready()
+        out: list[DeadLetter] = []
+        seq = 1
+        while len(out) < limit:
+            try:
+                msg = await self._js.get_msg(
+                    self._dead_stream, seq=seq, subject=self._dead_subject, next=True
+                )
+            except js_errors.NotFoundError:
+                break
+            headers = msg.headers or {}
+            reason = str(headers.get("Daimon-Error", ""))
+            attempts = str(headers.get("Daimon-Attempts", ""))
+            task_id = str(headers.get("Nats-Msg-Id", "")).removeprefix("dead:")
+            out.append(
+                DeadLetter(
+                    task=dead_letter_task(msg.data or b"", task_id),
+                    reason=reason,
+                    attempts=int(attempts) if attempts.isdigit() else dead_letter_attempts(reason),
+                    dead_at=msg.time.timestamp() if msg.time is not None else 0.0,
+                )
+            )
+            seq = int(msg.seq or seq) + 1
+        return out
 
 
 class _NatsDelivery(SettlingDelivery):
@@ -365,7 +405,7 @@ class _NatsDelivery(SettlingDelivery):
                 await _answer(self._msg.ack_sync)
                 return outcome
             if outcome == "dead":
-                await broker._dead_letter(task_id, self._msg.data, rec.error or "")
+                await broker._dead_letter(task_id, self._msg.data, rec)
             if await broker._put(task_id, rec, revision):
                 break
         if outcome in ("requeued", "released"):

@@ -44,10 +44,15 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.task_records import (
+    MAX_DEAD_LETTERS,
+    DeadLetter,
     StoreBackedBroker,
     StoreDelivery,
     TaskStore,
+    check_dead_letter_limit,
     check_options,
+    dead_letter_from_store,
+    oldest_dead_letters,
     submit_through,
 )
 from daimon.core.tasks import AgentTask
@@ -59,6 +64,9 @@ subscriber_transports = require("google.pubsub_v1.services.subscriber.transports
 api_exceptions = require("google.api_core.exceptions", extra="pubsub")
 
 __all__ = ("PubSubBroker",)
+
+_SCAN_WAIT = 1.0
+"""Seconds one pull of :meth:`PubSubBroker.dead_letters` waits for more dead letters."""
 
 _log = logging.getLogger("daimon.distributed")
 _MAX_DEADLINE = 600
@@ -308,6 +316,58 @@ class PubSubBroker(StoreBackedBroker):
                 return None
             if not received:
                 await asyncio.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The oldest ``limit`` dead-lettered tasks, from ``<queue>-dead-keep``; none is removed.
+
+        Pub/Sub cannot peek, so this pulls the dead letters (up to 10,000) and hands every one
+        back at once with ``modify_ack_deadline(0)``; nothing is acknowledged, so if this reader
+        dies first they come back when their ack deadline passes. Pulled messages are sorted by
+        publish time. Each read counts as a delivery on that subscription, and a second reader
+        at the same moment sees only what this one left. The reason and attempt count come
+        from the task store.
+        """
+        check_dead_letter_limit(limit)
+        subscriber = await self._ready()
+        received: list[Any] = []
+        try:
+            while len(received) < MAX_DEAD_LETTERS:
+                try:
+                    reply = await subscriber.pull(
+                        request={
+                            "subscription": self._dead_subscription,
+                            "max_messages": 1000,
+                        },
+                        timeout=_SCAN_WAIT,
+                        retry=None,
+                    )
+                except api_exceptions.DeadlineExceeded:
+                    break
+                if not reply.received_messages:
+                    break
+                received.extend(reply.received_messages)
+        finally:
+            for start in range(0, len(received), 1000):
+                await subscriber.modify_ack_deadline(
+                    subscription=self._dead_subscription,
+                    ack_ids=[r.ack_id for r in received[start : start + 1000]],
+                    ack_deadline_seconds=0,
+                    timeout=self._timeout,
+                )
+        letters = []
+        for item in received:
+            message = item.message
+            published = message.publish_time
+            letters.append(
+                await dead_letter_from_store(
+                    self._store,
+                    bytes(message.data),
+                    str(message.attributes.get("task_id", "")),
+                    str(message.attributes.get("error", "")),
+                    published.timestamp() if published else 0.0,
+                )
+            )
+        return oldest_dead_letters(letters, limit)
 
     async def _ack(self, ack_id: str) -> None:
         await self._subscriber.acknowledge(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import logging
 import time
 from typing import Any
@@ -30,10 +31,14 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.task_records import (
+    DeadLetter,
     StoreBackedBroker,
     StoreDelivery,
     TaskStore,
+    check_dead_letter_limit,
     check_options,
+    dead_letter_from_store,
+    oldest_dead_letters,
     submit_through,
 )
 from daimon.core.tasks import AgentTask
@@ -179,6 +184,49 @@ class RabbitMQBroker(StoreBackedBroker):
         # A duplicate message is harmless: the store lets one delivery run, and acks the other
         # once the task has ended.
         return await submit_through(self._store, task.task_id, send)
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The oldest ``limit`` dead-lettered tasks, from ``<queue>.dead``; none is removed.
+
+        AMQP cannot peek, so this takes up to ``limit`` messages with ``basic.get`` on a channel
+        of its own, unacknowledged, and hands them all back with one ``nack(requeue=True)``
+        (multiple): RabbitMQ puts requeued messages back in their places, so the queue keeps
+        its order, and if this reader dies first the channel's close requeues them the same way.
+        Nothing is ever acknowledged, so no dead letter can be lost. Messages are marked
+        redelivered, and a second reader at the same moment sees only what this one left.
+        The reason and attempt count come from the task store.
+        """
+        check_dead_letter_limit(limit)
+        await self._ready()
+        channel = await self._connection.channel(publisher_confirms=False)
+        taken: list[Any] = []
+        try:
+            dead = await channel.declare_queue(f"{self._queue_name}.dead", passive=True)
+            while len(taken) < limit:
+                message = await dead.get(no_ack=False, fail=False)
+                if message is None:
+                    break
+                taken.append(message)
+            if taken:
+                await taken[-1].nack(multiple=True, requeue=True)
+        finally:
+            await channel.close()
+        letters = []
+        for message in taken:
+            death = ((message.headers or {}).get("x-death") or [{}])[0]
+            death = death if isinstance(death, dict) else {}
+            at = death.get("time")
+            letters.append(
+                await dead_letter_from_store(
+                    self._store,
+                    message.body,
+                    message.message_id or "",
+                    str(death.get("reason", "")),
+                    at.timestamp() if isinstance(at, datetime.datetime) else 0.0,
+                )
+            )
+        # A stable sort: within one second (x-death's resolution) the queue's order stays.
+        return oldest_dead_letters(letters, limit)
 
     async def claim(self, wait: float = 1.0) -> _RabbitDelivery | None:
         """The next task, waiting up to ``wait`` seconds for one."""

@@ -31,7 +31,15 @@ from typing import Any
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import SettleByTaskId, SettlingDelivery, check_options
+from daimon.core.task_records import (
+    DeadLetter,
+    SettleByTaskId,
+    SettlingDelivery,
+    check_dead_letter_limit,
+    check_options,
+    dead_letter_attempts,
+    dead_letter_task,
+)
 from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
 
 aioredis = require("redis.asyncio", extra="redis")
@@ -65,7 +73,10 @@ end
 local function dead_letter(group, entry, task_id, payload, err, ttl)
   redis.call('HSET', KEYS[1], 'state', 'failed', 'error', err)
   if #KEYS > 2 then
-    redis.call('XADD', KEYS[3], '*', 'id', task_id, 'task', payload, 'error', err)
+    local spent = tonumber(redis.call('HGET', KEYS[1], 'attempt') or '0')
+                  - tonumber(redis.call('HGET', KEYS[1], 'released') or '0')
+    redis.call('XADD', KEYS[3], '*', 'id', task_id, 'task', payload, 'error', err,
+               'attempts', spent)
   end
   ack(group, entry)
   expire(ttl)
@@ -541,13 +552,23 @@ class RedisBroker(SettleByTaskId):
             raise KeyError(task_id)
         return code == 1
 
-    async def dead_letters(self, count: int = 100) -> list[tuple[AgentTask, str]]:
-        """The oldest ``count`` dead-lettered tasks, each with why."""
-        entries = await self._client.xrange(self._dead, count=count)
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The oldest ``limit`` dead-lettered tasks, by ``XRANGE`` of the dead stream (a read)."""
+        entries = await self._client.xrange(self._dead, count=check_dead_letter_limit(limit))
         out = []
-        for _, fields in entries:
-            task = loads(fields[b"task"], AgentTask)
-            out.append((task, _text(fields[b"error"])))
+        for entry_id, fields in entries:
+            reason = _text(fields.get(b"error", b""))
+            attempts = fields.get(b"attempts")
+            out.append(
+                DeadLetter(
+                    task=dead_letter_task(fields.get(b"task", b""), _text(fields.get(b"id", b""))),
+                    reason=reason,
+                    attempts=int(attempts)
+                    if attempts is not None
+                    else dead_letter_attempts(reason),
+                    dead_at=int(_text(entry_id).split("-")[0]) / 1000,
+                )
+            )
         return out
 
     async def claim(self, wait: float = 1.0) -> _RedisDelivery | None:

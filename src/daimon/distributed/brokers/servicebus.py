@@ -39,10 +39,14 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.task_records import (
+    DeadLetter,
     StoreBackedBroker,
     StoreDelivery,
     TaskStore,
+    check_dead_letter_limit,
     check_options,
+    dead_letter_from_store,
+    oldest_dead_letters,
     submit_through,
 )
 from daimon.core.tasks import AgentTask
@@ -241,6 +245,42 @@ class ServiceBusBroker(StoreBackedBroker):
         )
         async with self._sending:
             await self._sender.send_messages(message)
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The oldest ``limit`` dead-lettered tasks, peeked from the dead-letter sub-queue.
+
+        ``peek_messages`` takes no lock and changes nothing; messages come in sequence order
+        (the order they were dead-lettered). Service Bus keeps no dead-lettering time, so
+        ``dead_at`` is ``0.0``. The reason and attempt count come from the task store.
+        """
+        check_dead_letter_limit(limit)
+        client = await self._ready()
+        receiver = client.get_queue_receiver(
+            self._name, sub_queue=servicebus.ServiceBusSubQueue.DEAD_LETTER
+        )
+        peeked: list[Any] = []
+        async with receiver:
+            while len(peeked) < limit:
+                start = peeked[-1].sequence_number + 1 if peeked else 0
+                batch = await receiver.peek_messages(
+                    max_message_count=limit - len(peeked), sequence_number=start
+                )
+                if not batch:
+                    break
+                peeked.extend(batch)
+        letters = []
+        for message in peeked:
+            why = message.dead_letter_error_description or message.dead_letter_reason or ""
+            letters.append(
+                await dead_letter_from_store(
+                    self._store,
+                    b"".join(message.body),
+                    str(message.message_id or ""),
+                    str(why),
+                    0.0,
+                )
+            )
+        return oldest_dead_letters(letters, limit)
 
     async def _call(self, operation: str, message: Any, **options: Any) -> Any:
         """``complete_message``, ``dead_letter_message`` or ``renew_message_lock``."""

@@ -31,7 +31,17 @@ from urllib.parse import parse_qsl, urlsplit
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import StoreBackedBroker, StoreDelivery, TaskStore, submit_through
+from daimon.core.task_records import (
+    MAX_DEAD_LETTERS,
+    DeadLetter,
+    StoreBackedBroker,
+    StoreDelivery,
+    TaskStore,
+    check_dead_letter_limit,
+    dead_letter_from_store,
+    oldest_dead_letters,
+    submit_through,
+)
 from daimon.core.tasks import AgentTask
 
 aiobotocore_session = require("aiobotocore.session", extra="sqs")
@@ -41,6 +51,8 @@ __all__ = ("SqsBroker",)
 
 _log = logging.getLogger("daimon.distributed")
 _MAX_VISIBILITY = 12 * 3600
+_SCAN_VISIBILITY = 30
+"""Seconds a dead letter stays hidden while :meth:`SqsBroker.dead_letters` reads the queue."""
 
 
 def _seconds(value: float) -> int:
@@ -240,6 +252,58 @@ class SqsBroker(StoreBackedBroker):
             await _SqsDelivery(self, receipt, body, placeholder).fail(error)
             return None
         return _SqsDelivery(self, receipt, body, dataclasses.replace(task, attempt=attempt))
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The oldest ``limit`` dead-lettered tasks, from ``<queue>-dead``; none is removed.
+
+        SQS cannot peek, and a receive with ``VisibilityTimeout=0`` returns the same first
+        messages every time, so this receives the dead letters (up to 10,000) hidden for a short
+        while, then makes every one visible again (``ChangeMessageVisibility`` to 0); a message
+        is never deleted, so if this reader dies first, they reappear on their own within 30
+        seconds. Standard queues keep no order, so all are read and sorted by
+        ``SentTimestamp``. A short-poll receive samples SQS's servers: on a large queue a
+        listing may miss some. A second reader at the same moment sees only what this one
+        left visible. The reason and attempt count come from the task store.
+        """
+        check_dead_letter_limit(limit)
+        client = await self._ready()
+        received: list[dict[str, Any]] = []
+        try:
+            while len(received) < MAX_DEAD_LETTERS:
+                batch = (
+                    await client.receive_message(
+                        QueueUrl=self._dead_url,
+                        MaxNumberOfMessages=10,
+                        VisibilityTimeout=_SCAN_VISIBILITY,
+                        WaitTimeSeconds=0,
+                        AttributeNames=["SentTimestamp"],
+                        MessageAttributeNames=["error"],
+                    )
+                ).get("Messages", [])
+                if not batch:
+                    break
+                received.extend(batch)
+        finally:
+            for start in range(0, len(received), 10):
+                await client.change_message_visibility_batch(
+                    QueueUrl=self._dead_url,
+                    Entries=[
+                        {
+                            "Id": str(n),
+                            "ReceiptHandle": message["ReceiptHandle"],
+                            "VisibilityTimeout": 0,
+                        }
+                        for n, message in enumerate(received[start : start + 10])
+                    ],
+                )
+        letters = []
+        for message in received:
+            why = message.get("MessageAttributes", {}).get("error", {}).get("StringValue", "")
+            sent = int(message.get("Attributes", {}).get("SentTimestamp", 0))
+            letters.append(
+                await dead_letter_from_store(self._store, message["Body"], "", why, sent / 1000)
+            )
+        return oldest_dead_letters(letters, limit)
 
     async def _dead_letter(self, body: str, receipt: str, error: str) -> None:
         """Move a message to the dead-letter queue: send it there, then delete it here."""

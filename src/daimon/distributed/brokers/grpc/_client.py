@@ -8,13 +8,21 @@ from urllib.parse import parse_qsl, urlsplit
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import SettleByTaskId, SettlingDelivery, check_options
+from daimon.core.task_records import (
+    DeadLetter,
+    SettleByTaskId,
+    SettlingDelivery,
+    check_dead_letter_limit,
+    check_options,
+)
 from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
 from daimon.distributed.brokers.grpc._wire import (
     ERROR_KEY,
     MAX_MESSAGE,
     ClaimReply,
     ClaimRequest,
+    DeadLettersReply,
+    DeadLettersRequest,
     HeartbeatRequest,
     Reply,
     SettleRequest,
@@ -163,6 +171,11 @@ class GrpcBroker(SettleByTaskId):
         """Cancel a task that has not ended; whether it was cancelled."""
         ref = TaskRef(queue=self._queue, task_id=task_id)
         return (await self._call("Cancel", ref, Reply)).flag
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The oldest ``limit`` dead-lettered tasks, from the service's store (none removed)."""
+        request = DeadLettersRequest(queue=self._queue, limit=check_dead_letter_limit(limit))
+        return (await self._call("DeadLetters", request, DeadLettersReply)).letters
 
     async def claim(self, wait: float = 1.0) -> _GrpcDelivery | None:
         """The next task, waiting up to ``wait`` seconds (on the service) for one."""

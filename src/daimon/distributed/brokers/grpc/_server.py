@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
+from daimon.core.task_records import check_dead_letter_limit
 from daimon.distributed.brokers.grpc._store import SqliteTaskQueue
 from daimon.distributed.brokers.grpc._wire import (
     ERROR_KEY,
@@ -22,6 +23,8 @@ from daimon.distributed.brokers.grpc._wire import (
     SERVICE,
     ClaimReply,
     ClaimRequest,
+    DeadLettersReply,
+    DeadLettersRequest,
     HeartbeatRequest,
     Reply,
     SettleRequest,
@@ -109,6 +112,7 @@ class GrpcBrokerServer:
             "Claim": self._method(ClaimRequest, self._claim),
             "Heartbeat": self._method(HeartbeatRequest, self._heartbeat),
             "Settle": self._method(SettleRequest, self._settle),
+            "DeadLetters": self._method(DeadLettersRequest, self._dead_letters),
         }
         server = grpc.aio.server(
             options=(
@@ -242,3 +246,9 @@ class GrpcBrokerServer:
         if outcome in ("requeued", "released"):
             self._wake(request.queue)
         return Reply(outcome=outcome)
+
+    async def _dead_letters(self, request: DeadLettersRequest) -> DeadLettersReply:
+        db, limit = self._db(), check_dead_letter_limit(request.limit)
+        return DeadLettersReply(
+            letters=await self._run(lambda: db.dead_letters(request.queue, limit))
+        )

@@ -18,7 +18,7 @@ from pathlib import Path
 from daimon.core import task_records as records
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError
-from daimon.core.task_records import TaskRecord
+from daimon.core.task_records import DeadLetter, TaskRecord, dead_letter_attempts, dead_letter_task
 from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
 
 __all__ = ("SqliteTaskQueue",)
@@ -187,9 +187,26 @@ class SqliteTaskQueue:
                 self._store(queue, task_id, rec, None)
             return outcome
 
-    def dead_letters(self, queue: str) -> list[tuple[str, str]]:
-        """The dead-lettered tasks of ``queue``, oldest first, each with why."""
+    def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]:
+        """The oldest ``limit`` dead-lettered tasks of ``queue``, with why and attempts spent."""
         rows = self._db.execute(
-            "SELECT task_id, error FROM daimon_dead WHERE queue = ? ORDER BY at", (queue,)
+            "SELECT d.task_id, d.error, d.at, t.payload, t.record FROM daimon_dead AS d"
+            " LEFT JOIN daimon_tasks AS t ON t.queue = d.queue AND t.task_id = d.task_id"
+            " WHERE d.queue = ? ORDER BY d.at, d.rowid LIMIT ?",
+            (queue, limit),
         ).fetchall()
-        return [(str(task_id), str(error)) for task_id, error in rows]
+        out = []
+        for task_id, error, at, payload, record in rows:
+            attempts = dead_letter_attempts(str(error))
+            if record is not None:
+                rec = loads(record, TaskRecord)
+                attempts = rec.attempt - rec.released
+            out.append(
+                DeadLetter(
+                    task=dead_letter_task(payload or "", str(task_id)),
+                    reason=str(error),
+                    attempts=attempts,
+                    dead_at=float(at),
+                )
+            )
+        return out

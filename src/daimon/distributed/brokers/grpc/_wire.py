@@ -11,11 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from daimon.core.task_records import DeadLetter
 from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
 
 __all__ = (
     "ClaimReply",
     "ClaimRequest",
+    "DeadLettersReply",
+    "DeadLettersRequest",
     "ERROR_KEY",
     "HeartbeatRequest",
     "MAX_MESSAGE",
@@ -107,3 +110,20 @@ class Reply:
 class StatusReply:
     status: TaskStatus
     kind: Literal["grpc_status_reply"] = field(default="grpc_status_reply", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLettersRequest:
+    """The oldest ``limit`` dead letters of a queue (``DeadLetters``; an inspection)."""
+
+    queue: str
+    limit: int
+    kind: Literal["grpc_dead_letters"] = field(default="grpc_dead_letters", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLettersReply:
+    letters: list[DeadLetter]
+    kind: Literal["grpc_dead_letters_reply"] = field(
+        default="grpc_dead_letters_reply", init=False, repr=False
+    )
