@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -58,6 +60,25 @@ async def test_history_survives_a_restart(tmp_path: Path) -> None:
     async with SQLiteMemory(path) as reopened:
         assert await reopened.get_messages("s") == sample_messages()
         assert await reopened.list_sessions() == ["s", "t"]
+
+
+async def test_a_program_that_never_closes_the_memory_still_exits_and_keeps_its_writes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "memory.db"
+    program = (
+        "import asyncio\n"
+        "from daimon.core import Message\n"
+        "from daimon.memory.sqlite import SQLiteMemory\n"
+        f"memory = SQLiteMemory({str(path)!r})\n"
+        "asyncio.run(memory.add_messages('s', [Message.user('kept')]))\n"
+    )
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", program], capture_output=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    async with SQLiteMemory(path) as reopened:
+        assert await reopened.get_messages("s") == [Message.user("kept")]
 
 
 async def test_file_is_in_wal_mode_with_the_documented_table(memory: SQLiteMemory) -> None:

@@ -13,6 +13,7 @@ import asyncio
 import os
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -142,9 +143,16 @@ class SQLiteMemory(SetupOnEnter):
         if self._closed:
             raise DaimonError(f"SQLiteMemory({self._path!r}) is closed")
         if self._conn is None:
-            conn = await aiosqlite.connect(
+            pending = aiosqlite.connect(
                 self._path, timeout=self._busy_timeout, isolation_level=None
             )
+            # aiosqlite's worker thread is not a daemon: a program that never closed the memory
+            # would hang at exit. Each write is one committed transaction (WAL, synchronous=FULL),
+            # so ending the thread with the interpreter loses nothing that was acknowledged.
+            worker = getattr(pending, "_thread", pending)
+            if isinstance(worker, threading.Thread) and not worker.is_alive():
+                worker.daemon = True
+            conn = await pending
             try:
                 await conn.execute(f"PRAGMA busy_timeout = {round(self._busy_timeout * 1000)}")
                 await self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
