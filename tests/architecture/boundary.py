@@ -71,6 +71,7 @@ ALWAYS_INSTALLED = (
     "daimon.cost",
     "daimon.state",
     "daimon.memory.window",
+    "daimon.memory.summary",
     "daimon.models.function",
     "daimon.models.scripted",
 )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from daimon.core.errors import BuilderError
-from daimon.core.messages import ImagePart, Message
+from daimon.core.messages import ImagePart, Message, Role
 from daimon.core.protocols import TokenCounter
 
 __all__ = ("CharacterTokenCounter", "message_tokens")
@@ -58,3 +59,21 @@ def message_tokens(message: Message, counter: TokenCounter) -> int:
     for call in message.tool_calls:
         total += counter.count_tokens(call.name) + counter.count_tokens(call.arguments_json)
     return total
+
+
+def token_window_start(messages: Sequence[Message], max_tokens: int, counter: TokenCounter) -> int:
+    """Where the newest run of ``messages`` that fits ``max_tokens`` starts (for memories).
+
+    The start is never a tool result, so the messages from it on hold no orphan result and no
+    tool call without all its results: a group the budget cuts through is left out whole.
+    """
+    start = len(messages)
+    total = 0
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        total += message_tokens(message, counter)
+        if total > max_tokens:
+            break
+        if message.role != Role.TOOL:
+            start = index
+    return start

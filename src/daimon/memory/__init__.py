@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from daimon.core.lazy import lazy_exports
 from daimon.core.tokens import CharacterTokenCounter
+from daimon.memory.summary import SummarizingMemory
 from daimon.memory.window import SlidingWindowMemory, TokenWindowMemory
 
-__all__ = ("CharacterTokenCounter", "SlidingWindowMemory", "TokenWindowMemory")
+__all__ = ("CharacterTokenCounter", "SlidingWindowMemory", "SummarizingMemory", "TokenWindowMemory")
 
 # name -> (module, attribute): backends that need an extra, imported on first use. Once a listed
 # module exists, also add its name to ``__all__`` and to a ``TYPE_CHECKING`` import block.

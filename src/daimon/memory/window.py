@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from daimon.core.errors import BuilderError
 from daimon.core.messages import Message, Role
 from daimon.core.protocols import Memory, TokenCounter
-from daimon.core.tokens import CharacterTokenCounter, message_tokens
+from daimon.core.tokens import CharacterTokenCounter, token_window_start
 
 __all__ = ("SlidingWindowMemory", "TokenWindowMemory")
 
@@ -32,20 +32,6 @@ def _count_window_start(messages: Sequence[Message], max_messages: int) -> int:
     start = max(end - max_messages, 0)
     while start < end and messages[start].role == Role.TOOL:
         start += 1
-    return start
-
-
-def _token_window_start(messages: Sequence[Message], max_tokens: int, counter: TokenCounter) -> int:
-    """Where the newest window of at most ``max_tokens`` tokens starts."""
-    start = len(messages)
-    total = 0
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        total += message_tokens(message, counter)
-        if total > max_tokens:
-            break
-        if message.role != Role.TOOL:
-            start = index
     return start
 
 
@@ -132,7 +118,7 @@ class TokenWindowMemory:
     async def get_messages(self, session_id: str) -> list[Message]:
         """The session's newest messages that fit the budget, oldest first."""
         messages = await self._inner.get_messages(session_id)
-        return messages[_token_window_start(messages, self._max_tokens, self._counter) :]
+        return messages[token_window_start(messages, self._max_tokens, self._counter) :]
 
     async def add_messages(self, session_id: str, messages: Sequence[Message]) -> None:
         """Append messages to the inner memory."""
