@@ -11,6 +11,14 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 
+REMOTE_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+"""The trace id of a caller in another process (the W3C spec's example)."""
+REMOTE_SPAN = "00f067aa0ba902b7"
+"""That caller's span id."""
+TRACEPARENT = f"00-{REMOTE_TRACE}-{REMOTE_SPAN}-01"
+"""The ``traceparent`` header such a caller sends."""
+
+
 class Spans:
     """The finished spans of a test, and ways to walk them."""
 

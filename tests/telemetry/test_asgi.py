@@ -21,9 +21,7 @@ from opentelemetry import baggage, context, trace
 
 from daimon.telemetry._asgi import TraceContextMiddleware
 
-REMOTE_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-REMOTE_SPAN = "00f067aa0ba902b7"
-TRACEPARENT = f"00-{REMOTE_TRACE}-{REMOTE_SPAN}-01"
+from .conftest import REMOTE_SPAN, REMOTE_TRACE, TRACEPARENT
 
 
 def _seen() -> dict[str, Any]:

@@ -31,12 +31,9 @@ from daimon.testing.servers import serving
 from daimon.tools import Tool
 from mcp import Client
 
-from .conftest import Spans
+from .conftest import REMOTE_SPAN, REMOTE_TRACE, TRACEPARENT, Spans
 
 TRACED_SERVER = Path(__file__).with_name("mcp_traced_server.py")
-REMOTE_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-REMOTE_SPAN = "00f067aa0ba902b7"
-TRACEPARENT = f"00-{REMOTE_TRACE}-{REMOTE_SPAN}-01"
 
 
 @pytest.fixture

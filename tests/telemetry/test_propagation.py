@@ -12,11 +12,7 @@ from daimon import Agent, ChatResponse
 from daimon.models import FunctionModel
 from daimon.telemetry import extract_trace_context, inject_trace_context, instrument
 
-from .conftest import Spans
-
-REMOTE_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-REMOTE_SPAN = "00f067aa0ba902b7"
-TRACEPARENT = f"00-{REMOTE_TRACE}-{REMOTE_SPAN}-01"
+from .conftest import REMOTE_SPAN, REMOTE_TRACE, TRACEPARENT, Spans
 
 
 def test_inject_writes_the_current_span_as_a_traceparent(spans: Spans) -> None:

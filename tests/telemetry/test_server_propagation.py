@@ -25,11 +25,8 @@ from daimon.server import ServerSettings, create_app
 from daimon.telemetry import inject_trace_context, instrument
 from daimon.testing.servers import serving
 
-from .conftest import Spans
+from .conftest import REMOTE_SPAN, REMOTE_TRACE, TRACEPARENT, Spans
 
-REMOTE_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-REMOTE_SPAN = "00f067aa0ba902b7"
-TRACEPARENT = f"00-{REMOTE_TRACE}-{REMOTE_SPAN}-01"
 TOKEN = "test-token-0123456789"
 
 
