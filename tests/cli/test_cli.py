@@ -267,7 +267,7 @@ def test_options_override_an_agent_file(tmp_path: Path) -> None:
         'name = "filed"\nmodel = "openai-compatible:m@http://127.0.0.1:9/v1"\n'
         'system_prompt = "From the file."\ntools = ["daimon.cli.demo:calculator"]\n'
         "temperature = 0.5\n[memory]\ntype = 'sliding_window'\nmax_messages = 4\n"
-        "[limits]\nmax_iterations = 3\nmax_tokens = 99\n",
+        "[limits]\nmax_iterations = 3\nmax_tokens = 99\nmax_repeated_tool_calls = 2\n",
         encoding="utf-8",
     )
     notes = io.StringIO()
@@ -283,5 +283,6 @@ def test_options_override_an_agent_file(tmp_path: Path) -> None:
     assert agent.system_prompt == "From the command line."
     assert [spec.name for spec in agent.tools.specs] == ["calculator", "evaluate"]
     assert (agent.max_iterations, agent.max_tokens, agent.temperature) == (3, 99, 0.5)
+    assert agent.max_repeated_tool_calls == 2
     assert agent.memory.max_messages == 4  # type: ignore[attr-defined]
     assert "(from " in notes.getvalue()

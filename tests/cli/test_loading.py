@@ -26,7 +26,7 @@ system_prompt: You compute.
 temperature: 0
 tools: [daimon.cli.demo:calculator]
 memory: {type: token_window, max_tokens: 1000}
-limits: {max_iterations: 3, max_tokens: 200}
+limits: {max_iterations: 3, max_tokens: 200, max_repeated_tool_calls: 5}
 model_settings: {top_p: 0.5}
 """
 
@@ -45,6 +45,7 @@ max_tokens = 1000
 [limits]
 max_iterations = 3
 max_tokens = 200
+max_repeated_tool_calls = 5
 """
 
 
@@ -61,6 +62,7 @@ def test_yaml_and_toml_files_read_the_same(tmp_path: Path, name: str, text: str)
     assert config.memory == MemoryConfig(type="token_window", max_tokens=1000)
     assert config.max_iterations == 3
     assert config.max_tokens == 200
+    assert config.max_repeated_tool_calls == 5
     assert dict(config.model_settings) == {"top_p": 0.5}
 
 
@@ -74,6 +76,20 @@ def test_an_empty_table_gives_the_defaults(tmp_path: Path) -> None:
         None,
         10,
     )
+    assert config.max_repeated_tool_calls == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("agent.yaml", "limits: {max_repeated_tool_calls: false}\n"),
+        ("agent.toml", "[limits]\nmax_repeated_tool_calls = false\n"),
+    ],
+)
+def test_false_turns_the_repeated_call_guard_off(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    assert load_agent_file(path).max_repeated_tool_calls is None
 
 
 @pytest.mark.parametrize(
@@ -84,6 +100,10 @@ def test_an_empty_table_gives_the_defaults(tmp_path: Path) -> None:
         ("memory: {kind: sqlite}\n", "unknown field memory.kind"),
         ("limits: {max_iterations: 0}\n", "limits.max_iterations must be a positive integer"),
         ("limits: {max_tokens: true}\n", "limits.max_tokens must be a positive integer"),
+        (
+            "limits: {max_repeated_tool_calls: 0}\n",
+            "limits.max_repeated_tool_calls must be a positive integer",
+        ),
         ("limits: 3\n", "limits must be a table of fields, got int"),
         ("memory: {type: postgres}\n", "memory.type must be one of sliding_window, token_window"),
         ("memory: {max_messages: -1}\n", "memory.max_messages must be a positive integer"),

@@ -23,6 +23,7 @@ from daimon.core.errors import (
     OrchestrationError,
     OutputValidationError,
     PromptTemplateError,
+    RepeatedToolCallError,
     RunCancelled,
     SchemaValidationError,
     SerializationError,
@@ -49,6 +50,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     ModelError: (AgentRunError,),
     StreamClosedError: (ModelError,),
     MaxIterationsError: (AgentRunError,),
+    RepeatedToolCallError: (AgentRunError,),
     BudgetExceededError: (AgentRunError,),
     GuardrailBlockedError: (AgentRunError,),
     RunCancelled: (AgentRunError,),
@@ -177,6 +179,12 @@ def test_stream_closed_error_is_retryable_by_default_and_keeps_model_fields() ->
             {"tool": "add", "errors": ("a is required", "b must be int")},
         ),
         (MaxIterationsError(10), "max iterations (10) exceeded", {"max_iterations": 10}),
+        (
+            RepeatedToolCallError("search", {"q": "x", "n": 1}, 4),
+            'tool call search({"n": 1, "q": "x"}) repeated 4 times with the same result; '
+            "raise max_repeated_tool_calls, or set it to None to turn the guard off",
+            {"tool_name": "search", "arguments": {"q": "x", "n": 1}, "count": 4},
+        ),
         (
             BudgetExceededError(1.5, 1.0),
             "budget exceeded: $1.500000 spent, limit was $1.000000",

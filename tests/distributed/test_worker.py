@@ -129,13 +129,19 @@ async def test_permanent_error_fails_at_once(broker: MemoryBroker) -> None:
 
 
 def test_default_should_retry() -> None:
-    from daimon.core import BudgetExceededError, BuilderError, MaxIterationsError
+    from daimon.core import (
+        BudgetExceededError,
+        BuilderError,
+        MaxIterationsError,
+        RepeatedToolCallError,
+    )
 
     assert default_should_retry(ConnectionError("reset"))
     assert default_should_retry(ModelError("rate limited", retryable=True))
     assert not default_should_retry(ModelError("bad request", retryable=False))
     assert not default_should_retry(BuilderError("misconfigured"))
     assert not default_should_retry(MaxIterationsError(5))
+    assert not default_should_retry(RepeatedToolCallError("search", {"q": "x"}, 4))
     assert not default_should_retry(BudgetExceededError(1.0, 0.5))
 
 

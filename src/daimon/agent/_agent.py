@@ -48,6 +48,13 @@ class Agent:
     result; prompting again with the same ``run_id`` after a crash continues from the last
     checkpoint, never running a tool call whose result was saved, and a finished run just returns
     its answer again.
+
+    ``max_repeated_tool_calls`` stops a model stuck in a loop: it is the most times one run may
+    make the same tool call (same name, same arguments) and get the same result. The call that
+    would go past it is not run; the run raises
+    :class:`~daimon.core.errors.RepeatedToolCallError` instead. A call
+    whose result changed (polling a status) starts its count again; ``None`` turns the guard
+    off. Counts live in the run, and a resumed run starts them afresh.
     """
 
     __slots__ = (
@@ -59,6 +66,7 @@ class Agent:
         "input_guardrails",
         "max_budget",
         "max_iterations",
+        "max_repeated_tool_calls",
         "max_tokens",
         "middleware",
         "model",
@@ -99,6 +107,7 @@ class Agent:
         checkpoint: Checkpoint | None = None,
         output_type: Any = None,
         output_retries: int = 2,
+        max_repeated_tool_calls: int | None = 3,
     ) -> None:
         if model is None:
             raise BuilderError("Agent needs a model")
@@ -113,6 +122,13 @@ class Agent:
             )
         if type(max_iterations) is not int or max_iterations < 1:
             raise BuilderError(f"max_iterations must be a positive integer, got {max_iterations!r}")
+        if max_repeated_tool_calls is not None and (
+            type(max_repeated_tool_calls) is not int or max_repeated_tool_calls < 1
+        ):
+            raise BuilderError(
+                "max_repeated_tool_calls must be a positive integer or None, "
+                f"got {max_repeated_tool_calls!r}"
+            )
         if max_budget is not None:
             if not isinstance(max_budget, (int, float)) or max_budget < 0:
                 raise BuilderError(f"max_budget must be a non-negative number, got {max_budget!r}")
@@ -134,6 +150,7 @@ class Agent:
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self._memory = memory
         self.max_iterations = max_iterations
+        self.max_repeated_tool_calls = max_repeated_tool_calls
         self.hooks: tuple[AgentHook, ...] = tuple(hooks) if hooks else ()
         self.middleware = MiddlewareStack(middleware) if middleware else _NO_MIDDLEWARE
         self.input_guardrails: tuple[InputGuardrail, ...] = (
@@ -313,6 +330,7 @@ class Agent:
             "checkpoint": self.checkpoint,
             "output_type": self.output.output_type if self.output is not None else None,
             "output_retries": self.output_retries,
+            "max_repeated_tool_calls": self.max_repeated_tool_calls,
         }
         unknown = set(changes) - set(settings)
         if unknown:

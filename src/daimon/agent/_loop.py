@@ -19,6 +19,7 @@ from daimon.core.checkpoints import CheckpointState
 from daimon.core.errors import (
     MaxIterationsError,
     OutputValidationError,
+    RepeatedToolCallError,
     RunCancelled,
 )
 from daimon.core.events import (
@@ -146,6 +147,8 @@ async def run_events(
         pending: tuple[ToolCall, ...] = ()
         completed: dict[str, ToolOutput] = {}
         output_attempts = 0
+        # The repeated-call guard's counts, made at the first tool call; never checkpointed.
+        repeats: dict[str, list[list[Any]]] | None = None
         restored = None
         if resume is not None or checkpointer is not None:
             restored = await (checkpointer or RunCheckpointer(None, state)).restore(resume)
@@ -326,6 +329,10 @@ async def run_events(
             calls = pending
             waiting = _apply_decisions(agent, calls, completed, decisions)
             runnable = _runnable(calls, completed, waiting)
+            if runnable and agent.max_repeated_tool_calls is not None:
+                if repeats is None:
+                    repeats = {}
+                _check_repeats(runnable, repeats, agent.max_repeated_tool_calls)
             turn = _ToolTurn(agent, state, cancel, rollup, middleware, completed, stream)
             if checkpointer is not None:
                 turn.checkpoint(
@@ -361,6 +368,8 @@ async def run_events(
                     await hook.on_run_end(paused, state)
                 yield Done(response=paused)
                 return
+            if repeats is not None and ended is None:
+                _count_repeats(runnable, completed, repeats)
             for event in _add_results(messages, calls, completed, turn.durations, ended):
                 yield event
             # Nothing of the turn stays referenced while the next model call waits: with many
@@ -435,6 +444,72 @@ def _add_results(
                 )
             )
     return events
+
+
+def _check_repeats(
+    calls: Sequence[ToolCall], repeats: dict[str, list[list[Any]]], limit: int
+) -> None:
+    """Raise before anything of the turn runs if a call would go past ``limit``.
+
+    A call that already returned the same result ``limit`` times in a row is refused, not run:
+    it has shown it will bring nothing new. Calls are the same when their names are and their
+    parsed arguments are equal (in any key order; equal as Python values, so ``1`` and ``1.0``
+    match); unparseable arguments match as the model wrote them. Identical calls in one turn
+    count one each.
+    """
+    for index, call in enumerate(calls):
+        arguments = call.arguments
+        count = 1
+        entries = repeats.get(call.name)
+        if entries is not None:
+            for entry in entries:
+                if entry[0] == arguments:
+                    count += entry[1]
+                    break
+        if index:
+            count += _earlier_copies(calls, index)
+        if count > limit:
+            raise RepeatedToolCallError(call.name, arguments, count)
+
+
+def _earlier_copies(calls: Sequence[ToolCall], index: int) -> int:
+    """How many calls before ``calls[index]`` in its turn are the same call."""
+    call = calls[index]
+    return sum(
+        1
+        for other in calls[:index]
+        if other.name == call.name and other.arguments == call.arguments
+    )
+
+
+def _count_repeats(
+    calls: Sequence[ToolCall],
+    completed: dict[str, ToolOutput],
+    repeats: dict[str, list[list[Any]]],
+) -> None:
+    """Count the turn's results: a result unlike the last one of the same call starts over.
+
+    ``repeats`` holds, by tool name, one ``[arguments, count, content, is_error]`` per distinct
+    call: a run makes few, and comparing dicts costs less than encoding them as keys.
+    """
+    for call in calls:
+        output = completed.get(call.id)
+        if output is None:
+            continue
+        arguments, content, is_error = call.arguments, output.content, output.is_error
+        entries = repeats.get(call.name)
+        if entries is None:
+            repeats[call.name] = [[arguments, 1, content, is_error]]
+            continue
+        for entry in entries:
+            if entry[0] == arguments:
+                if entry[2] == content and entry[3] == is_error:
+                    entry[1] += 1
+                else:
+                    entry[1], entry[2], entry[3] = 1, content, is_error
+                break
+        else:
+            entries.append([arguments, 1, content, is_error])
 
 
 def _runnable(

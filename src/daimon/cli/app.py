@@ -160,6 +160,7 @@ def _build_agent(
         memory=config.memory.build() if config and config.memory else None,
         max_iterations=config.max_iterations if config else 10,
         max_tokens=config.max_tokens if config else None,
+        max_repeated_tool_calls=config.max_repeated_tool_calls if config else 3,
         temperature=config.temperature if config else None,
         model_settings=config.model_settings if config else None,
     )

@@ -8,7 +8,7 @@ An agent file (YAML or TOML) describes an agent as data::
     temperature: 0
     tools: [daimon.cli.demo:calculator]
     memory: {type: sliding_window, max_messages: 20}
-    limits: {max_iterations: 5, max_tokens: 256}
+    limits: {max_iterations: 5, max_tokens: 256, max_repeated_tool_calls: 3}
     model_settings: {top_p: 0.9}
 
 Every problem is a :class:`ConfigError` whose message names the file and the field.
@@ -206,6 +206,8 @@ class AgentConfig:
     memory: MemoryConfig | None = None
     max_iterations: int = 10
     max_tokens: int | None = None
+    max_repeated_tool_calls: int | None = 3
+    """How often one identical call may return the same result; ``None`` (``false``): no limit."""
     model_settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
@@ -219,7 +221,7 @@ _TOP_FIELDS = (
     "limits",
     "model_settings",
 )
-_LIMIT_FIELDS = ("max_iterations", "max_tokens")
+_LIMIT_FIELDS = ("max_iterations", "max_tokens", "max_repeated_tool_calls")
 _MEMORY_FIELDS = ("type", "max_messages", "max_tokens", "path", "url")
 
 
@@ -341,5 +343,10 @@ def load_agent_file(path: str | os.PathLike[str]) -> AgentConfig:
         memory=memory,
         max_iterations=check.positive_int(limits, "max_iterations", "limits.") or 10,
         max_tokens=check.positive_int(limits, "max_tokens", "limits."),
+        max_repeated_tool_calls=(
+            None  # TOML has no null: false turns the guard off
+            if limits.get("max_repeated_tool_calls") is False
+            else check.positive_int(limits, "max_repeated_tool_calls", "limits.") or 3
+        ),
         model_settings=MappingProxyType(dict(settings)),
     )

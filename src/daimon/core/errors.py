@@ -18,6 +18,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   ├── ModelError                the model provider failed
     │   │   └── StreamClosedError
     │   ├── MaxIterationsError
+    │   ├── RepeatedToolCallError     the model repeated an identical call with an identical result
     │   ├── BudgetExceededError
     │   ├── GuardrailBlockedError
     │   ├── OutputValidationError     structured output never matched its type
@@ -39,7 +40,9 @@ be parsed out of a message.
 from __future__ import annotations
 
 import builtins
+import json
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = (
     "AgentRunError",
@@ -62,6 +65,7 @@ __all__ = (
     "OrchestrationError",
     "OutputValidationError",
     "PromptTemplateError",
+    "RepeatedToolCallError",
     "RunCancelled",
     "SchemaValidationError",
     "SerializationError",
@@ -223,6 +227,29 @@ class MaxIterationsError(AgentRunError):
     def __init__(self, max_iterations: int) -> None:
         super().__init__(f"max iterations ({max_iterations}) exceeded")
         self.max_iterations = max_iterations
+
+
+class RepeatedToolCallError(AgentRunError):
+    """The model made the same tool call, with the same result, more often than allowed.
+
+    ``count`` is the number of identical calls the model asked for, the refused one included.
+    """
+
+    def __init__(self, tool_name: str, arguments: dict[str, Any] | str, count: int) -> None:
+        shown = (
+            arguments
+            if isinstance(arguments, str)
+            else json.dumps(arguments, sort_keys=True, default=str)
+        )
+        if len(shown) > 200:
+            shown = shown[:200] + "..."
+        super().__init__(
+            f"tool call {tool_name}({shown}) repeated {count} times with the same result; "
+            f"raise max_repeated_tool_calls, or set it to None to turn the guard off"
+        )
+        self.tool_name = tool_name
+        self.arguments = arguments
+        self.count = count
 
 
 class BudgetExceededError(AgentRunError):

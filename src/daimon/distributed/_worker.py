@@ -20,6 +20,7 @@ from daimon.core.errors import (
     MaxIterationsError,
     ModelError,
     OutputValidationError,
+    RepeatedToolCallError,
     RunCancelled,
     SerializationError,
 )
@@ -44,6 +45,7 @@ _PERMANENT = (
     GuardrailBlockedError,
     BudgetExceededError,
     MaxIterationsError,
+    RepeatedToolCallError,
     OutputValidationError,
 )
 
@@ -52,9 +54,9 @@ def default_should_retry(error: BaseException) -> bool:
     """Whether another attempt may succeed where this one raised ``error``.
 
     Provider errors retry when the provider said so (``ModelError.retryable``); configuration
-    mistakes, guardrail blocks, spent budgets, iteration limits and invalid output do not (they
-    would fail the same way, at a price); anything else (a lost connection, a bug in a tool that
-    depends on outside state) does.
+    mistakes, guardrail blocks, spent budgets, iteration limits, tripped loop guards and invalid
+    output do not (they would fail the same way, at a price); anything else (a lost connection, a
+    bug in a tool that depends on outside state) does.
     """
     if isinstance(error, ModelError):
         return error.retryable
