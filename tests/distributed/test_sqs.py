@@ -73,6 +73,23 @@ async def test_from_a_url(sqs_endpoint: str, redis_url: str, queue: str) -> None
         broker_from_url(f"sqs://{queue}", store=redis_url, lease=0.5)
 
 
+async def test_the_queue_option_overrides_the_urls(
+    sqs_endpoint: str, redis_url: str, queue: str
+) -> None:
+    """``queue=`` (as ``daimon broker dead-letters --queue`` passes it) names the queue."""
+    host = sqs_endpoint.removeprefix("http://")
+    store = RedisTaskStore.from_url(redis_url, queue=queue, prefix="daimon-test:")
+    broker = broker_from_url(
+        f"sqs://{host}/other", queue=queue, store=store, own_store=True, **CREDENTIALS
+    )
+    assert isinstance(broker, SqsBroker)
+    async with broker, open_broker(sqs_endpoint, redis_url, queue) as same:
+        await broker.submit(sample_task())
+        delivery = await same.claim(wait=5)
+        assert delivery is not None and delivery.task.task_id == "task-1"
+        assert await delivery.complete(sample_result())
+
+
 async def test_handles_with_other_leases_share_a_queue(
     sqs_endpoint: str, redis_url: str, queue: str
 ) -> None:

@@ -273,7 +273,12 @@ def broker_dead_letters(
             help="Task-state store for brokers without one (RabbitMQ, SQS, Pub/Sub, Service Bus)."
         ),
     ] = None,
-    queue: Annotated[str, typer.Option(help="The queue (stream, subject) to look at.")] = "tasks",
+    queue: Annotated[
+        str | None,
+        typer.Option(
+            help="The queue (stream, subject) to look at; default: the URL's, else the broker's."
+        ),
+    ] = None,
 ) -> None:
     """List a queue's dead-lettered tasks, oldest first, without taking them off the queue."""
     import json
@@ -284,7 +289,9 @@ def broker_dead_letters(
     async def read() -> list[DeadLetter]:
         from daimon.distributed import broker_from_url
 
-        options: dict[str, Any] = {"queue": queue}
+        # Only a queue that was asked for: the URL may name one (sb://, sqs://, pubsub://,
+        # grpc://?queue=) and brokers have their own defaults (RabbitMQ's is daimon.tasks).
+        options: dict[str, Any] = {} if queue is None else {"queue": queue}
         if store is not None:
             options["store"] = store
         broker = broker_from_url(url, **options)
@@ -313,7 +320,7 @@ def broker_dead_letters(
         sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
         return
     if not letters:
-        sys.stderr.write(f"no dead letters in queue {queue!r}\n")
+        sys.stderr.write("no dead letters" + (f" in queue {queue!r}\n" if queue else "\n"))
     for d in letters:
         when = _utc(d.dead_at) if d.dead_at else "-"
         sys.stdout.write(f"{when}  {d.task.task_id}  attempts={d.attempts}  {d.reason}\n")

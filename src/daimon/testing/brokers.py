@@ -71,8 +71,15 @@ async def broker_handles(open_handle: Callable[..., Broker]) -> AsyncIterator[Br
     try:
         yield make
     finally:
+        # Every handle is closed even when one fails to close; then the first failure is raised.
+        failure: BaseException | None = None
         for handle in handles:
-            await handle.aclose()
+            try:
+                await handle.aclose()
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
 
 def sample_task(task_id: str = "task-1", input: str = "Hello, 世界 🧪") -> AgentTask:

@@ -116,7 +116,7 @@ class SqsBroker(StoreBackedBroker):
 
         Query parameters ``region`` and ``endpoint_url`` become options; so does a host other
         than the queue name's (``sqs://localhost:4566/<queue>`` means ``endpoint_url`` =
-        ``http://localhost:4566``).
+        ``http://localhost:4566``). A ``queue`` option overrides the URL's.
         """
         if "store" not in options:
             raise BuilderError("SqsBroker needs a store= for task states (a RedisTaskStore)")
@@ -124,7 +124,8 @@ class SqsBroker(StoreBackedBroker):
         query = dict(parse_qsl(parts.query))
         if parts.path.strip("/"):
             query.setdefault("endpoint_url", f"http://{parts.netloc}")
-        return cls(cls.queue_in_url(url), **{**query, **options})
+        queue = options.pop("queue", None) or cls.queue_in_url(url)  # broker_from_url's rule
+        return cls(queue, **{**query, **options})
 
     @staticmethod
     def queue_in_url(url: str) -> str:
