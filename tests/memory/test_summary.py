@@ -341,6 +341,16 @@ async def test_writes_clear_and_listing_reach_the_inner_memory() -> None:
     assert await inner.list_sessions() == ["s"]
 
 
+async def test_listing_through_a_memory_that_cannot_list_says_so() -> None:
+    class Unlisted(SlidingWindowMemory):
+        list_sessions = None  # type: ignore[assignment]
+
+    memory = summarizing(Unlisted(), Summarizer())
+    await memory.add_messages("s", users("a"))
+    with pytest.raises(NotImplementedError, match=r"^Unlisted cannot list its sessions$"):
+        await memory.list_sessions()
+
+
 async def test_clear_forgets_the_summary() -> None:
     summarizer = Summarizer()
     memory = summarizing(SlidingWindowMemory(), summarizer)
@@ -374,6 +384,19 @@ async def test_a_store_that_drops_old_messages_keeps_the_summary_in_place() -> N
     await memory.add_messages("s", more)
     assert await memory.get_messages("s") == [summary_of("S1"), *TWENTY[15:], *more]
     assert len(summarizer.requests) == 1
+
+
+async def test_a_repeated_message_does_not_misplace_the_summary_in_a_dropping_store() -> None:
+    # The last summarized message is "go on", as is the message now at its old place once the
+    # store dropped two: matching that one message alone skipped every fact after the summary.
+    summarizer = Summarizer()
+    memory = summarizing(SlidingWindowMemory(max_messages=10), summarizer, 90, 35)
+    for turn in range(14):
+        await memory.add_messages("s", [Message.user("go on"), Message.assistant(f"fact{turn:02}")])
+        window = await memory.get_messages("s")
+        assert tokens(window) <= 90
+        seen = "\n".join([*summarizer.prompts, *(m.text for m in window)])
+        assert [n for n in range(turn + 1) if f"fact{n:02}" not in seen] == [], turn
 
 
 async def test_a_store_that_forgot_every_summarized_message_drops_the_summary() -> None:

@@ -329,6 +329,21 @@ async def test_token_window_delegates_writes_and_clear() -> None:
     assert await memory.list_sessions() == ["t"]
 
 
+class UnlistedMemory(ListMemory):
+    """A memory written before the protocol gained ``list_sessions``."""
+
+    list_sessions = None  # type: ignore[assignment]
+
+
+async def test_listing_through_a_memory_that_cannot_list_says_so() -> None:
+    inner = UnlistedMemory()
+    assert getattr(inner, "list_sessions", None) is None
+    memory = TokenWindowMemory(inner, max_tokens=100)
+    await memory.add_messages("s", users("a"))
+    with pytest.raises(NotImplementedError, match=r"^UnlistedMemory cannot list its sessions$"):
+        await memory.list_sessions()
+
+
 async def test_token_window_over_a_sliding_window() -> None:
     memory = TokenWindowMemory(SlidingWindowMemory(max_messages=3), max_tokens=1_000)
     await memory.add_messages("s", users("a", "b", "c", "d"))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from daimon import Message
+from daimon.memory import TokenWindowMemory
 from daimon.memory.sqlite import SQLiteMemory
 
 from .conftest import TOKEN, Calls, LiveServer, echo
@@ -138,6 +139,20 @@ class OlderMemory:
 
 def test_a_memory_that_cannot_list_is_501_naming_it(live: Live) -> None:
     agent = echo(Calls()).replace(memory=OlderMemory())
+    server = live(agent)
+    with server.client() as client:
+        assert client.post("/prompt", json={"input": "hi", "session_id": "s"}).status_code == 200
+        reply = client.get("/sessions")
+        assert reply.status_code == 501
+        assert reply.json()["error"] == {
+            "type": "not_implemented",
+            "message": "OlderMemory cannot list its sessions",
+        }
+
+
+def test_a_window_over_a_memory_that_cannot_list_is_501_too(live: Live) -> None:
+    # The usual way to bound an older store: the wrapper has list_sessions, its store does not.
+    agent = echo(Calls()).replace(memory=TokenWindowMemory(OlderMemory(), max_tokens=1000))
     server = live(agent)
     with server.client() as client:
         assert client.post("/prompt", json={"input": "hi", "session_id": "s"}).status_code == 200

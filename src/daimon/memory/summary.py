@@ -64,6 +64,9 @@ SUMMARY_HEADER = "[Summary of the earlier conversation]"
 _CLIP = 500
 """Characters of a tool result or of tool-call arguments the summarizer sees."""
 
+_ANCHOR = 4
+"""Messages after the summarized part kept to find its end again (one alone may repeat)."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Summary:
@@ -72,6 +75,8 @@ class _Summary:
     """How many of the stored messages (as read when it was written) the summary stands for."""
     last: Message
     """The last message it stands for: finds its place again if the store dropped old messages."""
+    following: tuple[Message, ...]
+    """The first few messages after ``last`` as read then: a repeated ``last`` is not its place."""
 
 
 def _clip(text: str, limit: int = _CLIP) -> str:
@@ -101,13 +106,14 @@ def _transcript(messages: Sequence[Message]) -> str:
 
 def _locate(summary: _Summary, messages: Sequence[Message]) -> int | None:
     """Where the messages the summary does not cover start, or ``None`` when it fits no longer."""
-    index = summary.covered - 1
-    if index < len(messages) and messages[index] == summary.last:
-        return summary.covered
-    # A store that keeps a window (a SlidingWindowMemory, say) drops its oldest messages, moving
-    # the last covered message toward the start; it can never move later.
-    for found in range(min(index, len(messages)) - 1, -1, -1):
-        if messages[found] == summary.last:
+    last, following = summary.last, summary.following
+    # First where it was; then earlier: a store that keeps a window (a SlidingWindowMemory, say)
+    # drops its oldest messages, moving the last covered message toward the start, never later.
+    # The messages that followed it then are still there after it (newer ones are dropped last).
+    for found in range(min(summary.covered - 1, len(messages) - 1 - len(following)), -1, -1):
+        if messages[found] == last and all(
+            messages[found + offset] == message for offset, message in enumerate(following, 1)
+        ):
             return found + 1
     return None  # the store forgot every covered message, or the session was rewritten
 
@@ -258,7 +264,8 @@ class SummarizingMemory:
                     exc,
                 )
                 return self._fit(head, messages[start:])
-            self._remember(session_id, _Summary(text, cut, messages[cut - 1]))
+            following = tuple(messages[cut : cut + _ANCHOR])
+            self._remember(session_id, _Summary(text, cut, messages[cut - 1], following))
             head = [self._summary_message(text)]
         return self._fit(head, messages[cut:])
 
@@ -309,8 +316,12 @@ class SummarizingMemory:
             await self._inner.clear(session_id)
 
     async def list_sessions(self) -> list[str]:
-        """The inner memory's sessions."""
-        return await self._inner.list_sessions()
+        """The inner memory's sessions (``NotImplementedError`` when it cannot list them)."""
+        lister = getattr(self._inner, "list_sessions", None)
+        if lister is None:  # a Memory older than list_sessions: say so, the server answers 501
+            raise NotImplementedError(f"{type(self._inner).__name__} cannot list its sessions")
+        sessions: list[str] = await lister()
+        return sessions
 
     def __repr__(self) -> str:
         return (

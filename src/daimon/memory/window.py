@@ -129,8 +129,12 @@ class TokenWindowMemory:
         await self._inner.clear(session_id)
 
     async def list_sessions(self) -> list[str]:
-        """The inner memory's sessions."""
-        return await self._inner.list_sessions()
+        """The inner memory's sessions (``NotImplementedError`` when it cannot list them)."""
+        lister = getattr(self._inner, "list_sessions", None)
+        if lister is None:  # a Memory older than list_sessions: say so, the server answers 501
+            raise NotImplementedError(f"{type(self._inner).__name__} cannot list its sessions")
+        sessions: list[str] = await lister()
+        return sessions
 
     def __repr__(self) -> str:
         return (

@@ -59,7 +59,7 @@ _ERROR_DESCRIPTIONS = {
     413: "The request body is larger than the limit.",
     422: "The request body does not match the schema; `details` says where.",
     500: "The run failed (the error type names the daimon exception).",
-    501: "The agent's memory cannot list its sessions (it has no `list_sessions`).",
+    501: "The agent's memory (or the store it wraps) has no `list_sessions`.",
     502: "The model provider failed.",
     504: "The run took longer than the request timeout.",
 }
@@ -344,7 +344,10 @@ def add_native_routes(
         if lister is None:  # a Memory written before the protocol gained list_sessions
             kind = type(found.memory).__name__
             return error_response(501, "not_implemented", f"{kind} cannot list its sessions")
-        ids = await lister()
+        try:
+            ids = await lister()
+        except NotImplementedError as exc:  # a wrapper (a token window, say) over such a memory
+            return error_response(501, "not_implemented", str(exc))
         body = {
             "agent": agent or served.default,
             "sessions": [{"session_id": session_id} for session_id in ids[:limit]],
