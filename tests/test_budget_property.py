@@ -150,6 +150,7 @@ def agent_for(fake: Fake, price: ModelPrice, budget: float, max_tokens: int | No
         max_budget=budget,
         max_tokens=max_tokens,
         max_iterations=len(fake.turns) + 1,
+        max_repeated_tool_calls=None,  # the turns may repeat a call: the budget is under test
     )
 
 
@@ -257,13 +258,20 @@ def test_no_run_with_sub_agents_ends_above_its_budget(family: Family) -> None:
     sub = Agent(FunctionModel(leaf, model_name="m"), cost_model=table, max_tokens=family.max_tokens)
     if family.deep:
         tool = AgentTool(sub, name="leaf", description="Finds")
-        sub = Agent(fan_out("leaf"), tools=[tool], cost_model=table, max_tokens=1)
+        sub = Agent(
+            fan_out("leaf"),
+            tools=[tool],
+            cost_model=table,
+            max_tokens=1,
+            max_repeated_tool_calls=None,
+        )
     caller = Agent(
         fan_out("sub"),
         tools=[AgentTool(sub, name="sub", description="Delegates")],
         cost_model=table,
         max_tokens=1,
         max_budget=float(family.budget),
+        max_repeated_tool_calls=None,  # it delegates the same task until the budget stops it
     )
     reported = asyncio.run(run_to_the_end(caller, stream=False))
     assert billed[0] <= family.budget + EPSILON
