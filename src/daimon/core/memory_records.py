@@ -6,11 +6,13 @@ could be written but never read back is refused before anything is written.
 
 from __future__ import annotations
 
+from typing import Any
+
 from daimon.core import codec
 from daimon.core.errors import SerializationError
 from daimon.core.messages import Message
 
-__all__ = ("decode_message", "encode_message")
+__all__ = ("decode_message", "encode_message", "inner_sessions")
 
 
 def encode_message(message: Message) -> str:
@@ -35,3 +37,16 @@ def decode_message(session_id: str, index: int, payload: str | bytes) -> Message
         return codec.loads(payload, Message)
     except SerializationError as exc:
         raise SerializationError(f"session {session_id!r}, message {index}: {exc}") from exc
+
+
+async def inner_sessions(inner: Any) -> list[str]:
+    """The sessions of the memory a wrapping memory stores in.
+
+    Raises:
+        NotImplementedError: ``inner`` predates ``list_sessions`` (the server answers 501).
+    """
+    lister = getattr(inner, "list_sessions", None)
+    if lister is None:
+        raise NotImplementedError(f"{type(inner).__name__} cannot list its sessions")
+    sessions: list[str] = await lister()
+    return sessions

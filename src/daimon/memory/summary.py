@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from daimon.core.chat import ChatRequest, Usage
 from daimon.core.errors import BuilderError
+from daimon.core.memory_records import inner_sessions
 from daimon.core.messages import ImagePart, Message, Role
 from daimon.core.protocols import Memory, Model, TokenCounter
 from daimon.core.tokens import CharacterTokenCounter, message_tokens, token_window_start
@@ -317,11 +318,7 @@ class SummarizingMemory:
 
     async def list_sessions(self) -> list[str]:
         """The inner memory's sessions (``NotImplementedError`` when it cannot list them)."""
-        lister = getattr(self._inner, "list_sessions", None)
-        if lister is None:  # a Memory older than list_sessions: say so, the server answers 501
-            raise NotImplementedError(f"{type(self._inner).__name__} cannot list its sessions")
-        sessions: list[str] = await lister()
-        return sessions
+        return await inner_sessions(self._inner)
 
     def __repr__(self) -> str:
         return (

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from daimon.core.errors import BuilderError
+from daimon.core.memory_records import inner_sessions
 from daimon.core.messages import Message, Role
 from daimon.core.protocols import Memory, TokenCounter
 from daimon.core.tokens import CharacterTokenCounter, token_window_start
@@ -130,11 +131,7 @@ class TokenWindowMemory:
 
     async def list_sessions(self) -> list[str]:
         """The inner memory's sessions (``NotImplementedError`` when it cannot list them)."""
-        lister = getattr(self._inner, "list_sessions", None)
-        if lister is None:  # a Memory older than list_sessions: say so, the server answers 501
-            raise NotImplementedError(f"{type(self._inner).__name__} cannot list its sessions")
-        sessions: list[str] = await lister()
-        return sessions
+        return await inner_sessions(self._inner)
 
     def __repr__(self) -> str:
         return (
