@@ -13,6 +13,7 @@ import pytest
 from daimon.checkpoint.file import FileCheckpoint
 from daimon.core import (
     BuilderError,
+    InvalidIdError,
     CheckpointCorruptError,
     CheckpointState,
     DaimonError,
@@ -61,12 +62,12 @@ async def test_layout_is_one_json_file_per_checkpoint(store: FileCheckpoint) -> 
     ["", ".", "..", "../x", "x/..", "a/b", "/abs", "a\\b", "x\0y", ".hidden", "\ud800", "a" * 300],
 )
 async def test_run_ids_that_could_escape_are_refused(store: FileCheckpoint, run_id: str) -> None:
-    with pytest.raises(BuilderError, match="invalid run id"):
+    with pytest.raises(InvalidIdError, match="invalid run id"):
         await store.save(CheckpointState(run_id=run_id))
     for call in (store.load, store.history, store.delete):
-        with pytest.raises(BuilderError):
+        with pytest.raises(InvalidIdError):
             await call(run_id)
-    with pytest.raises(BuilderError):
+    with pytest.raises(InvalidIdError):
         await store.fork("r", run_id)
     assert list(store.directory.parent.iterdir()) == [store.directory]
     assert list(store.directory.iterdir()) == []

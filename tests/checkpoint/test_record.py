@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daimon.core import (
-    BuilderError,
+    InvalidIdError,
     CheckpointCorruptError,
     CheckpointState,
     DaimonError,
@@ -73,5 +73,5 @@ def test_conflict_is_a_daimon_error_naming_both_numbers() -> None:
 
 @pytest.mark.parametrize("run_id", ["", None, 3, "\ud800"])
 def test_run_ids_must_be_non_empty_text(run_id: Any) -> None:
-    with pytest.raises(BuilderError, match="invalid run id"):
+    with pytest.raises(InvalidIdError, match="invalid run id"):
         _base.check_run_id(run_id)

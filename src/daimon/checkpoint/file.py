@@ -21,7 +21,7 @@ from pathlib import Path
 from daimon.core import checkpoint_records as _base
 from daimon.core.checkpoint_records import BaseCheckpoint
 from daimon.core.checkpoints import CheckpointState
-from daimon.core.errors import BuilderError, CheckpointCorruptError, DaimonError
+from daimon.core.errors import CheckpointCorruptError, DaimonError, InvalidIdError
 
 __all__ = ("FileCheckpoint",)
 
@@ -147,7 +147,7 @@ class FileCheckpoint(BaseCheckpoint):
             or os.path.isabs(run_id)
             or len(run_id.encode("utf-8")) > 200
         ):
-            raise BuilderError(f"invalid run id {run_id!r}: it cannot name a folder safely")
+            raise InvalidIdError("run", run_id, "it cannot name a folder safely")
         return self._root / run_id
 
     @staticmethod

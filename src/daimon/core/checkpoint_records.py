@@ -27,6 +27,7 @@ from daimon.core.errors import (
     CheckpointCorruptError,
     SerializationError,
 )
+from daimon.core.ids import check_id
 from daimon.core.lifecycle import SetupOnEnter
 
 __all__ = (
@@ -122,14 +123,8 @@ def rebind(state: CheckpointState, run_id: str) -> CheckpointState:
 
 
 def check_run_id(run_id: object) -> str:
-    """``run_id`` if it can name a run anywhere; :class:`BuilderError` otherwise."""
-    if not isinstance(run_id, str) or not run_id:
-        raise BuilderError(f"invalid run id {run_id!r}: expected a non-empty string")
-    try:
-        run_id.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BuilderError(f"invalid run id {run_id!r}: not valid Unicode text") from None
-    return run_id
+    """``run_id`` if it can name a run anywhere; :class:`InvalidIdError` otherwise."""
+    return check_id("run", run_id)
 
 
 def check_retention(keep_last: object, ttl: object) -> None:

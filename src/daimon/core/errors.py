@@ -7,6 +7,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   ├── DuplicateToolError
     │   └── PromptTemplateError
     ├── MissingDependencyError        an extra is not installed (also an ImportError)
+    ├── InvalidIdError                a session, run or task id no backend can store (a ValueError)
     ├── SerializationError            bad persisted or wire data (also a ValueError)
     │   └── CheckpointCorruptError
     ├── CheckpointConflictError       another writer saved the run first
@@ -57,6 +58,7 @@ __all__ = (
     "EmptyDocumentError",
     "FilterError",
     "GuardrailBlockedError",
+    "InvalidIdError",
     "KnowledgeBaseError",
     "MCPError",
     "MaxIterationsError",
@@ -116,6 +118,22 @@ class MissingDependencyError(DaimonError, ImportError):
 
 class SerializationError(DaimonError, ValueError):
     """Data could not be encoded or decoded: the message says what and where."""
+
+
+class InvalidIdError(DaimonError, ValueError):
+    """A session, run or task id that no backend can store (see :mod:`daimon.core.ids`).
+
+    Attributes:
+        id_kind: What the id names: ``"session"``, ``"run"`` or ``"task"``.
+        value: The id as given.
+        reason: What is wrong with it.
+    """
+
+    def __init__(self, id_kind: str, value: object, reason: str) -> None:
+        super().__init__(f"invalid {id_kind} id {value!r}: {reason}")
+        self.id_kind = id_kind
+        self.value = value
+        self.reason = reason
 
 
 class CheckpointCorruptError(SerializationError):
