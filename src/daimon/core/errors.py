@@ -27,7 +27,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   ├── TimeoutError              (also the builtin TimeoutError)
     │   └── OrchestrationError
     ├── MCPError
-    ├── BrokerError                   a broker could not queue a task (typed task_id)
+    ├── BrokerError                   a broker's service failed or is unreachable (typed task_id)
     ├── VectorStoreError              a vector store refused its input or failed
     │   ├── DimensionMismatchError    a vector's length is not the store's (typed expected/actual)
     │   └── FilterError               a metadata filter outside daimon's filter language
@@ -325,13 +325,13 @@ class MCPError(DaimonError):
 
 
 class BrokerError(DaimonError):
-    """A broker could not queue a task: the submit that raised it queued nothing (see the message).
+    """A broker's service failed or could not be reached; a submit that raised it queued nothing.
 
     Attributes:
-        task_id: The task that was not queued.
+        task_id: The task the operation was about (``None`` for one about no task: a claim).
     """
 
-    def __init__(self, message: str, *, task_id: str) -> None:
+    def __init__(self, message: str, *, task_id: str | None = None) -> None:
         super().__init__(message)
         self.task_id = task_id
 
