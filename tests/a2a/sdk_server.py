@@ -1,7 +1,8 @@
 """An A2A agent written with the official SDK only, for daimon's RemoteA2AAgent to talk to.
 
-It streams its answer as artifact chunks (``append``), the way the SDK's samples do. Messages
-``slow`` wait for a cancel; ``fail`` fail; ``reply`` answer with a plain message (no task).
+It says it is working (a ``working`` status with the text ``PROGRESS``), then streams its
+answer as artifact chunks (``append``), the way the SDK's samples do. Messages ``slow`` wait
+for a cancel; ``fail`` fail; ``reply`` answer with a plain message (no task).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part, Role
 from starlette.applications import Starlette
+
+PROGRESS = "working on it"
 
 
 class Executor(AgentExecutor):
@@ -32,7 +35,7 @@ class Executor(AgentExecutor):
         if context.current_task is None:
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
-        await updater.start_work()
+        await updater.start_work(updater.new_agent_message([Part(text=PROGRESS)]))
         if text == "fail":
             await updater.failed(updater.new_agent_message([Part(text="no can do")]))
             return

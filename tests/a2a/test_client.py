@@ -76,6 +76,35 @@ async def test_against_the_sdk_server(streaming: bool) -> None:
             await remote.prompt("fail")
 
 
+async def _raw_stream(card: Any, text: str) -> list[Any]:
+    """What the SDK's own client receives for ``text``: the stream's items, unread."""
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.types import Message, Part, Role, SendMessageRequest
+
+    message = Message(message_id="m1", role=Role.ROLE_USER, parts=[Part(text=text)])
+    async with httpx.AsyncClient() as http:
+        client = ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create(card)
+        return [item async for item in client.send_message(SendMessageRequest(message=message))]
+
+
+async def test_working_status_text_is_progress_and_artifact_chunks_stream() -> None:
+    """An SDK agent says it is working, then streams its answer as artifact chunks: only the
+    chunks are answer text (issue 17, item 8)."""
+    sdk = _sdk()
+    async with serving(lambda port: sdk.build(port)) as base, RemoteA2AAgent(base) as remote:
+        raw = await _raw_stream(remote.card, "x")
+        kinds = [item.WhichOneof("payload") for item in raw]
+        working = [i.status_update.status.message for i in raw if i.HasField("status_update")]
+        assert [p.text for p in working[0].parts] == [sdk.PROGRESS]  # it did say so
+        assert kinds.count("artifact_update") == 3
+        events = [event async for event in remote.prompt_stream("x")]
+    assert [type(e) for e in events] == [TextDelta, TextDelta, TextDelta, Done]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["sdk ", "says: ", "x"]
+    done = events[-1]
+    assert isinstance(done, Done) and done.response is not None
+    assert done.response.text == "sdk says: x"
+
+
 async def test_a_cancel_token_cancels_the_remote_task() -> None:
     sdk = _sdk()
     executor = sdk.Executor()

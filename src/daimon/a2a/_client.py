@@ -27,11 +27,13 @@ from a2a.types import (
     SendMessageRequest,
     StreamResponse,
     Task,
+    TaskArtifactUpdateEvent,
     TaskState,
+    TaskStatus,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 
-from daimon.a2a._convert import message_text, parts_text, tool_name
+from daimon.a2a._convert import is_text_delta, message_text, parts_text, tool_name
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import AgentRunError, BuilderError, RunCancelled
 from daimon.core.errors import TimeoutError as DaimonTimeoutError
@@ -296,6 +298,10 @@ class RemoteA2AAgent(AsyncClosing):
     ) -> AsyncIterator[StreamEvent]:
         """Ask the remote agent, streaming its text; the last event is ``Done`` with the answer.
 
+        The text streamed is the answer's: messages and artifacts (chunk by chunk when the
+        remote streams them), and a daimon server's streamed status text. Other ``working``
+        status messages are the remote's progress notes, not answer, and are not streamed.
+
         Raises:
             AgentRunError: As :meth:`prompt`.
             RunCancelled: As :meth:`prompt`.
@@ -410,19 +416,25 @@ class RemoteA2AAgent(AsyncClosing):
 
 @dataclass(slots=True)
 class _Exchange:
-    """What one message exchange has told so far: task, state, artifacts, direct reply."""
+    """What one message exchange has told so far: task, state, artifacts, direct reply.
+
+    Answer text is what messages and artifacts hold. A ``working`` status message is progress
+    ("Looking it up..."), kept out of the answer, unless it is a daimon server's piece of
+    streamed answer (``is_text_delta``).
+    """
 
     task_id: str | None = None
     context_id: str | None = None
     state: TaskState | None = None
     status_text: str = ""
+    """The message of the last final or interrupted state (why it failed, what it needs)."""
     reply: Message | None = None
     streamed: bool = False
-    """Whether text came as working status messages (then artifacts are not streamed)."""
+    """Whether text came as daimon's streamed status messages (then artifacts are not streamed)."""
     artifacts: dict[str, Artifact] = field(default_factory=dict)
 
     def absorb(self, item: StreamResponse) -> Generator[str]:
-        """Take one streamed item in; yields new text to stream on."""
+        """Take one streamed item in; yields new answer text to stream on."""
         kind = item.WhichOneof("payload")
         if kind == "task":
             self.take_task(item.task)
@@ -435,37 +447,42 @@ class _Exchange:
         elif kind == "status_update":
             event = item.status_update
             self.task_id, self.context_id = event.task_id, event.context_id
-            self.state = event.status.state
-            if event.status.HasField("message"):
-                text = message_text(event.status.message)
-                if self.state == TaskState.TASK_STATE_WORKING:
-                    if text:
-                        self.streamed = True
-                        yield text
-                else:
-                    self.status_text = text
-        elif kind == "artifact_update":
-            update = item.artifact_update
-            self.task_id = update.task_id or self.task_id
-            known = self.artifacts.get(update.artifact.artifact_id)
-            if update.append and known is not None:
-                known.parts.extend(update.artifact.parts)
-            else:
-                copy = Artifact()
-                copy.CopyFrom(update.artifact)
-                self.artifacts[update.artifact.artifact_id] = copy
-            # Agents that stream their answer as artifact chunks; daimon streams status text and
-            # then sends the whole answer as an artifact, which must not be streamed twice.
-            text = parts_text(update.artifact.parts)
-            if text and not self.streamed:
+            message = self._take_state(event.status)
+            text = message_text(message) if message is not None and is_text_delta(message) else ""
+            if text:
+                self.streamed = True
                 yield text
+        elif kind == "artifact_update":
+            yield from self._take_artifact(item.artifact_update)
+
+    def _take_state(self, status: TaskStatus) -> Message | None:
+        """Record the state (and why, if it is final); a ``working`` status's message, if any."""
+        self.state = status.state
+        message = status.message if status.HasField("message") else None
+        if self.state == TaskState.TASK_STATE_WORKING:
+            return message
+        self.status_text = message_text(message) if message is not None else ""
+        return None
+
+    def _take_artifact(self, update: TaskArtifactUpdateEvent) -> Generator[str]:
+        self.task_id = update.task_id or self.task_id
+        known = self.artifacts.get(update.artifact.artifact_id)
+        if update.append and known is not None:
+            known.parts.extend(update.artifact.parts)
+        else:
+            copy = Artifact()
+            copy.CopyFrom(update.artifact)
+            self.artifacts[update.artifact.artifact_id] = copy
+        # Agents that stream their answer as artifact chunks; daimon streams status text and
+        # then sends the whole answer as an artifact, which must not be streamed twice.
+        text = parts_text(update.artifact.parts)
+        if text and not self.streamed:
+            yield text
 
     def take_task(self, task: Task) -> None:
         """A full task snapshot replaces what was known."""
         self.task_id, self.context_id = task.id, task.context_id
-        self.state = task.status.state
-        if task.status.HasField("message"):
-            self.status_text = message_text(task.status.message)
+        self._take_state(task.status)
         if task.artifacts:
             self.artifacts = {a.artifact_id: a for a in task.artifacts}
 

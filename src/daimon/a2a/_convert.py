@@ -28,8 +28,10 @@ from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 from daimon.core.tools import ToolSpec
 
 __all__ = (
+    "TEXT_DELTA_METADATA",
     "agent_card_for",
     "artifacts_text",
+    "is_text_delta",
     "message_text",
     "parts_text",
     "task_text",
@@ -38,6 +40,13 @@ __all__ = (
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _TEXT = ("text/plain",)
+
+TEXT_DELTA_METADATA = {"daimon": "text_delta"}
+"""The metadata of a ``working`` status message that carries a piece of the answer.
+
+A daimon server streams its agent's text this way; a ``working`` message without it is
+progress (``"Looking it up..."``), not answer text.
+"""
 
 
 def tool_name(name: str) -> str:
@@ -79,6 +88,13 @@ def task_text(task: Task) -> str:
 def message_text(message: Message) -> str:
     """A message's text."""
     return parts_text(message.parts)
+
+
+def is_text_delta(message: Message) -> bool:
+    """Whether ``message`` is a piece of a daimon agent's streamed answer (see above)."""
+    ((key, value),) = TEXT_DELTA_METADATA.items()
+    marker = message.metadata.fields.get(key) if message.HasField("metadata") else None
+    return marker is not None and marker.string_value == value
 
 
 def agent_card_for(
