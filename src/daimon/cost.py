@@ -462,7 +462,8 @@ class Budget:
         while node is not None:
             limit = node.limit
             if limit is not None and (node.used >= limit or node.used + amount > limit):
-                raise BudgetExceededError(node.used, limit)
+                whose = "" if node is self else "the limit is that of a run that started this one"
+                raise BudgetExceededError(node.used, limit, reserved=amount, detail=whose)
             node = node.parent
         self._add(amount)
         return amount

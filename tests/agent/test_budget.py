@@ -136,3 +136,29 @@ def test_after_a_response_names_a_dearer_model_its_price_is_reserved() -> None:
     # First call reserved $1 at the requested model's price and cost $5; the second would
     # reserve $5 at the price of the model that answered: 5 + 5 > 8.
     assert refused.value.spent == 5.0
+
+
+def test_a_refused_first_call_says_what_was_reserved_and_what_to_set() -> None:
+    def model(request: ChatRequest) -> ChatResponse:
+        return ChatResponse.reply("ok", usage=Usage(output_tokens=1, requests=1), model="m")
+
+    price = ModelPrice(input=0, output=1_000_000, max_output_tokens=4_096)
+    agent = Agent(
+        FunctionModel(model, model_name="m"),
+        cost_model=PriceTable({"m": price}, as_of="t"),
+        max_budget=100.0,
+    )
+    with pytest.raises(BudgetExceededError) as refused:
+        agent.prompt_sync("go")
+    error = refused.value
+    assert (error.spent, error.limit, error.reserved) == (0.0, 100.0, 4_096.0)
+    message = str(error)
+    assert "could cost up to $4096.000000" in message
+    assert "$0.000000 already spent" in message and "$100.000000 limit" in message
+    assert "4096 output tokens" in message
+    assert "set the agent's max_tokens" in message
+
+    capped = agent.replace(max_tokens=50)  # 50 tokens fit, so the call is made
+    assert capped.prompt_sync("go").text == "ok"
+    with pytest.raises(BudgetExceededError, match="lower the agent's max_tokens"):
+        agent.replace(max_tokens=101).prompt_sync("go")

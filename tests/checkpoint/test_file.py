@@ -13,10 +13,10 @@ import pytest
 from daimon.checkpoint.file import FileCheckpoint
 from daimon.core import (
     BuilderError,
-    InvalidIdError,
     CheckpointCorruptError,
     CheckpointState,
     DaimonError,
+    InvalidIdError,
     SerializationError,
 )
 from daimon.testing.checkpoint import CheckpointConformance, sample_state

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daimon.core import (
-    InvalidIdError,
     CheckpointCorruptError,
     CheckpointState,
     DaimonError,
+    InvalidIdError,
     SerializationError,
 )
 from daimon.core import checkpoint_records as _base

@@ -40,6 +40,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     PromptTemplateError: (BuilderError,),
     MissingDependencyError: (DaimonError, ImportError),
     SerializationError: (DaimonError, ValueError),
+    errors.InvalidIdError: (DaimonError, ValueError),
     CheckpointCorruptError: (SerializationError,),
     CheckpointConflictError: (DaimonError,),
     ToolError: (DaimonError,),
@@ -187,7 +188,7 @@ def test_stream_closed_error_is_retryable_by_default_and_keeps_model_fields() ->
         ),
         (
             BudgetExceededError(1.5, 1.0),
-            "budget exceeded: $1.500000 spent, limit was $1.000000",
+            "budget exceeded: $1.500000 spent of a $1.000000 limit",
             {"spent": 1.5, "limit": 1.0},
         ),
         (
@@ -215,6 +216,9 @@ def test_tree_is_drawn_in_the_module_docstring() -> None:
 
 
 def test_checkpoint_conflict_error_names_the_run_and_both_positions() -> None:
+    error = errors.InvalidIdError("session", "a\0b", "it contains a NUL character")
+    assert (error.id_kind, error.value) == ("session", "a\0b")
+    assert str(error) == "invalid session id 'a\\x00b': it contains a NUL character"
     error = CheckpointConflictError("run-1", 3, 5)
     assert (error.run_id, error.expected, error.found) == ("run-1", 3, 5)
     assert "run-1" in str(error) and "checkpoint 3" in str(error) and "checkpoint 5" in str(error)

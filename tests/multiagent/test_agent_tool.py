@@ -226,7 +226,8 @@ async def test_the_sub_agent_spends_from_the_parents_budget() -> None:
     assert requests_of(sub) == []
     refusal = requests_of(parent)[1].messages[-1]
     assert refusal.is_error and "BudgetExceededError" in refusal.text
-    assert "limit was $20.000000" in refusal.text
+    assert "the $20.000000 limit" in refusal.text
+    assert "the limit is that of a run that started this one" in refusal.text
 
 
 async def test_parallel_sub_agents_share_what_the_parent_has_left() -> None:

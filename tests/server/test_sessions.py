@@ -162,3 +162,21 @@ def test_a_window_over_a_memory_that_cannot_list_is_501_too(live: Live) -> None:
             "type": "not_implemented",
             "message": "OlderMemory cannot list its sessions",
         }
+
+
+def test_a_session_id_no_backend_can_store_is_a_400(live: Live) -> None:
+    calls = Calls()
+    server = live(echo(calls))
+    with server.client() as client:
+        answer = client.post("/prompt", json={"input": "hi", "session_id": "a\0b"})
+        assert answer.status_code == 422, answer.text  # the body's own pattern refuses it first
+        assert answer.json()["error"]["details"][0]["loc"] == ["body", "session_id"]
+        for method in ("GET", "DELETE"):
+            refused = client.request(method, "/sessions/a%00b")
+            assert refused.status_code == 400, refused.text
+            assert refused.json()["error"] == {
+                "type": "invalid_request",
+                "message": "invalid session id 'a\\x00b': it contains a NUL character",
+            }
+        assert client.get("/sessions").json()["sessions"] == []
+    assert calls.requests == []

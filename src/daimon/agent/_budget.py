@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from daimon.core.chat import ResponseFormat
+from daimon.core.errors import BudgetExceededError
 from daimon.core.messages import Message, TextPart
 from daimon.core.tools import ToolSpec
 from daimon.cost import Budget, CostTracker
@@ -99,6 +100,19 @@ def input_tokens_at_most(
     return total
 
 
+def _reservation(input_tokens: int, output_tokens: int, *, capped: bool) -> str:
+    """What a refused reservation counted, and what would make it smaller."""
+    counted = f"it counts at most {input_tokens} input tokens and {output_tokens} output tokens"
+    if not capped:
+        advice = (
+            "max_tokens is not set, so the reservation counts the most the model can write: "
+            "set the agent's max_tokens to the longest answer you expect to reserve less"
+        )
+    else:
+        advice = "lower the agent's max_tokens to reserve less"
+    return f"{counted}; {advice}, or raise max_budget"
+
+
 class RunBudget:
     """One run's :class:`~daimon.cost.Budget`, and the reservation of its next model call."""
 
@@ -127,14 +141,26 @@ class RunBudget:
         self.release()
         tracker = self._tracker
         estimate = 0.0  # a run without a cost model records its calls as free
+        tokens = output = 0
         if tracker is not None:
             models: Iterable[str] = self._models
-            output = max_tokens
-            if output is None:
+            if max_tokens is None:
                 output = max(tracker.max_output_tokens(m) for m in self._models)
+            else:
+                output = max_tokens
             tokens = input_tokens_at_most(messages, tools, response_format)
             estimate = tracker.worst_case(models, tokens, output)
-        self._held = self.ledger.reserve(estimate)
+        try:
+            self._held = self.ledger.reserve(estimate)
+        except BudgetExceededError as exc:
+            if not exc.reserved or exc.spent >= exc.limit:
+                raise
+            detail = _reservation(tokens, output, capped=max_tokens is not None)
+            if exc.detail:
+                detail = f"{exc.detail}; {detail}"
+            raise BudgetExceededError(
+                exc.spent, exc.limit, reserved=exc.reserved, detail=detail
+            ) from None
 
     def settle(self, model_id: str | None, cost: float) -> None:
         """The call came back: count what it cost instead of its reservation."""

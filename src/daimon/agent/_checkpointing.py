@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from daimon.core.checkpoints import CheckpointState
-from daimon.core.errors import CheckpointCorruptError
+from daimon.core.errors import CheckpointConflictError, CheckpointCorruptError
 from daimon.core.messages import ToolCall
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
@@ -21,6 +21,13 @@ __all__ = ("Restored", "RunCheckpointer")
 
 _KEY = "daimon"
 """The key of ``CheckpointState.custom`` that holds the loop's own bookkeeping."""
+
+_IN_PROGRESS: set[tuple[int, str]] = set()
+"""``(id(store), run_id)`` of every run this process is running with a checkpoint store.
+
+Handles remember the checkpoint numbers they have seen, so two runs of one id through one handle
+would each pass the other's compare-and-set: this set turns the second away before it starts.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +49,36 @@ class Restored:
 class RunCheckpointer:
     """Snapshots one run; writes them, one at a time, when the agent has a checkpoint store."""
 
-    __slots__ = ("_checkpoint", "_lock", "_state")
+    __slots__ = ("_checkpoint", "_held", "_lock", "_state")
 
     def __init__(self, checkpoint: Checkpoint | None, state: RunState) -> None:
         self._checkpoint = checkpoint
         self._state = state
         self._lock: asyncio.Lock | None = None  # made on the first write: most runs never write
+        self._held: tuple[int, str] | None = None
+
+    def hold(self) -> None:
+        """Mark the run as in progress in this process until :meth:`release`.
+
+        Raises:
+            CheckpointConflictError: This process already runs it with the same store.
+        """
+        key = (id(self._checkpoint), self._state.run_id)
+        if key in _IN_PROGRESS:
+            raise CheckpointConflictError(
+                self._state.run_id,
+                None,
+                None,
+                message=f"run {self._state.run_id!r} is already running in this process",
+            )
+        _IN_PROGRESS.add(key)
+        self._held = key
+
+    def release(self) -> None:
+        """End what :meth:`hold` started (safe to call when it did not)."""
+        if self._held is not None:
+            _IN_PROGRESS.discard(self._held)
+            self._held = None
 
     @property
     def enabled(self) -> bool:
@@ -55,18 +86,24 @@ class RunCheckpointer:
         return self._checkpoint is not None
 
     async def restore(self, saved: CheckpointState | None = None) -> Restored | None:
-        """Put a saved state (given, or the run's last checkpoint) into the run state.
+        """Put the run's saved state into the run state, and claim the run if it goes on.
 
+        With a store, the store's newest checkpoint of the run wins over a ``saved`` state handed
+        in (a paused response kept by the caller may be older than what the run did since).
+        A run that goes on is claimed first: its state is saved again, a compare-and-set, so of
+        two processes resuming one run only one gets past this point, before any tool runs.
         ``None`` when there is nothing to resume: a new run.
+
+        Raises:
+            CheckpointConflictError: Another process claimed or continued the run first.
         """
         state = self._state
+        if self._checkpoint is not None:
+            stored = await self._checkpoint.load(saved.run_id if saved else state.run_id)
+            saved = stored or saved
         if saved is None:
-            if self._checkpoint is None:
-                return None
-            saved = await self._checkpoint.load(state.run_id)
-            if saved is None:
-                return None
-        elif saved.run_id != state.run_id:
+            return None
+        if saved.run_id != state.run_id:
             state.run_id = saved.run_id
         info = _bookkeeping(saved)
         state.messages[:] = saved.messages
@@ -87,6 +124,8 @@ class RunCheckpointer:
                 run_id=saved.run_id,
                 session_id=saved.session_id,
             )
+        elif self._checkpoint is not None:
+            await self._write_state(saved)
         return Restored(
             finished=finished,
             pending=saved.pending_tool_calls,
@@ -126,11 +165,14 @@ class RunCheckpointer:
         completed: Mapping[str, ToolOutput],
         info: dict[str, Any],
     ) -> None:
+        await self._write_state(self._state_of(pending, completed, info))
+
+    async def _write_state(self, saved: CheckpointState) -> None:
         assert self._checkpoint is not None
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            await self._checkpoint.save(self._state_of(pending, completed, info))
+            await self._checkpoint.save(saved)
 
     def _state_of(
         self,

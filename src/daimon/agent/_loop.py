@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -32,6 +33,7 @@ from daimon.core.events import (
     ToolResult,
     UsageEvent,
 )
+from daimon.core.ids import check_id
 from daimon.core.messages import Message, Role, ToolCall
 from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
 from daimon.core.streaming import StreamAccumulator
@@ -117,6 +119,11 @@ async def run_events(
     A run continues instead of starting when ``resume`` holds a paused run's state, or when the
     agent has a checkpoint store holding ``run_id``; ``decisions`` answer pending approvals.
     """
+    # Ids are checked before anything runs: a backend refusing one later would lose the turn.
+    if session_id is not None:
+        check_id("session", session_id)
+    if run_id is not None:
+        check_id("run", run_id)
     run_id = run_id or (resume.run_id if resume is not None else os.urandom(16).hex())
     memory = agent.memory if session_id is not None else None
     state = RunState(
@@ -150,6 +157,8 @@ async def run_events(
         # The repeated-call guard's counts, made at the first tool call; never checkpointed.
         repeats: dict[str, list[list[Any]]] | None = None
         restored = None
+        if checkpointer is not None:
+            checkpointer.hold()
         if resume is not None or checkpointer is not None:
             restored = await (checkpointer or RunCheckpointer(None, state)).restore(resume)
         if restored is not None:
@@ -262,6 +271,8 @@ async def run_events(
                 for hook in hooks:
                     await hook.on_model_response(response, state)
                 assistant = response.message
+                if len(assistant.tool_calls) > 1:
+                    assistant = _with_unique_call_ids(assistant)
                 messages.append(assistant)
                 pending = assistant.tool_calls
 
@@ -402,11 +413,38 @@ async def run_events(
         raise
     finally:
         detach()
+        if checkpointer is not None:
+            checkpointer.release()
         if record is not None:
             record.usage = state.usage
             record.cost = state.cost
         if budget is not None:
             budget.close()
+
+
+def _with_unique_call_ids(assistant: Message) -> Message:
+    """``assistant`` with every tool call under its own id, before any of them runs.
+
+    Results are matched to calls by id; two calls sharing one (some models repeat ids) would both
+    get one result. A repeated id gets the first free ``<id>~<n>`` (n from 2), in the message that
+    is kept and sent back, so each result reaches the model under the call that produced it.
+    """
+    calls = assistant.tool_calls
+    ids = {call.id for call in calls}
+    if len(ids) == len(calls):
+        return assistant
+    seen: set[str] = set()
+    unique: list[ToolCall] = []
+    for call in calls:
+        if call.id in seen:
+            n = 2
+            while f"{call.id}~{n}" in ids:
+                n += 1
+            call = dataclasses.replace(call, id=f"{call.id}~{n}")
+            ids.add(call.id)
+        seen.add(call.id)
+        unique.append(call)
+    return dataclasses.replace(assistant, tool_calls=tuple(unique))
 
 
 def _add_results(

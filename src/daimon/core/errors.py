@@ -143,12 +143,15 @@ class CheckpointCorruptError(SerializationError):
 class CheckpointConflictError(DaimonError):
     """A save would overwrite checkpoints of the run that this writer has not seen."""
 
-    def __init__(self, run_id: str, expected: int | None, found: int | None) -> None:
+    def __init__(
+        self, run_id: str, expected: int | None, found: int | None, *, message: str | None = None
+    ) -> None:
         seen = f"checkpoint {expected}" if expected is not None else "no checkpoint"
         held = f"checkpoint {found}" if found is not None else "a newer checkpoint"
         super().__init__(
-            f"checkpoint conflict on run {run_id!r}: this handle last saw {seen}, but the store "
-            f"holds {held} written by another handle; load() the run again before saving"
+            message
+            or f"checkpoint conflict on run {run_id!r}: this handle last saw {seen}, but the "
+            f"store holds {held} written by another handle; load() the run again before saving"
         )
         self.run_id = run_id
         self.expected = expected
@@ -271,12 +274,31 @@ class RepeatedToolCallError(AgentRunError):
 
 
 class BudgetExceededError(AgentRunError):
-    """The next model call could take the run past its cost budget."""
+    """The next model call could take the run past its cost budget.
 
-    def __init__(self, spent: float, limit: float) -> None:
-        super().__init__(f"budget exceeded: ${spent:.6f} spent, limit was ${limit:.6f}")
+    Attributes:
+        spent: Dollars spent (and held by calls in flight) when the call was refused.
+        limit: The limit that would be passed.
+        reserved: The refused call's worst case in dollars (0 when the limit was already reached).
+    """
+
+    def __init__(
+        self, spent: float, limit: float, *, reserved: float = 0.0, detail: str = ""
+    ) -> None:
+        if spent >= limit or not reserved:
+            message = f"budget exceeded: ${spent:.6f} spent of a ${limit:.6f} limit"
+        else:
+            message = (
+                f"budget exceeded: the next model call was refused before it was made; it could "
+                f"cost up to ${reserved:.6f}, which with ${spent:.6f} already spent could pass "
+                f"the ${limit:.6f} limit"
+            )
+        super().__init__(f"{message}; {detail}" if detail else message)
         self.spent = spent
         self.limit = limit
+        self.reserved = reserved
+        self.detail = detail
+        """What the reservation counted and what to change, when known."""
 
 
 class GuardrailBlockedError(AgentRunError):

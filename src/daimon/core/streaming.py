@@ -50,6 +50,10 @@ class PendingToolCall:
         )
 
 
+_CallKey = tuple[str, int]
+"""A streamed call's id and index."""
+
+
 class StreamAccumulator:
     """Collects a model stream's events into the :class:`ChatResponse` they describe."""
 
@@ -57,10 +61,12 @@ class StreamAccumulator:
 
     def __init__(self) -> None:
         self._text: list[str] = []
-        self._calls: dict[str, ToolCall] = {}
-        self._names: dict[str, str] = {}
-        self._arguments: dict[str, list[str]] = {}
-        self._order: list[str] = []
+        # Calls are told apart by id and position: a model may give two calls one id, and the
+        # loop makes such ids unique before anything runs (one call must not swallow another).
+        self._calls: dict[_CallKey, ToolCall] = {}
+        self._names: dict[_CallKey, str] = {}
+        self._arguments: dict[_CallKey, list[str]] = {}
+        self._order: list[_CallKey] = []
         self.usage = Usage()
         self.done: Done | None = None
 
@@ -69,24 +75,27 @@ class StreamAccumulator:
         if isinstance(event, TextDelta):
             self._text.append(event.text)
         elif isinstance(event, ToolCallStart):
-            self._track(event.call_id)
-            self._names[event.call_id] = event.name
+            key = (event.call_id, event.index)
+            self._track(key)
+            self._names[key] = event.name
         elif isinstance(event, ToolCallDelta):
             # Some providers send no start event: a delta alone still opens the call.
-            self._track(event.call_id)
-            self._arguments[event.call_id].append(event.arguments_delta)
+            key = (event.call_id, event.index)
+            self._track(key)
+            self._arguments[key].append(event.arguments_delta)
         elif isinstance(event, ToolCallEnd):
-            self._track(event.call.id)
-            self._calls[event.call.id] = event.call
+            key = (event.call.id, event.index)
+            self._track(key)
+            self._calls[key] = event.call
         elif isinstance(event, UsageEvent):
             self.usage = event.usage
         elif isinstance(event, Done):
             self.done = event
 
-    def _track(self, call_id: str) -> None:
-        if call_id not in self._arguments:
-            self._order.append(call_id)
-            self._arguments[call_id] = []
+    def _track(self, key: _CallKey) -> None:
+        if key not in self._arguments:
+            self._order.append(key)
+            self._arguments[key] = []
 
     @property
     def text(self) -> str:
@@ -98,11 +107,11 @@ class StreamAccumulator:
         if self.done is None:
             raise StreamClosedError("model stream ended without a Done event")
         calls: list[ToolCall] = []
-        for call_id in self._order:
-            call = self._calls.get(call_id)
+        for key in self._order:
+            call = self._calls.get(key)
             if call is None:
                 call = ToolCall.from_json(
-                    call_id, self._names.get(call_id, ""), "".join(self._arguments[call_id])
+                    key[0], self._names.get(key, ""), "".join(self._arguments[key])
                 )
             calls.append(call)
         stop = self.done.stop_reason

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Self
 
 from daimon.core.errors import BuilderError
+from daimon.core.ids import check_id
 from daimon.core.lifecycle import SetupOnEnter
 from daimon.core.memory_records import decode_message, encode_message
 from daimon.core.messages import Message
@@ -83,11 +84,13 @@ class RedisMemory(SetupOnEnter):
 
     async def get_messages(self, session_id: str) -> list[Message]:
         """The session's messages, oldest first."""
+        check_id("session", session_id)
         items = await self._client.lrange(self._key(session_id), 0, -1)
         return [decode_message(session_id, i, item) for i, item in enumerate(items)]
 
     async def add_messages(self, session_id: str, messages: Sequence[Message]) -> None:
         """Append messages to the session in one transaction: all of them or none."""
+        check_id("session", session_id)
         # Encode all before writing any.
         payloads = [encode_message(m).encode("utf-8") for m in messages]
         if not payloads:
@@ -101,6 +104,7 @@ class RedisMemory(SetupOnEnter):
 
     async def clear(self, session_id: str) -> None:
         """Forget the session."""
+        check_id("session", session_id)
         await self._client.delete(self._key(session_id))
 
     async def list_sessions(self) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from daimon.core import errors
 from daimon.core.errors import BuilderError, DaimonError
+from daimon.core.ids import check_id
 from daimon.core.lifecycle import SetupOnEnter
 from daimon.core.memory_records import decode_message, encode_message
 from daimon.core.messages import Message
@@ -94,6 +95,7 @@ class SQLiteMemory(SetupOnEnter):
 
     async def get_messages(self, session_id: str) -> list[Message]:
         """The session's messages, oldest first."""
+        check_id("session", session_id)
         rows = await self._run(
             lambda c: c.execute_fetchall(
                 "SELECT seq, payload FROM messages WHERE session_id = ? ORDER BY seq",
@@ -105,6 +107,7 @@ class SQLiteMemory(SetupOnEnter):
 
     async def add_messages(self, session_id: str, messages: Sequence[Message]) -> None:
         """Append messages to the session in one transaction: all of them or none."""
+        check_id("session", session_id)
         payloads = [encode_message(m) for m in messages]  # encode all before writing any
         if not payloads:
             return
@@ -123,6 +126,7 @@ class SQLiteMemory(SetupOnEnter):
 
     async def clear(self, session_id: str) -> None:
         """Forget the session."""
+        check_id("session", session_id)
         await self._run(
             lambda c: c.execute("DELETE FROM messages WHERE session_id = ?", (session_id,)),
             write=True,

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from daimon.core.chat import ChatRequest, Usage
 from daimon.core.errors import BuilderError
+from daimon.core.ids import check_id
 from daimon.core.memory_records import inner_sessions
 from daimon.core.messages import ImagePart, Message, Role
 from daimon.core.protocols import Memory, Model, TokenCounter
@@ -226,6 +227,7 @@ class SummarizingMemory:
 
     async def get_messages(self, session_id: str) -> list[Message]:
         """The session's history within ``max_tokens``: a summary first once it outgrew them."""
+        check_id("session", session_id)
         async with self._lock(session_id):  # a second reader waits, then finds the new summary
             return await self._read(session_id)
 
@@ -308,10 +310,12 @@ class SummarizingMemory:
 
     async def add_messages(self, session_id: str, messages: Sequence[Message]) -> None:
         """Append messages to the inner memory."""
+        check_id("session", session_id)
         await self._inner.add_messages(session_id, messages)
 
     async def clear(self, session_id: str) -> None:
         """Forget the session in the inner memory, and its summary."""
+        check_id("session", session_id)
         async with self._lock(session_id):  # not while a read may write the summary back
             self._summaries.pop(session_id, None)
             await self._inner.clear(session_id)

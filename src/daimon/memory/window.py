@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from daimon.core.errors import BuilderError
+from daimon.core.ids import check_id
 from daimon.core.memory_records import inner_sessions
 from daimon.core.messages import Message, Role
 from daimon.core.protocols import Memory, TokenCounter
@@ -59,6 +60,7 @@ class SlidingWindowMemory:
 
     async def get_messages(self, session_id: str) -> list[Message]:
         """The session's newest messages, oldest first: at most ``max_messages`` of them."""
+        check_id("session", session_id)
         stored = self._sessions.get(session_id)
         if not stored:
             return []
@@ -66,6 +68,7 @@ class SlidingWindowMemory:
 
     async def add_messages(self, session_id: str, messages: Sequence[Message]) -> None:
         """Append messages to the session, atomically."""
+        check_id("session", session_id)
         if not messages:
             return
         stored = self._sessions.setdefault(session_id, [])
@@ -77,6 +80,7 @@ class SlidingWindowMemory:
 
     async def clear(self, session_id: str) -> None:
         """Forget the session."""
+        check_id("session", session_id)
         self._sessions.pop(session_id, None)
 
     async def list_sessions(self) -> list[str]:
@@ -118,15 +122,18 @@ class TokenWindowMemory:
 
     async def get_messages(self, session_id: str) -> list[Message]:
         """The session's newest messages that fit the budget, oldest first."""
+        check_id("session", session_id)
         messages = await self._inner.get_messages(session_id)
         return messages[token_window_start(messages, self._max_tokens, self._counter) :]
 
     async def add_messages(self, session_id: str, messages: Sequence[Message]) -> None:
         """Append messages to the inner memory."""
+        check_id("session", session_id)
         await self._inner.add_messages(session_id, messages)
 
     async def clear(self, session_id: str) -> None:
         """Forget the session in the inner memory."""
+        check_id("session", session_id)
         await self._inner.clear(session_id)
 
     async def list_sessions(self) -> list[str]:

@@ -19,6 +19,7 @@ from daimon.core.errors import (
     AgentRunError,
     DaimonError,
     GuardrailBlockedError,
+    InvalidIdError,
     ModelError,
 )
 from daimon.core.errors import (
@@ -62,7 +63,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str, str]:
     """The HTTP status, error type and message for a run that raised ``exc``."""
     if isinstance(exc, RunTimeoutError):
         return 504, "TimeoutError", str(exc)
-    if isinstance(exc, GuardrailBlockedError):
+    if isinstance(exc, (GuardrailBlockedError, InvalidIdError)):
         return 400, type(exc).__name__, str(exc)
     if isinstance(exc, ModelError):
         return 502, type(exc).__name__, str(exc)

@@ -20,14 +20,14 @@ daimon backend has (a handle that has not seen a run's newest checkpoint cannot 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import pytest
 
 from daimon.core.chat import Usage
 from daimon.core.checkpoints import CheckpointState
-from daimon.core.errors import BuilderError, DaimonError, SerializationError
+from daimon.core.errors import DaimonError, InvalidIdError, SerializationError
 from daimon.core.messages import Message, ToolCall
 from daimon.core.protocols import Checkpoint
 from daimon.core.tools import ToolOutput
@@ -217,9 +217,20 @@ class CheckpointConformance:
         await checkpoint.save(_state("r", 1))
         assert await checkpoint.load("r") == _state("r", 1)
 
-    async def test_empty_run_id_is_refused(self, checkpoint: CheckpointStore) -> None:
-        """An empty run id is a ``BuilderError``."""
-        with pytest.raises(BuilderError):
-            await checkpoint.save(_state("", 1))
-        with pytest.raises(BuilderError):
-            await checkpoint.load("")
+    @pytest.mark.parametrize("run_id", ["", "\ud800", "a\0b", "r" * 1025])
+    async def test_an_invalid_run_id_is_refused(
+        self, checkpoint: CheckpointStore, run_id: str
+    ) -> None:
+        """A run id no backend can hold is an ``InvalidIdError`` naming it; nothing is stored."""
+        calls: list[Callable[[], Awaitable[object]]] = [
+            lambda: checkpoint.save(_state(run_id, 1)),
+            lambda: checkpoint.load(run_id),
+            lambda: checkpoint.history(run_id),
+            lambda: checkpoint.delete(run_id),
+            lambda: checkpoint.fork("r", run_id),
+        ]
+        for call in calls:
+            with pytest.raises(InvalidIdError, match="invalid run id") as raised:
+                await call()
+            assert raised.value.value == run_id
+        assert await checkpoint.list_runs() == []

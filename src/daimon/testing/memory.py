@@ -40,7 +40,7 @@ from typing import ClassVar
 
 import pytest
 
-from daimon.core.errors import SerializationError
+from daimon.core.errors import InvalidIdError, SerializationError
 from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
 from daimon.core.protocols import Memory
 
@@ -218,6 +218,22 @@ class MemoryConformance:
         with pytest.raises(SerializationError):  # a new session's failed batch does not list it
             await memory.add_messages("t", [unencodable])
         assert await memory.list_sessions() == ["s"]
+
+    @pytest.mark.parametrize("session_id", ["", "\ud800", "a\0b", "s" * 1025])
+    async def test_an_invalid_session_id_is_refused_before_anything_is_stored(
+        self, memory: Memory, session_id: str
+    ) -> None:
+        """Every method refuses an id no backend can hold with ``InvalidIdError``, naming it."""
+        calls: list[Callable[[], Awaitable[object]]] = [
+            lambda: memory.add_messages(session_id, [_text(1)]),
+            lambda: memory.get_messages(session_id),
+            lambda: memory.clear(session_id),
+        ]
+        for call in calls:
+            with pytest.raises(InvalidIdError, match="invalid session id") as raised:
+                await call()
+            assert raised.value.value == session_id
+        assert await memory.list_sessions() == []
 
     async def test_concurrent_batches_land_whole(self, make_memory: MemoryFactory) -> None:
         """Batches appended concurrently from two handles land whole, none lost."""
