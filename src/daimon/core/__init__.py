@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     )
     from daimon.core.checkpoints import (
         CheckpointState,
+        RunProgress,
     )
     from daimon.core.documents import (
         Document,
@@ -136,6 +137,7 @@ _LAZY: dict[str, str] = {
     "CheckpointConflictError": "daimon.core.errors",
     "CheckpointCorruptError": "daimon.core.errors",
     "CheckpointState": "daimon.core.checkpoints",
+    "RunProgress": "daimon.core.checkpoints",
     "Condition": "daimon.core.filters",
     "Content": "daimon.core.messages",
     "ContentPart": "daimon.core.messages",
@@ -235,8 +237,8 @@ __all__ = (
     "FilterError",
     "FilterOp",
     "GuardrailBlockedError",
-    "InvalidIdError",
     "ImagePart",
+    "InvalidIdError",
     "KnowledgeBase",
     "KnowledgeBaseError",
     "MCPError",
@@ -254,6 +256,7 @@ __all__ = (
     "Retriever",
     "Role",
     "RunCancelled",
+    "RunProgress",
     "Scalar",
     "SchemaValidationError",
     "ScoredDocument",
