@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from .conftest import CLI, cli_env, daimon_command
@@ -138,3 +142,66 @@ def test_serve_answers_over_http_and_refuses_to_be_exposed_without_a_token(
     finally:
         process.terminate()
         process.communicate(timeout=30)
+
+
+def _start_serving(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], int]:
+    """``daimon serve agents:calculating --port <free> ARGS`` as a subprocess, and its port."""
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        port: int = s.getsockname()[1]
+    command = daimon_command("serve", "agents:calculating", "--port", str(port), *args)
+    process = subprocess.Popen(
+        command,
+        env=cli_env(**(env or {})),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return process, port
+
+
+def _get_agents(port: int, host: str, deadline: float) -> httpx.Response:
+    """GET /agents with ``Host: host`` and the token, retrying until the server is up."""
+    while True:
+        try:
+            return httpx.get(
+                f"http://127.0.0.1:{port}/agents",
+                headers={"Host": host, "Authorization": "Bearer T0ken"},
+                timeout=10,
+            )
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "the server did not come up"
+            time.sleep(0.2)
+
+
+def test_serve_on_0_0_0_0_takes_its_allowed_hosts_from_the_flag_or_the_environment(
+    cli: CLI, tmp_path: Path
+) -> None:
+    """``--host 0.0.0.0 --token T`` was always refused (issue 17, item 10)."""
+    refused = cli("serve", "agents:calculating", "--host", "0.0.0.0", "--token", "T0ken")
+    assert refused.returncode == 2
+    assert "--allowed-host" in refused.stderr and "DAIMON_ALLOWED_HOSTS" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    exposed = ("--host", "0.0.0.0", "--token", "T0ken")
+    by_flag = _start_serving(tmp_path, *exposed, "--allowed-host", "example.test")
+    by_env = _start_serving(
+        tmp_path, *exposed, env={"DAIMON_ALLOWED_HOSTS": "first.test, example.test"}
+    )
+    try:
+        deadline = time.monotonic() + 60
+        for _, port in (by_flag, by_env):
+            named = _get_agents(port, f"example.test:{port}", deadline)
+            assert named.status_code == 200, named.text
+            assert named.json()["default"] == "calculating"
+            other = _get_agents(port, f"attacker.test:{port}", deadline)
+            assert other.status_code == 403, other.text
+        assert _get_agents(by_env[1], "first.test", deadline).status_code == 200
+        assert _get_agents(by_flag[1], "first.test", deadline).status_code == 403
+    finally:
+        for process, _ in (by_flag, by_env):
+            process.terminate()
+            process.communicate(timeout=30)

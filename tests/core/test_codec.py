@@ -327,7 +327,17 @@ def test_unknown_or_bad_stream_event(data: Any, match: str) -> None:
         loads(_envelope(data), StreamEvent)
 
 
-MARKERS = ["__class__", "py/object", "__reduce__", "__reduce_ex__", "py/reduce", "__module__"]
+MARKERS = [
+    "__class__",
+    "py/object",
+    "__reduce__",
+    "__reduce_ex__",
+    "py/reduce",
+    "__module__",
+    "$type",
+    "!!python/object/apply:os.system",
+    "py/id",
+]
 
 
 @pytest.mark.parametrize("marker", MARKERS)
@@ -368,9 +378,9 @@ def test_deep_nesting_is_an_error_not_a_crash() -> None:
 @pytest.mark.parametrize(
     ("value", "match"),
     [
-        (ToolOutput(content="x", data={1, 2}), "cannot encode a value of type set"),
-        (ToolOutput(content="x", data={1: "a"}), "cannot encode a mapping key of type int"),
-        (ToolOutput(content="x", data=float("nan")), "cannot encode as JSON"),
+        (Document(content="x", metadata={"s": {1, 2}}), "cannot encode a value of type set"),
+        (Document(content="x", metadata={1: "a"}), "cannot encode a mapping key of type int"),
+        (AgentResponse(text="x", output=float("nan")), "cannot encode as JSON"),
         (ScoredDocument(document=Document(content="x"), score=float("inf")), "cannot encode"),
         (object(), "cannot encode a value of type object"),
     ],
@@ -412,12 +422,15 @@ def test_literal_and_enum_compare_types() -> None:
 
 def test_encoding_refuses_what_decoding_would_refuse() -> None:
     """The codec is symmetric: nothing it writes is data it will later refuse to read."""
-    from daimon.core import Message, SerializationError, ToolCall
-
-    poisoned = Message.assistant(
-        tool_calls=[ToolCall(id="1", name="t", arguments={"__class__": 1})]
-    )
-    with pytest.raises(SerializationError, match="refusing to encode the key '__class__'"):
-        dumps(poisoned)
     with pytest.raises(SerializationError, match="UTF-8"):
         dumps(Message.user("lone \ud800 surrogate"))
+
+
+def test_marker_keys_in_data_are_written_escaped_and_read_back() -> None:
+    # Before escaping, these were refused on encode: the memory write failed after the tool ran.
+    message = Message.assistant(
+        tool_calls=[ToolCall(id="1", name="t", arguments={"__class__": 1, "$type": "Order"})]
+    )
+    text = dumps(message)
+    assert '"~__class__": 1' in text and '"~$type": "Order"' in text
+    assert loads(text, Message) == message

@@ -200,8 +200,9 @@ def test_sdk_errors_for_bad_requests_and_auth(live: Live) -> None:
                 {"role": "user", "content": "x"},
             ],
         )
-    with pytest.raises(openai.UnprocessableEntityError):
+    with pytest.raises(openai.BadRequestError) as empty:  # as OpenAI answers it: 400, not 422
         client.chat.completions.create(model="echo", messages=[])
+    assert (empty.value.param, empty.value.code) == ("messages", "empty_array")
     with pytest.raises(openai.AuthenticationError):
         sdk(server, token="wrong").models.list()
 

@@ -8,6 +8,7 @@ its threshold, ``130`` on Ctrl-C.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -40,6 +41,17 @@ TokenOption = Annotated[
     str | None,
     typer.Option(envvar="DAIMON_TOKEN", help="Bearer token clients must send (env DAIMON_TOKEN)."),
 ]
+ALLOWED_HOSTS_ENV = "DAIMON_ALLOWED_HOSTS"
+AllowedHostOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        metavar="NAME",
+        help="A Host header clients may send: name, name:port, *.domain or * for any "
+        f"(repeatable; env {ALLOWED_HOSTS_ENV}, comma-separated). Needed to bind 0.0.0.0 or ::.",
+    ),
+]
+_WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
 
 def load_served_agent(spec: str) -> Agent:
@@ -199,11 +211,14 @@ def serve(
     host: HostOption = "127.0.0.1",
     port: PortOption = 8000,
     token: TokenOption = None,
+    allowed_host: AllowedHostOption = None,
     no_ui: Annotated[
         bool, typer.Option("--no-ui", help="Serve the API only: no web playground at /.")
     ] = False,
 ) -> None:
     """Serve agents over HTTP: REST, SSE, OpenAI-compatible /v1, and a web playground at /."""
+    hosts = _allowed_hosts(allowed_host)
+    _refuse_unnamed_wildcard(host, hosts, token)
     served: dict[str, Agent | ServedFlow] = {}
     for spec in agents:
         agent = load_served(spec)
@@ -212,13 +227,40 @@ def serve(
     from daimon.server import serve as serve_http
 
     try:
-        settings = ServerSettings(host=host, port=port, token=token, ui=not no_ui)
+        settings = ServerSettings(
+            host=host, port=port, token=token, allowed_hosts=hosts, ui=not no_ui
+        )
         serve_http(served, settings=settings)
     except DaimonError as exc:  # refused to start: exposed without a token, a bad setting
         sys.stderr.write(f"error: {exc}\n")
         raise _Exit(EXIT_USAGE) from None
     except KeyboardInterrupt:
         raise _Exit(EXIT_INTERRUPTED) from None
+
+
+def _allowed_hosts(given: list[str] | None) -> tuple[str, ...] | None:
+    """The ``Host`` names ``--allowed-host`` gives, else the environment's; ``None`` for none."""
+    if given:
+        return tuple(given)
+    listed = os.environ.get(ALLOWED_HOSTS_ENV, "")
+    names = tuple(name.strip() for name in listed.split(",") if name.strip())
+    return names or None
+
+
+def _refuse_unnamed_wildcard(bind: str, hosts: tuple[str, ...] | None, token: str | None) -> None:
+    """Exit with code 2 on a wildcard bind without allowed hosts, saying how to give them.
+
+    The server cannot guess the names clients will use. Without a token the server refuses
+    first, for that (it is the bigger hole), as it would without this check.
+    """
+    if hosts is not None or token is None or bind.strip() not in _WILDCARD_BINDS:
+        return
+    sys.stderr.write(
+        f"error: binding the wildcard address {bind!r} needs the host names clients use to "
+        f"reach this server: --allowed-host NAME (repeatable) or {ALLOWED_HOSTS_ENV}=NAME,NAME "
+        "(each NAME, NAME:PORT, *.DOMAIN, or * for any Host)\n"
+    )
+    raise _Exit(EXIT_USAGE)
 
 
 # --- daimon broker serve grpc: the daimon broker service.

@@ -1,9 +1,17 @@
 """Versioned JSON for every type daimon persists or sends over a wire.
 
 Decoding is driven by the target type: a payload can only ever become the dataclass the caller
-asked for, never an arbitrary class. Unknown fields, wrong types and markers that other
-serializers use to revive code (``__class__``, ``py/object``, pickle opcodes, ...) are rejected
-with a :class:`SerializationError` that says where.
+asked for, never an arbitrary class. Unknown fields, wrong types and keys that other serializers
+read as code to revive are rejected with a :class:`SerializationError` that says where. Those
+markers are a family: dunder names (``__class__``, ``__reduce__``, ...), ``py/...`` (jsonpickle),
+``!!python...`` (YAML tags, also spelled ``tag:yaml.org,2002:python/...``) and ``$type`` (.NET).
+
+Free-form data (tool arguments, ``custom`` state, metadata) may still hold such keys: it is data,
+so it is stored losslessly by escaping. On encode, a mapping key that is a marker, or ``~``
+repeated before a marker, gains one more leading ``~`` (``$type`` -> ``~$type``, ``~$type`` ->
+``~~$type``); on decode such a key loses one. A bare marker in a payload was never written by
+daimon, so it is still refused. Every other key is stored as it is, so data written before
+escaping existed reads back the same. Dataclass fields are never markers and are not escaped.
 
 ``dumps``/``loads`` wrap the data in an envelope ``{"daimon": 1, "data": ...}`` so formats can
 evolve; ``to_data``/``from_data`` give the bare JSON value for embedding in larger documents.
@@ -16,9 +24,10 @@ import base64
 import dataclasses
 import json
 import math
+import re
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from enum import Enum
 from functools import cache
 from typing import Any, TypeVar, cast, overload
@@ -49,6 +58,12 @@ _REVIVING_MARKERS = frozenset(
         "__pickle__",
     }
 )
+"""Well-known markers; :data:`_MARKER` matches these and the rest of their families."""
+
+_ESCAPE = "~"
+# A marker (dunder name, ``py/`` or ``!!python`` prefix, ``$type``) after any number of escapes.
+# ``\Z``, not ``$``: ``$`` would also match before a trailing newline ("$type\n" is no marker).
+_MARKER = re.compile(r"~*(?:__.+__\Z|py/|!!python|tag:yaml\.org,2002:python/|\$type\Z)", re.DOTALL)
 
 # The JSON shapes a value can have, used to pick the member of a union that a value is meant for.
 _NULL = "null"
@@ -90,20 +105,18 @@ def _to_data(obj: Any) -> Any:
                 raise SerializationError(
                     f"cannot encode a mapping key of type {type(key).__name__}"
                 )
-            if key in _REVIVING_MARKERS:
-                # Decoding refuses these keys, so encoding them would store data that can never
-                # be read back: refuse at once, where the caller can still see what was wrong.
-                raise SerializationError(
-                    f"refusing to encode the key {key!r}: other serializers read it as code to "
-                    "revive, so daimon never stores it"
-                )
-            out[key] = _to_data(value)
+            out[_escape_key(key)] = _to_data(value)
         return out
     if isinstance(obj, (list, tuple)):
         return [_to_data(v) for v in cast(Sequence[Any], obj)]
     if isinstance(obj, bytes):
         return base64.b64encode(obj).decode("ascii")
     raise SerializationError(f"cannot encode a value of type {type(obj).__name__} as JSON")
+
+
+def _escape_key(key: str) -> str:
+    """``key`` as stored: a marker, bare or escaped, gains one escape (see the module doc)."""
+    return _ESCAPE + key if _MARKER.match(key) else key
 
 
 @overload
@@ -319,14 +332,25 @@ def _decode_bytes(value: Any, path: str) -> bytes:
         raise _fail(path, "invalid base64") from exc
 
 
-def _check_object(obj: dict[Any, Any], path: str) -> None:
-    """Refuse non-string keys and the markers other serializers use to revive code."""
-    for key in obj:
+def _decode_key(key: Any, path: str) -> str:
+    """A free-form mapping key as it was before :func:`_escape_key`; refuses bare markers."""
+    if not isinstance(key, str):
+        raise _fail(path, f"object keys must be strings, got {_type_name(key)}")
+    if _MARKER.match(key) is None:
+        return key
+    if key[0] != _ESCAPE:
+        raise _fail(path, f"refusing a code-reviving marker {key!r}")
+    return key[1:]
+
+
+def _check_field_keys(keys: Set[Any], path: str) -> None:
+    """Refuse non-string keys and bare markers among keys that are no dataclass field."""
+    for key in keys:
         if not isinstance(key, str):
             raise _fail(path, f"object keys must be strings, got {_type_name(key)}")
-    markers = _REVIVING_MARKERS.intersection(obj)
+    markers = sorted(key for key in keys if _MARKER.match(key) and key[0] != _ESCAPE)
     if markers:
-        raise _fail(path, f"refusing a code-reviving marker {sorted(markers)[0]!r}")
+        raise _fail(path, f"refusing a code-reviving marker {markers[0]!r}")
 
 
 def _decode_json_value(value: Any, path: str) -> Any:
@@ -339,10 +363,17 @@ def _decode_json_value(value: Any, path: str) -> Any:
     if isinstance(value, list):
         return [_decode_json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
-        obj = cast(dict[str, Any], value)
-        _check_object(obj, path)
-        return {k: _decode_json_value(v, f"{path}.{k}") for k, v in obj.items()}
+        return _decode_object(value, path, _decode_json_value)
     raise _fail(path, f"not a JSON value: {_type_name(value)}")
+
+
+def _decode_object(obj: dict[Any, Any], path: str, item: _Decoder) -> dict[str, Any]:
+    """A free-form JSON object: keys unescaped (bare markers refused), values by ``item``."""
+    out: dict[str, Any] = {}
+    for stored, value in obj.items():
+        key = _decode_key(stored, path)
+        out[key] = item(value, f"{path}.{key}")
+    return out
 
 
 def _enum_decoder(enum: type[Enum]) -> _Decoder:
@@ -384,9 +415,7 @@ def _mapping_decoder(item: _Decoder) -> _Decoder:
     def decode(value: Any, path: str) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise _fail(path, f"expected an object, got {_type_name(value)}")
-        obj = cast(dict[str, Any], value)
-        _check_object(obj, path)
-        return {k: item(v, f"{path}.{k}") for k, v in obj.items()}
+        return _decode_object(value, path, item)
 
     return decode
 
@@ -476,10 +505,12 @@ def _dataclass_decoder(cls: type[Any]) -> _Decoder:
         if not isinstance(value, dict):
             raise _fail(path, f"expected a {name} object, got {_type_name(value)}")
         obj = cast(dict[str, Any], value)
-        _check_object(obj, path)
+        # Field names are never markers, so only keys that name no field need checking.
+        unknown = obj.keys() - field_decoders.keys()
+        if unknown:
+            _check_field_keys(unknown, path)
         if kind is not None and obj.get("kind", kind) != kind:
             raise _fail(path, f"expected kind {kind!r}, got {obj.get('kind')!r}")
-        unknown = set(obj) - set(field_decoders)
         if unknown:
             raise _fail(path, f"unknown field(s) for {name}: {', '.join(sorted(unknown))}")
         missing = required - set(obj)

@@ -9,6 +9,13 @@ and its final answer is the completion. Streamed, every text delta of the run is
 ``content`` is the final answer only.
 
 Sessions are the client's: the conversation comes in with each request and nothing is kept.
+
+Requests are checked as strictly as OpenAI checks them: what each role's message must hold
+(``content`` for user, system, developer and tool messages, ``tool_call_id`` for tool messages,
+``content`` or ``tool_calls`` for assistant ones), JSON booleans and integers where the API has
+them. A request refused is answered 400 in OpenAI's error shape, ``{"error": {"message",
+"type": "invalid_request_error", "param", "code"}}``, ``param`` naming the field at fault
+(``messages[0].content``), so OpenAI clients read it as they would OpenAI's own.
 """
 
 from __future__ import annotations
@@ -16,10 +23,13 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from daimon.agent import Agent
@@ -33,12 +43,16 @@ from daimon.server._errors import describe_failure, error_body, error_response
 from daimon.server._routes import CLIENT_CLOSED, error_responses
 from daimon.server._runs import ClientDisconnected, run_supervised
 from daimon.server._schemas import (
+    AssistantMessage,
     ChatCompletion,
     ChatCompletionRequest,
     ChatMessage,
     ErrorResponse,
     ModelList,
     ModelObject,
+    OpenAIErrorResponse,
+    ToolMessage,
+    UserMessage,
 )
 from daimon.server._settings import ServerSettings
 from daimon.server._sse import EventStreamResponse, sse_frame
@@ -51,7 +65,12 @@ _DONE = b"data: [DONE]\n\n"
 
 
 class _BadConversation(ValueError):
-    """The messages cannot be read as a conversation (400)."""
+    """The messages cannot be read as a conversation (400, naming the field at fault)."""
+
+    def __init__(self, message: str, param: str = "messages", code: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+        self.code = code
 
 
 class _ApprovalRequired(Exception):
@@ -90,18 +109,13 @@ def _text(message: ChatMessage) -> str:
     content = message.content
     if content is None or isinstance(content, str):
         return content or ""
-    texts: list[str] = []
-    for part in content:
-        if part.type != "text":
-            raise _BadConversation(f"{message.role} messages may hold text only, not {part.type}")
-        texts.append(part.text)
-    return "".join(texts)
+    return "".join(part.text for part in content if part.type == "text")
 
 
-def _user_content(message: ChatMessage) -> str | list[ContentPart]:
+def _user_content(message: UserMessage) -> str | list[ContentPart]:
     content = message.content
-    if content is None or isinstance(content, str):
-        return content or ""
+    if isinstance(content, str):
+        return content
     if all(part.type == "text" for part in content):
         return _text(message)
     return [
@@ -113,37 +127,58 @@ def _user_content(message: ChatMessage) -> str | list[ContentPart]:
 def _conversation(messages: Sequence[ChatMessage]) -> tuple[str, list[Message], str | Message]:
     """The extra instructions, the history and the prompt that ``messages`` hold."""
     *earlier, last = messages
-    if last.role != "user":
-        raise _BadConversation(f"the last message must be the user's, not the {last.role}'s")
+    if not isinstance(last, UserMessage):
+        raise _BadConversation(
+            f"the last message must be the user's, not the {last.role}'s",
+            f"messages[{len(earlier)}].role",
+        )
     instructions: list[str] = []
     history: list[Message] = []
     unanswered: set[str] = set()
-    for message in earlier:
-        role = message.role
-        if role != "tool" and unanswered:
-            raise _BadConversation(f"tool call(s) {sorted(unanswered)} have no tool message")
-        if role in ("system", "developer"):
-            instructions.append(_text(message))
-        elif role == "user":
-            history.append(Message.user(_user_content(message)))
-        elif role == "assistant":
-            calls = tuple(
-                ToolCall.from_json(c.id, c.function.name, c.function.arguments)
-                for c in message.tool_calls or ()
+    for index, message in enumerate(earlier):
+        if not isinstance(message, ToolMessage) and unanswered:
+            raise _BadConversation(
+                f"tool call(s) {sorted(unanswered)} have no tool message", f"messages[{index}]"
             )
-            unanswered = {c.id for c in calls}
-            history.append(Message.assistant(_text(message), calls))
+        if isinstance(message, UserMessage):
+            history.append(Message.user(_user_content(message)))
+        elif isinstance(message, AssistantMessage):
+            history.append(_assistant_turn(message, index))
+            unanswered = {c.id for c in message.tool_calls or ()}
+        elif isinstance(message, ToolMessage):
+            if message.tool_call_id not in unanswered:
+                raise _BadConversation(
+                    f"tool message answers no pending tool call: {message.tool_call_id!r}",
+                    f"messages[{index}].tool_call_id",
+                )
+            unanswered.discard(message.tool_call_id)
+            history.append(Message.tool(message.tool_call_id, _text(message), name=message.name))
         else:
-            call_id = message.tool_call_id
-            if call_id is None or call_id not in unanswered:
-                raise _BadConversation(f"tool message answers no pending tool call: {call_id!r}")
-            unanswered.discard(call_id)
-            history.append(Message.tool(call_id, _text(message), name=message.name))
+            instructions.append(_text(message))
     if unanswered:
-        raise _BadConversation(f"tool call(s) {sorted(unanswered)} have no tool message")
+        raise _BadConversation(
+            f"tool call(s) {sorted(unanswered)} have no tool message", f"messages[{len(earlier)}]"
+        )
     content = _user_content(last)
     prompt = content if isinstance(content, str) else Message.user(content)
     return "\n\n".join(i for i in instructions if i), history, prompt
+
+
+def _assistant_turn(message: AssistantMessage, index: int) -> Message:
+    """An earlier assistant turn; it must say something or call a tool, as at OpenAI."""
+    if message.content is None and not message.tool_calls:
+        where = f"messages[{index}].content"
+        raise _BadConversation(
+            f"Missing required parameter: '{where}' (an assistant message without tool_calls "
+            "needs content).",
+            where,
+            "missing_required_parameter",
+        )
+    calls = tuple(
+        ToolCall.from_json(c.id, c.function.name, c.function.arguments)
+        for c in message.tool_calls or ()
+    )
+    return Message.assistant(_text(message), calls)
 
 
 def _agent_for(agent: Agent, instructions: str, history: list[Message]) -> tuple[Agent, str | None]:
@@ -182,6 +217,151 @@ def _stream_error(exc: BaseException) -> bytes:
     return sse_frame(dump_json(error_body(kind, message)))
 
 
+# ------------------------------------------------------------------ invalid requests, as OpenAI
+
+_EXPECTED = {
+    "string_type": "a string",
+    "bool_type": "a boolean",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "list_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+_Path = list[str | int]
+
+
+def _openai_error(
+    message: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    type: str = "invalid_request_error",
+) -> Response:
+    """A 400 answer in OpenAI's error shape."""
+    error = {"message": message, "type": type, "param": param, "code": code}
+    return Response(dump_json({"error": error}), status_code=400, media_type="application/json")
+
+
+class _OpenAIRoute(APIRoute):
+    """A route answering a request its schema refuses as OpenAI would: 400, OpenAI's shape."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            try:
+                return await handle(request)
+            except RequestValidationError as exc:
+                return _invalid_request(exc)
+            except HTTPException as exc:
+                if exc.status_code != 400:  # the body could not be read at all (not UTF-8)
+                    raise
+                return _openai_error(f"We could not parse the body of your request: {exc.detail}.")
+
+        return route
+
+
+def _invalid_request(exc: RequestValidationError) -> Response:
+    """The most specific of the schema's complaints, said the way OpenAI says it."""
+    problems = [p for p in exc.errors() if isinstance(p, Mapping)]
+    if not problems or any(p.get("type") == "json_invalid" for p in problems):
+        return _openai_error(
+            "We could not parse the JSON body of your request: send a JSON object."
+        )
+    located = [(_path(p, exc.body), p) for p in problems]
+    # Deepest first; at one place, a wrong value says more than a union member's wrong type.
+    path, problem = max(located, key=lambda pair: (len(pair[0]), pair[1]["type"] not in _EXPECTED))
+    expected = [_EXPECTED[p["type"]] for at, p in located if at == path and p["type"] in _EXPECTED]
+    expected = expected if problem["type"] in _EXPECTED else []  # a type problem: all it could be
+    message, code, path = _describe(problem, path, expected)
+    return _openai_error(message, param=_param(path), code=code)
+
+
+def _path(problem: Mapping[str, Any], body: object) -> _Path:
+    """Where in the request ``problem`` is, as the client wrote it.
+
+    pydantic's location also names the union member and discriminator tag it tried
+    (``messages.0.user.content.str``): only the steps that exist in the body are kept, and the
+    field a ``missing`` problem names.
+    """
+    loc = list(problem.get("loc", ()))
+    steps = loc[1:] if loc[:1] == ["body"] else loc
+    path: _Path = []
+    value = body
+    for index, step in enumerate(steps):
+        found, child = _step_into(value, step)
+        if found:
+            value = child
+        elif not (problem["type"] == "missing" and index == len(steps) - 1):
+            continue
+        path.append(step)
+    return path
+
+
+def _step_into(value: object, step: object) -> tuple[bool, object]:
+    """Whether ``value`` has ``step`` (a list index, an object key), and what is there."""
+    if isinstance(step, int) and isinstance(value, list) and 0 <= step < len(value):
+        return True, value[step]
+    if isinstance(step, str) and isinstance(value, dict) and step in value:
+        return True, value[step]
+    return False, None
+
+
+def _param(path: _Path) -> str | None:
+    """``["messages", 0, "content"]`` as OpenAI names it: ``messages[0].content``."""
+    text = ""
+    for step in path:
+        text += f"[{step}]" if isinstance(step, int) else f".{step}" if text else step
+    return text or None
+
+
+_BOUNDS = {
+    "greater_than_equal": ("below minimum", ">=", "ge", "integer_below_min_value"),
+    "less_than_equal": ("above maximum", "<=", "le", "integer_above_max_value"),
+}
+
+
+def _describe(
+    problem: Mapping[str, Any], path: _Path, expected: list[str]
+) -> tuple[str, str | None, _Path]:
+    """OpenAI's message and code for ``problem`` at ``path`` (which a tag problem extends)."""
+    kind, ctx, value = problem["type"], problem.get("ctx") or {}, problem.get("input")
+    if kind in ("union_tag_not_found", "union_tag_invalid"):
+        path = [*path, str(ctx.get("discriminator", "")).strip("'")]
+    param = _param(path)
+    where = f"'{param}'" if param else "the request body"
+    if kind in ("missing", "union_tag_not_found"):
+        return f"Missing required parameter: {where}.", "missing_required_parameter", path
+    if kind == "union_tag_invalid":
+        supported = ctx.get("expected_tags", "")
+        message = f"Invalid value for {where}: '{ctx.get('tag')}'. Supported: {supported}."
+        return message, "invalid_value", path
+    if expected:
+        wanted = expected[0] if len(expected) == 1 else "one of " + " or ".join(expected)
+        message = f"Invalid type for {where}: expected {wanted}, but got {_json_kind(value)}"
+        return message + " instead.", "invalid_type", path
+    if kind == "too_short" and value == []:
+        least = ctx.get("min_length", 1)
+        message = f"Invalid {where}: empty array. Expected an array with minimum length {least}"
+        return message + ", but got an empty array instead.", "empty_array", path
+    if kind in _BOUNDS:
+        side, sign, key, code = _BOUNDS[kind]
+        message = f"Invalid {where}: integer {side} value. Expected a value {sign} {ctx.get(key)}"
+        return message + f", but got {value} instead.", code, path
+    return f"Invalid {where}: {problem.get('msg', 'invalid value')}.", "invalid_value", path
+
+
+def _json_kind(value: object) -> str:
+    """What JSON ``value`` is, in OpenAI's words ("a string", "null", ...)."""
+    kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a decimal"), (str, "a string"))
+    for kind, words in (*kinds, (list, "an array"), (dict, "an object")):
+        if isinstance(value, kind):
+            return words
+    return "null"
+
+
 def add_openai_routes(
     router: APIRouter, served: ServedAgents, settings: ServerSettings, started: int
 ) -> None:
@@ -208,29 +388,6 @@ def add_openai_routes(
             return error_response(404, "not_found", served.unknown(model_id))
         return Response(dump_json(model(model_id)), media_type="application/json")
 
-    @router.post(
-        "/v1/chat/completions",
-        response_model=ChatCompletion,
-        responses={
-            200: {
-                "description": "A `chat.completion`; with `stream: true`, server-sent "
-                "`chat.completion.chunk` events ending with `data: [DONE]` (or, on failure, "
-                'a `data: {"error": {...}}` event).',
-                "content": {
-                    "text/event-stream": {
-                        "schema": {
-                            "type": "object",
-                            "description": "One server-sent event: a chunk, an error or [DONE].",
-                            "required": ["data"],
-                            "properties": {"data": {"type": "string"}},
-                        }
-                    }
-                },
-            },
-            **error_responses(401, 403, 400, 404, 413, 422, 500, 502, 504),
-            409: {"model": ErrorResponse, "description": "The run paused for an approval."},
-        },
-    )
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         """Run an agent on a conversation, as OpenAI Chat Completions would answer it."""
         agent = served.get(body.model)
@@ -239,7 +396,7 @@ def add_openai_routes(
         try:
             instructions, history, prompt = _conversation(body.messages)
         except _BadConversation as exc:
-            return error_response(400, "invalid_request", str(exc))
+            return _openai_error(str(exc), param=exc.param, code=exc.code)
         runner, session = _agent_for(agent, instructions, history)
         run_id = uuid.uuid4().hex
         created = int(time.time())
@@ -265,6 +422,8 @@ def add_openai_routes(
             return Response(status_code=CLIENT_CLOSED)
         except Exception as exc:
             status, kind, message = describe_failure(exc)
+            if status == 400:  # a prompt the agent refused: 400s here are all OpenAI-shaped
+                return _openai_error(message, type=kind)
             return error_response(status, kind, message)
         if response.paused:
             return error_response(409, "approval_required", str(_ApprovalRequired(response)))
@@ -285,6 +444,44 @@ def add_openai_routes(
             "system_fingerprint": None,
         }
         return Response(dump_json(completion), media_type="application/json")
+
+    router.add_api_route(
+        "/v1/chat/completions",
+        chat_completions,
+        methods=["POST"],
+        response_model=ChatCompletion,
+        responses=_COMPLETION_RESPONSES,
+        route_class_override=_OpenAIRoute,
+    )
+
+
+_COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "A `chat.completion`; with `stream: true`, server-sent "
+        "`chat.completion.chunk` events ending with `data: [DONE]` (or, on failure, "
+        'a `data: {"error": {...}}` event).',
+        "content": {
+            "text/event-stream": {
+                "schema": {
+                    "type": "object",
+                    "description": "One server-sent event: a chunk, an error or [DONE].",
+                    "required": ["data"],
+                    "properties": {"data": {"type": "string"}},
+                }
+            }
+        },
+    },
+    400: {
+        "model": OpenAIErrorResponse,
+        "description": "The request is not one OpenAI would accept (a missing or mistyped "
+        "field, malformed JSON), its messages are not a conversation, or the agent's "
+        "guardrails refused it; `param` names the field at fault.",
+    },
+    **error_responses(401, 403, 404, 413, 500, 502, 504),
+    409: {"model": ErrorResponse, "description": "The run paused for an approval."},
+    # Documented so that FastAPI adds no 422 of its own: this route never answers 422.
+    "4XX": {"model": ErrorResponse, "description": "Any other client error."},
+}
 
 
 async def _chunks(

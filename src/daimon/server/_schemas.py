@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 __all__ = (
     "AgentInfo",
@@ -21,6 +21,7 @@ __all__ = (
     "HealthResponse",
     "ModelList",
     "ModelObject",
+    "OpenAIErrorResponse",
     "PromptRequest",
     "PromptResponse",
     "ReadyResponse",
@@ -55,6 +56,29 @@ class ErrorResponse(BaseModel):
     """The body of every error answer."""
 
     error: ErrorDetail
+
+
+class OpenAIErrorDetail(BaseModel):
+    """What was wrong with a request to ``/v1``, as OpenAI says it."""
+
+    message: str = Field(description="A human-readable explanation.")
+    type: str = Field(
+        description="`invalid_request_error` for a malformed request; a daimon error type "
+        "(e.g. `GuardrailBlockedError`) for a prompt the agent refused."
+    )
+    param: str | None = Field(
+        description="The request field at fault, e.g. `messages[0].content` or `stream`."
+    )
+    code: str | None = Field(
+        description="`missing_required_parameter`, `invalid_type`, `invalid_value`, "
+        "`empty_array`, `integer_below_min_value`, `integer_above_max_value`, or null."
+    )
+
+
+class OpenAIErrorResponse(BaseModel):
+    """The body of a 400 answer from ``/v1/chat/completions``: OpenAI's error shape."""
+
+    error: OpenAIErrorDetail
 
 
 # ------------------------------------------------------------------------------------ native
@@ -228,16 +252,53 @@ class ToolCallBody(BaseModel):
     function: FunctionCall
 
 
-class ChatMessage(BaseModel):
-    """One message of the conversation."""
+TextContent = str | Annotated[list[TextContentPart], Field(min_length=1)]
+"""Text, as a string or as text parts."""
+UserContent = str | Annotated[list[ContentPart], Field(min_length=1)]
+"""Text, or text and image parts."""
 
+
+class _Turn(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[ContentPart] | None = None
     name: str | None = None
+
+
+class InstructionMessage(_Turn):
+    """A system or developer message: instructions added to the agent's own."""
+
+    role: Literal["system", "developer"]
+    content: TextContent
+
+
+class UserMessage(_Turn):
+    """A user message: the prompt when it is the last message, else history."""
+
+    role: Literal["user"]
+    content: UserContent
+
+
+class AssistantMessage(_Turn):
+    """An earlier assistant turn; ``content`` is required unless it has ``tool_calls``."""
+
+    role: Literal["assistant"]
+    content: TextContent | None = None
     tool_calls: list[ToolCallBody] | None = None
-    tool_call_id: str | None = None
+
+
+class ToolMessage(_Turn):
+    """A tool's result, answering a tool call of the assistant turn before it."""
+
+    role: Literal["tool"]
+    content: TextContent
+    tool_call_id: str
+
+
+ChatMessage = Annotated[
+    InstructionMessage | UserMessage | AssistantMessage | ToolMessage,
+    Field(discriminator="role"),
+]
+"""One message of the conversation: what it must hold depends on its role, as at OpenAI."""
 
 
 class StreamOptions(BaseModel):
@@ -245,7 +306,7 @@ class StreamOptions(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class ChatCompletionRequest(BaseModel):
@@ -254,16 +315,19 @@ class ChatCompletionRequest(BaseModel):
     ``model`` names the agent. System and developer messages are added to the agent's
     instructions, earlier turns become the conversation's history, and the last message, which
     must be the user's, is the prompt. The agent's own tools run on the server; ``tools`` sent
-    by the client are ignored.
+    by the client are ignored. Booleans and integers must be JSON booleans and integers
+    (``"stream": "yes"`` is refused, as OpenAI refuses it).
     """
 
     model_config = ConfigDict(extra="ignore")
 
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool | None = False
+    stream: StrictBool | None = False
     stream_options: StreamOptions | None = None
-    n: int | None = Field(default=None, ge=1, le=1, description="Only one choice is produced.")
+    n: StrictInt | None = Field(
+        default=None, ge=1, le=1, description="Only one choice is produced."
+    )
 
 
 class CompletionMessage(BaseModel):

@@ -7,6 +7,7 @@ import sys
 from enum import Enum
 from typing import Any
 
+from daimon.core.errors import SerializationError
 from daimon.core.tools import ToolOutput
 
 __all__ = ("to_output", "to_plain")
@@ -24,11 +25,20 @@ def to_output(result: Any) -> ToolOutput:
         return to_output(result.value)
     if isinstance(result, str):
         return ToolOutput(content=str(result))
-    return ToolOutput.json(to_plain(result))
+    try:
+        plain = to_plain(result)
+    except RecursionError:  # as ToolOutput.json reports it: an error result the model reads
+        raise SerializationError(
+            "cannot encode the tool result: it is nested too deeply, or contains itself"
+        ) from None
+    return ToolOutput.json(plain)  # which makes the data strict JSON (see ToolOutput)
 
 
 def to_plain(obj: Any) -> Any:
-    """Plain JSON data for ``obj``: dataclasses, pydantic models, enums and sets converted."""
+    """Plain JSON data for ``obj``: dataclasses, pydantic models, enums and sets converted.
+
+    Other values are left as they are; :class:`ToolOutput` makes them strict JSON.
+    """
     if obj is None or type(obj) in (str, int, float, bool):
         return obj
     if isinstance(obj, Enum):
