@@ -6,6 +6,8 @@ Not a test module: the CLI tests put this folder on ``PYTHONPATH`` of the ``daim
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 
 from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, ToolCall
 from daimon.cli.demo import calculator
@@ -34,10 +36,23 @@ async def _slow(request: ChatRequest) -> ChatResponse:
     return ChatResponse.reply("too late")
 
 
+async def _lingering(request: ChatRequest) -> ChatResponse:
+    """Writes the prompt to ``$DAIMON_TEST_STARTED`` (a file); with ``$DAIMON_TEST_LINGER``
+    set it then waits long enough to be killed mid-task."""
+    prompt = request.messages[-1].text
+    started = os.environ.get("DAIMON_TEST_STARTED")
+    if started:
+        await asyncio.to_thread(Path(started).write_text, prompt)
+    if os.environ.get("DAIMON_TEST_LINGER"):
+        await asyncio.sleep(120)
+    return ChatResponse.reply(f"done: {prompt}")
+
+
 calculating = Agent(FunctionModel(_calculating), tools=[calculator], name="calculating")
 remembering = Agent(FunctionModel(_remembering), name="remembering")
 failing = Agent(FunctionModel(_failing), name="failing")
 slow = Agent(FunctionModel(_slow), name="slow")
+lingering = Agent(FunctionModel(_lingering), name="lingering")
 not_an_agent = 42
 
 

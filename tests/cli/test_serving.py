@@ -13,6 +13,8 @@ import pytest
 
 from .conftest import CLI, cli_env, daimon_command
 
+REDIS = "redis://127.0.0.1:6379/0"
+
 
 def write_dataset(path: Path, expect_answer: str) -> Path:
     lines = [
@@ -205,3 +207,72 @@ def test_serve_on_0_0_0_0_takes_its_allowed_hosts_from_the_flag_or_the_environme
         for process, _ in (by_flag, by_env):
             process.terminate()
             process.communicate(timeout=30)
+
+
+def _worker(tmp_path: Path, queue: str, *args: str, **env: str) -> subprocess.Popen[str]:
+    """``daimon worker agents:lingering`` on the Redis queue ``queue``, as a subprocess."""
+    command = ["worker", "agents:lingering", "--broker", REDIS, "--queue", queue, *args]
+    return subprocess.Popen(
+        daimon_command(*command),
+        env=cli_env(**env),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.service("redis")
+def test_a_killed_workers_task_runs_again_after_its_lease(tmp_path: Path) -> None:
+    """``daimon worker --lease 2``: a SIGKILLed worker's task is taken over within seconds,
+    not the broker's default 30 (issue 17, item 12)."""
+    import asyncio
+    import signal
+    import uuid
+
+    from daimon.core import TaskStatus
+    from daimon.distributed import broker_from_url, new_task, wait_for_task
+
+    queue = f"cli-lease-{uuid.uuid4().hex[:8]}"
+
+    async def submit() -> str:
+        async with broker_from_url(REDIS, queue=queue) as broker:
+            return await broker.submit(new_task("the report"))
+
+    async def finished(task_id: str) -> TaskStatus:
+        async with broker_from_url(REDIS, queue=queue) as broker, asyncio.timeout(25):
+            return await wait_for_task(broker, task_id)  # the default lease, 30 s, is too late
+
+    task_id = asyncio.run(submit())
+    started = tmp_path / "started"
+    lingering = {"DAIMON_TEST_STARTED": str(started), "DAIMON_TEST_LINGER": "1"}
+    first = _worker(tmp_path, queue, "--lease", "2", **lingering)
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists():  # the task is running in the first worker
+            assert first.poll() is None, f"the worker exited: {first.communicate()[1]}"
+            assert time.monotonic() < deadline, "the worker never started the task"
+            time.sleep(0.05)
+    finally:
+        first.kill()
+        first.communicate(timeout=30)
+    killed = time.monotonic()
+    second = _worker(tmp_path, queue, "--lease", "2")
+    try:
+        status = asyncio.run(finished(task_id))
+        took = time.monotonic() - killed
+    finally:
+        second.send_signal(signal.SIGTERM)
+        _, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    assert status.result is not None and status.result.output == "done: the report"
+    assert took < 15, f"the task was taken over {took:.1f} s after the kill"
+
+
+def test_worker_lease_must_be_a_positive_number_of_seconds(cli: CLI) -> None:
+    for bad in ("0", "-1", "nan", "inf"):
+        refused = cli("worker", "agents:lingering", "--broker", "memory://", "--lease", bad)
+        assert refused.returncode == 2, refused.stderr
+        assert "Invalid value for '--lease': must be a positive number of seconds" in (
+            refused.stderr
+        ), refused.stderr

@@ -8,6 +8,7 @@ its threshold, ``130`` on Ctrl-C.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import sys
 from pathlib import Path
@@ -162,6 +163,13 @@ def eval_(
     )
 
 
+def _positive_seconds(value: float | None) -> float | None:
+    """A typer callback: ``value`` unless it is not a positive, finite number of seconds."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"must be a positive number of seconds, got {value}")
+    return value
+
+
 @app.command("worker")
 def worker(
     agent: AgentArgument,
@@ -188,6 +196,15 @@ def worker(
     queue: Annotated[str, typer.Option(help="The queue (stream, subject) to take tasks from.")] = (
         "tasks"
     ),
+    lease: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            callback=_positive_seconds,
+            help="How long a task stays leased to this worker without a heartbeat: a killed "
+            "worker's tasks run again after it (default: the broker's, 30 s).",
+        ),
+    ] = None,
 ) -> None:
     """Run tasks from a broker on the agent until SIGTERM, losing none."""
     served = load_served_agent(agent)
@@ -196,6 +213,8 @@ def worker(
     options: dict[str, Any] = {"queue": queue}
     if store is not None:
         options["store"] = store
+    if lease is not None:
+        options["lease"] = lease
     _serve(run_worker(served, broker, concurrency=concurrency, grace=grace, **options))
 
 
