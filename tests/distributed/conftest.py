@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,3 +159,157 @@ def sqs_endpoint() -> Iterator[str]:
     proc = start_moto_server(port)
     yield f"http://127.0.0.1:{port}"
     stop_moto_server(proc)
+
+
+# --- Outages: private services that BrokerConformance's outage case stops and starts again.
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
+    """Return once ``port`` accepts connections; fail if ``proc`` exits or 30 s pass."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.2):
+                return
+        except OSError:
+            assert proc.poll() is None, f"{what} exited with {proc.returncode}"
+            assert time.monotonic() < deadline, f"{what} did not start"
+            time.sleep(0.02)
+
+
+class PrivateServer:
+    """A service of its own (``argv`` on a free ``port``) that a test may stop and start again."""
+
+    def __init__(self, what: str, argv: Callable[[int], list[str]]) -> None:
+        self.what = what
+        self.port = free_port()
+        self._argv = argv
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start it (on the same port every time) and wait until it listens."""
+        if shutil.which(self._argv(self.port)[0]) is None:
+            pytest.fail(f"{self.what} is not installed ({self._argv(self.port)[0]})")
+        self._proc = subprocess.Popen(
+            self._argv(self.port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        wait_for_port(self.port, self._proc, self.what)
+
+    def stop(self) -> None:
+        """Stop it (SIGTERM: it writes what it holds to disk), waiting for it to exit."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateServer]:
+    """A Redis of this test's own, durable (AOF, fsync always) so it can restart; started."""
+    server = PrivateServer(
+        "redis-server",
+        lambda port: [
+            "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path),
+            "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+        ],
+    )  # fmt: skip
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def private_nats(tmp_path: Path) -> Iterator[PrivateServer]:
+    """A NATS server with JetStream of this test's own (file storage, so it can restart)."""
+    server = PrivateServer(
+        "nats-server",
+        lambda port: [
+            "nats-server",
+            "-js",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-sd",
+            str(tmp_path),
+        ],
+    )
+    server.start()
+    yield server
+    server.stop()
+
+
+class ServiceOutage:
+    """An :class:`~daimon.testing.brokers.Outage` from a handle factory and two service steps."""
+
+    def __init__(
+        self,
+        make: Callable[..., Awaitable[Any]],
+        stop: Callable[[], Awaitable[None] | None],
+        start: Callable[[], Awaitable[None] | None],
+    ) -> None:
+        self._make = make
+        self._stop = stop
+        self._start = start
+
+    async def open(self, **options: Any) -> Any:
+        return await self._make(**options)
+
+    async def stop(self) -> None:
+        await _maybe_await(self._stop())
+
+    async def start(self) -> None:
+        await _maybe_await(self._start())
+
+
+async def _maybe_await(value: Awaitable[None] | None) -> None:
+    if value is not None:
+        await value
+
+
+class ClosedPortOutage:
+    """An outage of a shared service that no test may stop: while it lasts, handles get a port
+    where nothing listens.
+
+    ``make(url=..., **options)`` opens a handle on ``url`` (closed at teardown).
+    """
+
+    def __init__(self, make: Callable[..., Awaitable[Any]], url: str) -> None:
+        self._make = make
+        self._url = url
+        self._closed_url = re.sub(r":\d+(?=/|$)", f":{free_port()}", url, count=1)
+        self._down = False
+
+    async def open(self, **options: Any) -> Any:
+        return await self._make(url=self._closed_url if self._down else self._url, **options)
+
+    async def stop(self) -> None:
+        self._down = True
+
+    async def start(self) -> None:
+        self._down = False
+
+
+class RestartableProcess:
+    """A service process on a fixed free port, stopped and started by the given functions."""
+
+    def __init__(
+        self,
+        start: Callable[[int], subprocess.Popen[bytes]],
+        stop: Callable[[subprocess.Popen[bytes]], None],
+    ) -> None:
+        self.port = free_port()
+        self._start, self._stop = start, stop
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self._proc = self._start(self.port)
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            self._stop(proc)

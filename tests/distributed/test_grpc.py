@@ -20,6 +20,8 @@ from daimon.distributed import Broker, broker_from_url
 from daimon.distributed.brokers.grpc import GrpcBroker, GrpcBrokerError, GrpcBrokerServer
 from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
 
+from .conftest import ServiceOutage
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -78,6 +80,26 @@ class TestGrpcBroker(BrokerConformance):
             lambda **options: GrpcBroker(service, queue=queue, **options)
         ) as make:
             yield make
+
+    @pytest.fixture
+    async def outage(self, tmp_path: Path) -> AsyncIterator[ServiceOutage]:
+        """A service of this test's own, stopped and started again on its port and file."""
+        db, port = tmp_path / "tasks.db", free_port()
+        servers = [GrpcBrokerServer(db, port=port)]
+        await servers[0].start()
+
+        async def start() -> None:
+            servers.append(GrpcBrokerServer(db, port=port))
+            await servers[-1].start()
+
+        try:
+            async with broker_handles(
+                lambda **options: GrpcBroker(f"127.0.0.1:{port}", timeout=1.0, **options)
+            ) as make:
+                yield ServiceOutage(make, lambda: servers[-1].stop(), start)
+        finally:
+            for server in servers:
+                await server.stop()
 
 
 async def test_is_a_broker_and_a_core_task_broker(service: str) -> None:

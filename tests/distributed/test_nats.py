@@ -13,6 +13,8 @@ from daimon.distributed import Broker, BrokerError, broker_from_url
 from daimon.distributed.brokers.nats import NatsBroker
 from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
 
+from .conftest import PrivateServer, ServiceOutage
+
 pytestmark = pytest.mark.service("nats")
 
 
@@ -44,6 +46,14 @@ class TestNatsBroker(BrokerConformance):
             lambda **options: NatsBroker.from_url(nats_url, **names, **options)
         ) as make:
             yield make
+
+    @pytest.fixture
+    async def outage(self, private_nats: PrivateServer) -> AsyncIterator[ServiceOutage]:
+        url = f"nats://127.0.0.1:{private_nats.port}"
+        async with broker_handles(
+            lambda **options: NatsBroker.from_url(url, **{"timeout": 0.5, **options})
+        ) as make:
+            yield ServiceOutage(make, private_nats.stop, private_nats.start)
 
 
 async def test_is_a_broker_and_a_core_task_broker(nats_url: str, names: dict[str, str]) -> None:

@@ -16,6 +16,8 @@ from daimon.distributed.brokers.pubsub import PubSubBroker
 from daimon.distributed.brokers.redis import RedisTaskStore
 from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
 
+from .conftest import RestartableProcess, ServiceOutage, start_pubsub_emulator, stop_pubsub_emulator
+
 pytestmark = pytest.mark.service("redis")
 
 PROJECT = "daimon-test"
@@ -58,6 +60,21 @@ class TestPubSubBroker(BrokerConformance):
             )
         ) as make:
             yield make
+
+    @pytest.fixture
+    async def outage(self, redis_url: str, queue: str) -> AsyncIterator[ServiceOutage]:
+        """An emulator of this test's own, stopped and started again (it keeps nothing; the
+        task records are in Redis)."""
+        emulator = RestartableProcess(start_pubsub_emulator, stop_pubsub_emulator)
+        emulator.start()
+        host = f"127.0.0.1:{emulator.port}"
+        try:
+            async with broker_handles(
+                lambda **options: open_broker(host, redis_url, queue, timeout=1.0, **options)
+            ) as make:
+                yield ServiceOutage(make, emulator.stop, emulator.start)
+        finally:
+            emulator.stop()
 
 
 async def test_is_a_broker_and_a_core_task_broker(

@@ -13,6 +13,8 @@ from daimon.distributed.brokers.rabbitmq import RabbitMQBroker
 from daimon.distributed.brokers.redis import RedisTaskStore
 from daimon.testing.brokers import BrokerConformance, broker_handles, sample_task
 
+from .conftest import ClosedPortOutage
+
 pytestmark = [pytest.mark.service("rabbitmq"), pytest.mark.service("redis")]
 
 
@@ -54,6 +56,16 @@ class TestRabbitMQBroker(BrokerConformance):
             lambda **options: open_broker(rabbitmq_url, redis_url, queue, **options)
         ) as make:
             yield make
+
+    @pytest.fixture
+    async def outage(
+        self, rabbitmq_url: str, redis_url: str, queue: str
+    ) -> AsyncIterator[ClosedPortOutage]:
+        """The shared RabbitMQ cannot be stopped: "down" handles get a closed port instead."""
+        async with broker_handles(
+            lambda url, **options: open_broker(url, redis_url, queue, **options)
+        ) as make:
+            yield ClosedPortOutage(make, rabbitmq_url)
 
 
 async def test_is_a_broker_and_a_core_task_broker(

@@ -19,6 +19,8 @@ from daimon.testing.brokers import (
     sample_task,
 )
 
+from .conftest import PrivateServer, ServiceOutage
+
 pytestmark = pytest.mark.service("redis")
 
 
@@ -48,6 +50,12 @@ class TestRedisBroker(BrokerConformance):
             )
         ) as make:
             yield make
+
+    @pytest.fixture
+    async def outage(self, private_redis: PrivateServer) -> AsyncIterator[ServiceOutage]:
+        url = f"redis://127.0.0.1:{private_redis.port}/0"
+        async with broker_handles(lambda **options: RedisBroker.from_url(url, **options)) as make:
+            yield ServiceOutage(make, private_redis.stop, private_redis.start)
 
 
 async def test_is_a_broker_and_a_core_task_broker(redis_url: str, queue: str) -> None:

@@ -27,6 +27,8 @@ from daimon.distributed.brokers.servicebus import ServiceBusBroker
 from daimon.models import FunctionModel
 from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
 
+from .conftest import ServiceOutage
+
 pytestmark = pytest.mark.service("redis")
 
 LOCK = 1.5  # each test queue's LockDuration, and the brokers' lease
@@ -87,6 +89,28 @@ class TestServiceBusBroker(BrokerConformance):
             lambda **options: open_broker(fake, redis_url, queue, **options)
         ) as make:
             yield make
+
+    @pytest.fixture
+    async def outage(self, redis_url: str, queue: str) -> AsyncIterator[Any]:
+        """A fake of this test's own, stopped, then a new one on its port (it keeps nothing;
+        the task records are in Redis)."""
+        fakes = [ServiceBusFake(lock_duration=LOCK).start()]
+        fakes[0].create_queue(queue, lock_duration=LOCK, max_delivery_count=10)
+
+        def start() -> None:
+            fakes.append(ServiceBusFake(fakes[0].port, lock_duration=LOCK).start())
+            fakes[-1].create_queue(queue, lock_duration=LOCK, max_delivery_count=10)
+
+        try:
+            async with broker_handles(
+                lambda **options: open_broker(
+                    fakes[0], redis_url, queue, retry_total=0, try_timeout=1.0, **options
+                )
+            ) as make:
+                yield ServiceOutage(make, lambda: fakes[-1].stop(), start)
+        finally:
+            for fake in fakes:
+                fake.stop()
 
 
 async def test_is_a_broker_and_a_core_task_broker(fake: Any, redis_url: str, queue: str) -> None:

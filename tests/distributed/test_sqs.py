@@ -6,6 +6,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import botocore.config
 import pytest
 
 from daimon.core import BuilderError, TaskBroker, TaskState
@@ -15,6 +16,7 @@ from daimon.distributed.brokers.sqs import SqsBroker
 from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
 
 from .conftest import SQS_CREDENTIALS as CREDENTIALS
+from .conftest import RestartableProcess, ServiceOutage, start_moto_server, stop_moto_server
 
 pytestmark = pytest.mark.service("redis")
 
@@ -49,6 +51,24 @@ class TestSqsBroker(BrokerConformance):
             )
         ) as make:
             yield make
+
+    @pytest.fixture
+    async def outage(self, redis_url: str, queue: str) -> AsyncIterator[ServiceOutage]:
+        """A moto server of this test's own, stopped and started again (empty: it keeps nothing;
+        the task records are in Redis)."""
+        moto = RestartableProcess(start_moto_server, stop_moto_server)
+        moto.start()
+        quick = botocore.config.Config(
+            connect_timeout=0.5, read_timeout=1.0, retries={"max_attempts": 1}
+        )
+        endpoint = f"http://127.0.0.1:{moto.port}"
+        try:
+            async with broker_handles(
+                lambda **options: open_broker(endpoint, redis_url, queue, config=quick, **options)
+            ) as make:
+                yield ServiceOutage(make, moto.stop, moto.start)
+        finally:
+            moto.stop()
 
 
 async def test_is_a_broker_and_a_core_task_broker(

@@ -163,43 +163,43 @@ class RunCheckpointer:
 def _progress_of(saved: CheckpointState) -> RunProgress:
     """The run's progress, checked against its messages (also from records of older daimons)."""
     progress = saved.progress
-    if progress is None:
-        progress = _legacy_progress(saved.custom.get(_LEGACY_KEY))
     problem = None
     if progress is None:
-        problem = "no run progress"
-    elif not 0 <= progress.new_start <= len(saved.messages):
-        problem = f"bad new_start {progress.new_start!r}"
-    elif not 0 <= progress.memory_mark <= len(saved.messages):
-        problem = f"bad memory_mark {progress.memory_mark!r}"
-    elif progress.status == "completed" and progress.text is None:
-        problem = "a completed run without its answer"
-    if problem is not None:
+        progress, problem = _legacy_progress(saved.custom.get(_LEGACY_KEY))
+    if progress is not None:
+        if not 0 <= progress.new_start <= len(saved.messages):
+            problem = f"bad new_start {progress.new_start!r}"
+        elif not 0 <= progress.memory_mark <= len(saved.messages):
+            problem = f"bad memory_mark {progress.memory_mark!r}"
+        elif progress.status == "completed" and progress.text is None:
+            problem = "a completed run without its answer"
+    if progress is None or problem is not None:
         raise CheckpointCorruptError(
             f"checkpoint of run {saved.run_id!r} is not a daimon run state: {problem}"
         )
-    assert progress is not None
     return progress
 
 
-def _legacy_progress(info: Any) -> RunProgress | None:
+def _legacy_progress(info: Any) -> tuple[RunProgress | None, str | None]:
     """The progress that checkpoints written before ``progress`` kept in ``custom``."""
     if not isinstance(info, dict):
-        return None
+        return None, f"no run progress (and no {_LEGACY_KEY!r} entry)"
     status, text = info.get("status"), info.get("text")
     new_start, mark = info.get("new_start"), info.get("memory_mark")
     attempts = info.get("output_attempts", 0)
-    if (
-        status not in ("running", "completed")
-        or not (isinstance(new_start, int) and isinstance(mark, int))
-        or not isinstance(attempts, int)
-        or not (text is None or isinstance(text, str))
-    ):
-        return None
-    return RunProgress(
+    if status not in ("running", "completed"):
+        return None, f"unknown status {status!r}"
+    if not isinstance(new_start, int):
+        return None, f"bad new_start {new_start!r}"
+    if not isinstance(mark, int):
+        return None, f"bad memory_mark {mark!r}"
+    if not isinstance(attempts, int) or not (text is None or isinstance(text, str)):
+        return None, "bad output_attempts or text"
+    progress = RunProgress(
         status="completed" if status == "completed" else "running",
         new_start=new_start,
         memory_mark=mark,
         output_attempts=attempts,
         text=text,
     )
+    return progress, None

@@ -80,6 +80,11 @@ if TYPE_CHECKING:
         matches,
         parse_filter,
     )
+    from daimon.core.ids import (
+        MAX_ID_BYTES,
+        IdKind,
+        check_id,
+    )
     from daimon.core.messages import (
         Content,
         ContentPart,
@@ -139,6 +144,9 @@ _LAZY: dict[str, str] = {
     "CheckpointState": "daimon.core.checkpoints",
     "RunProgress": "daimon.core.checkpoints",
     "Condition": "daimon.core.filters",
+    "IdKind": "daimon.core.ids",
+    "MAX_ID_BYTES": "daimon.core.ids",
+    "check_id": "daimon.core.ids",
     "Content": "daimon.core.messages",
     "ContentPart": "daimon.core.messages",
     "DaimonError": "daimon.core.errors",
@@ -237,10 +245,12 @@ __all__ = (
     "FilterError",
     "FilterOp",
     "GuardrailBlockedError",
+    "IdKind",
     "ImagePart",
     "InvalidIdError",
     "KnowledgeBase",
     "KnowledgeBaseError",
+    "MAX_ID_BYTES",
     "MCPError",
     "MaxIterationsError",
     "Memory",
@@ -286,6 +296,7 @@ __all__ = (
     "UsageEvent",
     "VectorStore",
     "VectorStoreError",
+    "check_id",
     "matches",
     "message_tokens",
     "parse_filter",

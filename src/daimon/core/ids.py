@@ -11,7 +11,7 @@ from typing import Literal
 
 from daimon.core.errors import InvalidIdError
 
-__all__ = ("MAX_ID_BYTES", "IdKind", "check_id")
+__all__ = ("IdKind", "MAX_ID_BYTES", "check_id")
 
 IdKind = Literal["session", "run", "task"]
 """What an id names."""

@@ -16,23 +16,27 @@ settles once. :class:`TaskStore` is what a broker whose service cannot hold reco
 SQS, Pub/Sub, Service Bus) asks of the store that does; :class:`SettlingDelivery` and
 :class:`StoreDelivery` are the delivery code those brokers share, and :func:`submit_through` their
 submit (which withdraws the record of a task whose message could not be sent). :class:`DeadLetter`
-and the ``dead_letter_*`` helpers are how every broker lists its dead letters. Standard library
-only.
+and the ``dead_letter_*`` helpers are how every broker lists its dead letters.
+:class:`BrokerBoundary`, a base of every broker handle, delivery and the Redis task store, makes
+each operation raise :class:`~daimon.core.errors.BrokerError` for whatever the client library
+raises when its service fails or cannot be reached. Standard library only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
 
 from daimon.core.codec import loads
-from daimon.core.errors import BrokerError, BuilderError, SerializationError
+from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
 from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
 
 __all__ = (
+    "BrokerBoundary",
     "BrokerHandle",
     "DeadLetter",
     "MAX_DEAD_LETTERS",
@@ -253,12 +257,80 @@ async def submit_through(
     return task_id
 
 
-class SettlingDelivery:
-    """A delivery's public settle methods over one ``_settle`` step that returns its outcome."""
+# --- The broker boundary: where every broker operation meets its caller.
+
+ServiceErrors = tuple[type[BaseException], ...]
+
+
+class BrokerBoundary:
+    """Turns what a client library raises for a failed or unreachable service into BrokerError.
+
+    A subclass names those exceptions in ``_service_errors`` (its library's base error, and
+    ``OSError`` for sockets); every method named in ``_operations`` that a class defines is
+    wrapped when the class is made, so each operation of each broker, delivery and task store
+    raises :class:`~daimon.core.errors.BrokerError` for them, and nothing else of the library.
+    daimon's own errors, and ``KeyError`` for an unknown task, pass as they are; the error
+    names the task the call was about (``_task_of``).
+    """
 
     __slots__ = ()
 
+    _service_errors: ClassVar[ServiceErrors] = ()
+    _operations: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in cls._operations & vars(cls).keys():
+            setattr(cls, name, _guarded(name, vars(cls)[name]))
+
+    def _task_of(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        """The task an operation is about: its first argument (a task, or a task id)."""
+        first = args[0] if args else kwargs.get("task", kwargs.get("task_id"))
+        if isinstance(first, AgentTask):
+            return first.task_id
+        return first if isinstance(first, str) else None
+
+    def _service_error(self, operation: str, task_id: str | None, exc: BaseException) -> Exception:
+        """The daimon error for ``exc``, which the service's library raised in ``operation``."""
+        about = f" of task {task_id!r}" if task_id is not None else ""
+        return BrokerError(
+            f"{type(self).__name__}.{operation}{about} failed: the service failed or cannot be "
+            f"reached ({type(exc).__name__}: {exc})",
+            task_id=task_id,
+        )
+
+
+def _guarded(operation: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+    """``method``, raising its service's errors as daimon errors (see :class:`BrokerBoundary`)."""
+
+    @functools.wraps(method)
+    async def call(self: BrokerBoundary, *args: Any, **kwargs: Any) -> Any:
+        task_id = self._task_of(args, kwargs)
+        try:
+            return await method(self, *args, **kwargs)
+        except (DaimonError, KeyError):
+            raise
+        except self._service_errors as exc:
+            raise self._service_error(operation, task_id, exc) from exc
+
+    return call
+
+
+class SettlingDelivery(BrokerBoundary):
+    """A delivery's public settle methods over one ``_settle`` step that returns its outcome.
+
+    ``heartbeat`` and ``_settle`` are broker operations (see :class:`BrokerBoundary`): a
+    subclass sets ``_service_errors`` to its broker's.
+    """
+
+    __slots__ = ()
+
+    _operations = frozenset({"heartbeat", "_settle"})
+
     task: AgentTask
+
+    def _task_of(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        return self.task.task_id
 
     def __repr__(self) -> str:
         return f"<delivery of {self.task.task_id!r}, attempt {self.task.attempt}>"
@@ -334,8 +406,13 @@ class StoreDelivery(SettlingDelivery):
         raise NotImplementedError
 
 
-class BrokerHandle:
-    """What every broker handle has: its ``lease`` and ``max_deliver``, and ``async with``."""
+class BrokerHandle(BrokerBoundary):
+    """What every broker handle has: ``lease``, ``max_deliver``, ``async with``, a boundary.
+
+    Its operations are behind the :class:`BrokerBoundary`.
+    """
+
+    _operations = frozenset({"submit", "status", "cancel", "decide", "claim", "dead_letters"})
 
     _lease: float
     _max_deliver: int

@@ -211,11 +211,17 @@ class CheckpointConformance:
             await checkpoint.save(CheckpointState(run_id="r", custom={"bad": "\ud800"}))
         with pytest.raises(SerializationError):
             await checkpoint.save(CheckpointState(run_id="r", custom={"bad": object()}))
-        with pytest.raises(SerializationError):  # writable, but the codec would refuse to read it
-            await checkpoint.save(CheckpointState(run_id="r", custom={"x": {"py/object": "os"}}))
         assert await checkpoint.load("r") is None
         await checkpoint.save(_state("r", 1))
         assert await checkpoint.load("r") == _state("r", 1)
+
+    async def test_keys_other_serializers_read_as_code_are_kept_as_data(
+        self, checkpoint: CheckpointStore
+    ) -> None:
+        """Custom data with ``py/object`` or ``$type`` keys is stored and read back as is."""
+        state = CheckpointState(run_id="r", custom={"x": {"py/object": "os"}, "$type": ["~py/a"]})
+        await checkpoint.save(state)
+        assert await checkpoint.load("r") == state
 
     @pytest.mark.parametrize("run_id", ["", "\ud800", "a\0b", "r" * 1025])
     async def test_an_invalid_run_id_is_refused(

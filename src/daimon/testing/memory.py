@@ -211,13 +211,19 @@ class MemoryConformance:
             await memory.add_messages("s", [_text(1), unencodable, _text(2)])
         with pytest.raises(SerializationError):  # a lone surrogate is not valid Unicode text
             await memory.add_messages("s", [_text(1), Message.user("\ud800"), _text(2)])
-        marker = Message.assistant("", [ToolCall(id="c", name="t", arguments={"__class__": 1})])
-        with pytest.raises(SerializationError):  # writable, but the codec would refuse to read it
-            await memory.add_messages("s", [_text(1), marker, _text(2)])
         assert await memory.get_messages("s") == [_text(0)]
         with pytest.raises(SerializationError):  # a new session's failed batch does not list it
             await memory.add_messages("t", [unencodable])
         assert await memory.list_sessions() == ["s"]
+
+    async def test_keys_other_serializers_read_as_code_are_kept_as_data(
+        self, memory: Memory
+    ) -> None:
+        """Model-written JSON with ``$type`` or ``__class__`` keys is stored and read back as is."""
+        arguments = {"$type": "Order", "__class__": 1, "py/object": {"~$type": [2]}}
+        marker = Message.assistant("", [ToolCall(id="c", name="t", arguments=arguments)])
+        await memory.add_messages("s", [_text(1), marker])
+        assert await memory.get_messages("s") == [_text(1), marker]
 
     @pytest.mark.parametrize("session_id", ["", "\ud800", "a\0b", "s" * 1025])
     async def test_an_invalid_session_id_is_refused_before_anything_is_stored(

@@ -59,6 +59,8 @@ __all__ = ("NatsBroker",)
 
 _log = logging.getLogger("daimon.distributed")
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_SERVICE_ERRORS = (nats_errors.Error, OSError)
+"""What nats-py raises when the server fails or cannot be reached: raised as BrokerError."""
 
 # --- The broker.
 
@@ -91,7 +93,12 @@ class NatsBroker(SettleByTaskId):
         bucket: The key-value bucket of task states.
         lease: Seconds a delivery stays leased without a heartbeat (the consumer's ``AckWait``).
         max_deliver: Attempts a task gets before it is dead-lettered.
+        timeout: Seconds a connect or a request (a publish's PubAck, a key-value read or write)
+            may take before it raises :class:`~daimon.core.errors.BrokerError`; while the server
+            restarts, requests wait for it up to this long.
     """
+
+    _service_errors = _SERVICE_ERRORS
 
     def __init__(
         self,
@@ -102,8 +109,12 @@ class NatsBroker(SettleByTaskId):
         bucket: str = "daimon_tasks",
         lease: float = 30.0,
         max_deliver: int = 5,
+        timeout: float = 5.0,
     ) -> None:
         check_options(lease, max_deliver)
+        if not timeout > 0:
+            raise BuilderError(f"timeout must be positive, got {timeout!r}")
+        self._timeout = float(timeout)
         for what, name in (("queue", queue), ("stream", stream), ("bucket", bucket)):
             if not _NAME.match(name):
                 raise BuilderError(f"{what} must be letters, digits, - and _, got {name!r}")
@@ -148,7 +159,10 @@ class NatsBroker(SettleByTaskId):
             except Exception:
                 _log.debug("unsubscribing failed", exc_info=True)
         if self._url is not None and self._nc is not None:
-            await self._nc.close()
+            try:
+                await self._nc.close()
+            except _SERVICE_ERRORS:  # the server went away first: nothing is left to close
+                _log.debug("closing the NATS connection failed", exc_info=True)
 
     async def _ready(self) -> Any:
         if self._kv is None:
@@ -161,10 +175,9 @@ class NatsBroker(SettleByTaskId):
         if self._closed:
             raise DaimonError("the broker is closed")
         if self._nc is None:
-            self._nc = await nats.connect(
-                self._url, max_reconnect_attempts=-1, reconnect_time_wait=0.25
-            )
-        js = self._nc.jetstream()
+            assert self._url is not None  # a broker given no URL was given a client
+            self._nc = await _connect(self._url, self._timeout)
+        js = self._nc.jetstream(timeout=self._timeout)
         for name, subject, retention in (
             (self._stream, f"{self._stream}.*", js_api.RetentionPolicy.WORK_QUEUE),
             (self._dead_stream, f"{self._dead_stream}.*", js_api.RetentionPolicy.LIMITS),
@@ -275,6 +288,8 @@ class NatsBroker(SettleByTaskId):
             try:
                 msgs = await self._sub.fetch(1, timeout=max(deadline - time.monotonic(), 0.05))
             except nats_errors.TimeoutError:
+                if not self._nc.is_connected:  # no task came because no server answers
+                    raise
                 return None
             delivery = await self._begin(msgs[0])
             if delivery is not None:
@@ -365,6 +380,8 @@ class NatsBroker(SettleByTaskId):
 class _NatsDelivery(SettlingDelivery):
     __slots__ = ("_broker", "_msg", "task")
 
+    _service_errors = _SERVICE_ERRORS
+
     def __init__(self, broker: NatsBroker, msg: Any, task: AgentTask) -> None:
         self._broker = broker
         self._msg = msg
@@ -417,6 +434,34 @@ class _NatsDelivery(SettlingDelivery):
         else:
             await _answer(self._msg.ack_sync)
         return outcome
+
+
+async def _connect(url: str, seconds: float) -> Any:
+    """A client connected to ``url``, reconnecting without limit once it is connected.
+
+    The first connect is bounded by ``seconds``: told to reconnect without limit, nats-py would
+    retry it forever while no server listens.
+    """
+    client = nats.NATS()
+    try:
+        async with asyncio.timeout(seconds):
+            await client.connect(
+                url,
+                connect_timeout=seconds,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.25,
+                error_cb=_connection_error,
+            )
+    except TimeoutError:
+        with contextlib.suppress(Exception):
+            await client.close()
+        raise TimeoutError(f"no NATS server answered at {url} within {seconds:g}s") from None
+    return client
+
+
+async def _connection_error(error: Exception) -> None:
+    """Log what the client met (nats-py's default logs a traceback at every reconnect try)."""
+    _log.warning("NATS connection: %s: %s", type(error).__name__, error)
 
 
 async def _answer(method: Any, **kwargs: Any) -> None:

@@ -62,6 +62,7 @@ pubsub = require("google.pubsub_v1", extra="pubsub")
 publisher_transports = require("google.pubsub_v1.services.publisher.transports", extra="pubsub")
 subscriber_transports = require("google.pubsub_v1.services.subscriber.transports", extra="pubsub")
 api_exceptions = require("google.api_core.exceptions", extra="pubsub")
+api_retry = require("google.api_core.retry", extra="pubsub")
 
 __all__ = ("PubSubBroker",)
 
@@ -69,6 +70,9 @@ _SCAN_WAIT = 1.0
 """Seconds one pull of :meth:`PubSubBroker.dead_letters` waits for more dead letters."""
 
 _log = logging.getLogger("daimon.distributed")
+_SERVICE_ERRORS = (api_exceptions.GoogleAPIError, grpc.RpcError, OSError)
+"""What the Pub/Sub client raises when Pub/Sub fails or cannot be reached: raised as
+BrokerError."""
 _MAX_DEADLINE = 600
 # Reconnect quickly when the emulator comes back (gRPC's default backoff grows to two minutes).
 _CHANNEL_OPTIONS = (
@@ -100,8 +104,11 @@ class PubSubBroker(StoreBackedBroker):
             (5 to 100), a backstop for messages daimon cannot settle.
         emulator_host: ``host:port`` of a Pub/Sub emulator (default: ``PUBSUB_EMULATOR_HOST``).
         own_store: Close ``store`` with this broker.
-        timeout: Seconds a call to Pub/Sub may take.
+        timeout: Seconds a call to Pub/Sub may take, retries included; then it raises
+            :class:`~daimon.core.errors.BrokerError`.
     """
+
+    _service_errors = _SERVICE_ERRORS
 
     def __init__(
         self,
@@ -143,6 +150,11 @@ class PubSubBroker(StoreBackedBroker):
         self._policy_attempts = policy_attempts
         self._emulator = emulator_host or os.environ.get("PUBSUB_EMULATOR_HOST") or None
         self._timeout = timeout
+        # Transient errors are retried, within ``timeout`` in all: the client's own policy
+        # retries a publish for a minute while Pub/Sub cannot be reached.
+        self._retry = api_retry.AsyncRetry(
+            predicate=api_retry.if_transient_error, initial=0.1, maximum=1.0, timeout=timeout
+        )
         self._publisher: Any = None
         self._subscriber: Any = None
         self._channels: list[Any] = []
@@ -240,11 +252,12 @@ class PubSubBroker(StoreBackedBroker):
         """Create the topics and subscriptions that are missing."""
         for topic in (self._topic, self._dead_topic):
             with contextlib.suppress(api_exceptions.AlreadyExists):
-                await publisher.create_topic(name=topic, timeout=self._timeout)
+                await publisher.create_topic(name=topic, timeout=self._timeout, retry=self._retry)
         with contextlib.suppress(api_exceptions.AlreadyExists):
             await subscriber.create_subscription(
                 request={"name": self._dead_subscription, "topic": self._dead_topic},
                 timeout=self._timeout,
+                retry=self._retry,
             )
         with contextlib.suppress(api_exceptions.AlreadyExists):
             await subscriber.create_subscription(
@@ -258,6 +271,7 @@ class PubSubBroker(StoreBackedBroker):
                     },
                 },
                 timeout=self._timeout,
+                retry=self._retry,
             )
 
     async def _recreate(self) -> None:
@@ -269,10 +283,14 @@ class PubSubBroker(StoreBackedBroker):
     async def _publish(self, topic: str, payload: str, attributes: dict[str, str]) -> None:
         message = pubsub.PubsubMessage(data=payload.encode("utf-8"), attributes=attributes)
         try:
-            await self._publisher.publish(topic=topic, messages=[message], timeout=self._timeout)
+            await self._publisher.publish(
+                topic=topic, messages=[message], timeout=self._timeout, retry=self._retry
+            )
         except api_exceptions.NotFound:
             await self._recreate()
-            await self._publisher.publish(topic=topic, messages=[message], timeout=self._timeout)
+            await self._publisher.publish(
+                topic=topic, messages=[message], timeout=self._timeout, retry=self._retry
+            )
 
     async def submit(self, task: AgentTask) -> str:
         """Queue ``task`` (once Pub/Sub has stored it); a started or ended task is not requeued.
@@ -353,6 +371,7 @@ class PubSubBroker(StoreBackedBroker):
                     ack_ids=[r.ack_id for r in received[start : start + 1000]],
                     ack_deadline_seconds=0,
                     timeout=self._timeout,
+                    retry=self._retry,
                 )
         letters = []
         for item in received:
@@ -371,7 +390,10 @@ class PubSubBroker(StoreBackedBroker):
 
     async def _ack(self, ack_id: str) -> None:
         await self._subscriber.acknowledge(
-            subscription=self._subscription, ack_ids=[ack_id], timeout=self._timeout
+            subscription=self._subscription,
+            ack_ids=[ack_id],
+            timeout=self._timeout,
+            retry=self._retry,
         )
 
     async def _extend(self, ack_id: str, seconds: float) -> None:
@@ -380,6 +402,7 @@ class PubSubBroker(StoreBackedBroker):
             ack_ids=[ack_id],
             ack_deadline_seconds=_seconds(seconds),
             timeout=self._timeout,
+            retry=self._retry,
         )
 
     async def _begin(self, received: Any) -> _PubSubDelivery | None:
@@ -427,6 +450,8 @@ class PubSubBroker(StoreBackedBroker):
 
 class _PubSubDelivery(StoreDelivery):
     __slots__ = ("_ack_id", "_body", "_broker")
+
+    _service_errors = _SERVICE_ERRORS
 
     def __init__(self, broker: PubSubBroker, ack_id: str, body: str, task: AgentTask) -> None:
         super().__init__(broker._store, task, lease=broker._lease, max_deliver=broker._max_deliver)

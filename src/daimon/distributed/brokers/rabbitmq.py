@@ -44,10 +44,13 @@ from daimon.core.task_records import (
 from daimon.core.tasks import AgentTask
 
 aio_pika = require("aio_pika", extra="rabbitmq")
+aio_pika_exceptions = require("aio_pika.exceptions", extra="rabbitmq")
 
 __all__ = ("RabbitMQBroker", "TaskStore")
 
 _log = logging.getLogger("daimon.distributed")
+_SERVICE_ERRORS = (aio_pika_exceptions.AMQPError, OSError)
+"""What aio-pika raises when RabbitMQ fails or cannot be reached: raised as BrokerError."""
 
 
 class RabbitMQBroker(StoreBackedBroker):
@@ -64,6 +67,8 @@ class RabbitMQBroker(StoreBackedBroker):
         prefetch: Unacknowledged tasks this handle may hold: set it to the worker's concurrency.
         own_store: Close ``store`` with this broker.
     """
+
+    _service_errors = _SERVICE_ERRORS
 
     def __init__(
         self,
@@ -291,6 +296,8 @@ class RabbitMQBroker(StoreBackedBroker):
 
 class _RabbitDelivery(StoreDelivery):
     __slots__ = ("_broker", "_message")
+
+    _service_errors = _SERVICE_ERRORS
 
     def __init__(self, broker: RabbitMQBroker, message: Any, task: AgentTask) -> None:
         super().__init__(broker._store, task, lease=broker._lease, max_deliver=broker._max_deliver)

@@ -32,6 +32,7 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, SerializationError
 from daimon.core.optional import require
 from daimon.core.task_records import (
+    BrokerBoundary,
     DeadLetter,
     SettleByTaskId,
     SettlingDelivery,
@@ -53,6 +54,8 @@ _log = logging.getLogger("daimon.distributed")
 
 _GROUP = "workers"
 _DAY = 86_400.0
+_SERVICE_ERRORS = (redis_exceptions.RedisError, OSError)
+"""What redis-py raises when Redis fails or cannot be reached: raised as BrokerError."""
 
 # Shared by the scripts below. KEYS[1] is the task's hash; KEYS[2] and KEYS[3], when given, the
 # stream and the dead-letter stream (a store used by another broker passes the hash alone).
@@ -275,7 +278,7 @@ def _connect(url: str, max_connections: int) -> Any:
     return aioredis.Redis.from_pool(pool)
 
 
-class RedisTaskStore:
+class RedisTaskStore(BrokerBoundary):
     """Task states, attempts, leases and results in Redis hashes, one per task.
 
     :class:`RedisBroker` keeps its tasks' states this way; brokers whose service has no
@@ -290,6 +293,11 @@ class RedisTaskStore:
         result_ttl: Seconds an ended task's state and result are kept (``None``: forever).
         max_connections: Connections opened to a URL at most (calls wait for a free one).
     """
+
+    _service_errors = _SERVICE_ERRORS
+    _operations = frozenset(
+        {"create", "withdraw", "begin", "heartbeat", "settle", "cancel", "status", "decide"}
+    )
 
     def __init__(
         self,
@@ -457,6 +465,8 @@ class RedisBroker(SettleByTaskId):
             suffix).
         max_connections: Connections opened to a URL at most (calls wait for a free one).
     """
+
+    _service_errors = _SERVICE_ERRORS
 
     def __init__(
         self,
@@ -674,6 +684,8 @@ class RedisBroker(SettleByTaskId):
 
 class _RedisDelivery(SettlingDelivery):
     __slots__ = ("_attempt", "_broker", "_entry", "_keys", "_payload", "task")
+
+    _service_errors = _SERVICE_ERRORS
 
     def __init__(
         self, broker: RedisBroker, entry: str, keys: list[str], payload: str, task: AgentTask

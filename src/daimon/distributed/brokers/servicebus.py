@@ -54,10 +54,14 @@ from daimon.core.tasks import AgentTask
 servicebus = require("azure.servicebus", extra="servicebus")
 servicebus_aio = require("azure.servicebus.aio", extra="servicebus")
 servicebus_exceptions = require("azure.servicebus.exceptions", extra="servicebus")
+azure_exceptions = require("azure.core.exceptions", extra="servicebus")
 
 __all__ = ("ServiceBusBroker",)
 
 _log = logging.getLogger("daimon.distributed")
+_SERVICE_ERRORS = (azure_exceptions.AzureError, OSError)
+"""What azure-servicebus raises when Service Bus fails or cannot be reached (its
+``ServiceBusError`` is an ``AzureError``): raised as BrokerError."""
 _MAX_LOCK = 300.0  # Service Bus's longest LockDuration
 _MAX_TEXT = 1024  # dead-letter reason and description are kept this short
 _SLICE = 0.25  # seconds a claim waits on the receiver before letting others use it
@@ -85,6 +89,8 @@ class ServiceBusBroker(StoreBackedBroker):
         client_options: More keyword arguments for ``ServiceBusClient`` (``retry_total``,
             ``transport_type``, ...).
     """
+
+    _service_errors = _SERVICE_ERRORS
 
     def __init__(
         self,
@@ -413,6 +419,8 @@ class ServiceBusBroker(StoreBackedBroker):
 
 class _ServiceBusDelivery(StoreDelivery):
     __slots__ = ("_body", "_broker", "_message")
+
+    _service_errors = _SERVICE_ERRORS
 
     def __init__(self, broker: ServiceBusBroker, message: Any, body: str, task: AgentTask):
         super().__init__(broker._store, task, lease=broker._lease, max_deliver=broker._max_deliver)

@@ -50,6 +50,8 @@ botocore_exceptions = require("botocore.exceptions", extra="sqs")
 __all__ = ("SqsBroker",)
 
 _log = logging.getLogger("daimon.distributed")
+_SERVICE_ERRORS = (botocore_exceptions.BotoCoreError, botocore_exceptions.ClientError, OSError)
+"""What aiobotocore raises when SQS fails, refuses or cannot be reached: raised as BrokerError."""
 _MAX_VISIBILITY = 12 * 3600
 _SCAN_VISIBILITY = 30
 """Seconds a dead letter stays hidden while :meth:`SqsBroker.dead_letters` reads the queue."""
@@ -75,6 +77,8 @@ class SqsBroker(StoreBackedBroker):
         client_options: More keyword arguments for ``create_client("sqs", ...)``
             (credentials, ``config``).
     """
+
+    _service_errors = _SERVICE_ERRORS
 
     def __init__(
         self,
@@ -338,6 +342,8 @@ async def _queue_url(client: Any, name: str, attributes: dict[str, str]) -> str:
 
 class _SqsDelivery(StoreDelivery):
     __slots__ = ("_body", "_broker", "_receipt")
+
+    _service_errors = _SERVICE_ERRORS
 
     def __init__(self, broker: SqsBroker, receipt: str, body: str, task: AgentTask) -> None:
         super().__init__(broker._store, task, lease=broker._lease, max_deliver=broker._max_deliver)

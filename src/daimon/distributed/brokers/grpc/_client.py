@@ -6,7 +6,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from daimon.core.codec import dumps, loads
-from daimon.core.errors import BuilderError, DaimonError, SerializationError
+from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.task_records import (
     DeadLetter,
@@ -49,16 +49,16 @@ _CHANNEL_OPTIONS = (
 _RETRYABLE = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED"})
 
 
-class GrpcBrokerError(DaimonError):
-    """The broker service failed or refused a call.
+class GrpcBrokerError(BrokerError):
+    """The broker service failed, refused a call, or could not be reached.
 
     Attributes:
         code: The gRPC status code's name (``UNAVAILABLE``, ``UNAUTHENTICATED``, ...).
         retryable: Whether the same call may succeed later (the service was down or busy).
     """
 
-    def __init__(self, message: str, *, code: str) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, code: str, task_id: str | None = None) -> None:
+        super().__init__(message, task_id=task_id)
         self.code = code
         self.retryable = code in _RETRYABLE
 
@@ -67,7 +67,8 @@ class GrpcBroker(SettleByTaskId):
     """Queues tasks on a daimon broker service (:class:`GrpcBrokerServer`) over gRPC.
 
     Every call waits for the service to be reachable, up to ``timeout`` seconds, so a handle
-    rides out a restart of the service; then it raises :class:`GrpcBrokerError`.
+    rides out a restart of the service; then it raises :class:`GrpcBrokerError` (a
+    :class:`~daimon.core.errors.BrokerError`).
 
     Args:
         target: The service's ``host:port``.
@@ -78,6 +79,8 @@ class GrpcBroker(SettleByTaskId):
         tls: Use TLS (the system's root certificates).
         timeout: Seconds a call may take, beyond a claim's wait.
     """
+
+    _service_errors = (grpc.aio.AioRpcError,)
 
     def __init__(
         self,
@@ -146,16 +149,13 @@ class GrpcBroker(SettleByTaskId):
     async def _call(self, method: str, request: Any, reply: type[R], *, wait: float = 0.0) -> R:
         body = dumps(request).encode("utf-8")  # refuses what cannot be carried, before sending
         call = self._open().unary_unary(path(method))
-        try:
-            data = await call(
-                body,
-                timeout=self._timeout + wait,
-                metadata=self._metadata,
-                wait_for_ready=True,
-            )
-        except grpc.aio.AioRpcError as exc:
-            raise _error(exc, self._target) from None
+        data = await call(
+            body, timeout=self._timeout + wait, metadata=self._metadata, wait_for_ready=True
+        )
         return loads(data, reply)
+
+    def _service_error(self, operation: str, task_id: str | None, exc: BaseException) -> Exception:
+        return _error(exc, self._target, task_id)
 
     async def submit(self, task: AgentTask) -> str:
         """Queue ``task`` (once the service has it on disk); a known task id is not queued again."""
@@ -192,6 +192,8 @@ class GrpcBroker(SettleByTaskId):
 class _GrpcDelivery(SettlingDelivery):
     __slots__ = ("_broker", "task")
 
+    _service_errors = GrpcBroker._service_errors
+
     def __init__(self, broker: GrpcBroker, task: AgentTask) -> None:
         self._broker = broker
         self.task = task
@@ -227,8 +229,11 @@ class _GrpcDelivery(SettlingDelivery):
         )
         return (await broker._call("Settle", request, Reply)).outcome
 
+    def _service_error(self, operation: str, task_id: str | None, exc: BaseException) -> Exception:
+        return _error(exc, self._broker._target, task_id)
 
-def _error(exc: Any, target: str) -> Exception:
+
+def _error(exc: Any, target: str, task_id: str | None = None) -> Exception:
     """The daimon exception for a failed call: the one the service raised, where it says."""
     code = exc.code()
     name = dict(exc.trailing_metadata() or ()).get(ERROR_KEY, "")
@@ -238,5 +243,7 @@ def _error(exc: Any, target: str) -> Exception:
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return (SerializationError if name == "SerializationError" else BuilderError)(detail)
     return GrpcBrokerError(
-        f"the broker service at {target} answered {code.name}: {detail}", code=code.name
+        f"the broker service at {target} answered {code.name}: {detail}",
+        code=code.name,
+        task_id=task_id,
     )
