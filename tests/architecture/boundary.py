@@ -84,6 +84,7 @@ PLUGIN_FOLDERS = (
     "daimon.rag.stores",
     "daimon.distributed.brokers",
     "daimon.embeddings",
+    "daimon.tokens",
 )
 """Packages that hold plugins and nothing else."""
 
