@@ -13,7 +13,7 @@ from daimon.distributed._trace import TRACEPARENT, child_traceparent, current_tr
 
 __all__ = ("new_task", "wait_for_task")
 
-_ENDED = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED})
+_SETTLED = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED, TaskState.PAUSED})
 
 
 def new_task(
@@ -41,15 +41,16 @@ def new_task(
 
 
 async def wait_for_task(broker: Broker, task_id: str, *, poll: float = 0.05) -> TaskStatus:
-    """Poll ``status`` until the task has ended (completed, failed or cancelled); its status.
+    """Poll ``status`` until the task has ended (completed, failed or cancelled) or paused.
 
-    Polls quickly at first, then every ``poll`` seconds. Bound the wait with
+    A paused task waits for a person: its status carries the ``approvals`` to answer with
+    ``broker.decide``. Polls quickly at first, then every ``poll`` seconds. Bound the wait with
     ``asyncio.timeout(...)``.
     """
     pause = min(poll, 0.005)
     while True:
         status = await broker.status(task_id)
-        if status.state in _ENDED:
+        if status.state in _SETTLED:
             return status
         await asyncio.sleep(pause)
         pause = min(pause * 2, poll)
