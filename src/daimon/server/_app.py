@@ -20,7 +20,6 @@ from starlette.responses import Response
 from starlette.types import ASGIApp
 
 from daimon._http_gate import HttpGate
-from daimon.core.errors import InvalidIdError
 from daimon.server._agents import Servable, ServedAgents
 from daimon.server._errors import error_response
 from daimon.server._openai_compat import add_openai_routes
@@ -86,7 +85,6 @@ def create_app(
         public = (*public, *ui_paths())
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(InvalidIdError, _invalid_id)
     app.add_exception_handler(Exception, _internal_error)
     # The gate checks Host and Origin, then lets CORS answer preflights (which carry no token),
     # then checks the token and the body; only a request let through continues the caller's
@@ -217,11 +215,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
                 allowed |= getattr(route, "methods", None) or set()
         headers["allow"] = ", ".join(sorted(allowed))
     return error_response(exc.status_code, kind, str(exc.detail), headers=headers)
-
-
-async def _invalid_id(request: Request, exc: Exception) -> Response:
-    """A session or run id in the request that no backend can hold: the client's mistake."""
-    return error_response(400, "invalid_request", str(exc))
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
