@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Protocol, Self
 
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
+from daimon.core.ids import check_id
 from daimon.core.results import ApprovalDecision
 from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskResume, TaskState, TaskStatus
 
@@ -513,13 +514,20 @@ class StoreDelivery(SettlingDelivery):
 class BrokerHandle(BrokerBoundary):
     """What every broker handle has: ``lease``, ``max_deliver``, ``async with``, a boundary.
 
-    Its operations are behind the :class:`BrokerBoundary`.
+    Its operations are behind the :class:`BrokerBoundary`, which also checks the task id each
+    is given (:func:`daimon.core.ids.check_id`): a bad one raises
+    :class:`~daimon.core.errors.InvalidIdError` the same way on every broker, before anything
+    is sent.
     """
 
     _operations = frozenset({"submit", "status", "cancel", "decide", "claim", "dead_letters"})
 
     _lease: float
     _max_deliver: int
+
+    def _task_of(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        task_id = super()._task_of(args, kwargs)
+        return check_id("task", task_id) if task_id is not None else None
 
     @property
     def lease(self) -> float:

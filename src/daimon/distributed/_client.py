@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from daimon.core.ids import check_id
 from daimon.core.tasks import AgentTask, TaskState, TaskStatus
 from daimon.distributed._protocols import Broker
 from daimon.distributed._trace import TRACEPARENT, child_traceparent, current_traceparent
@@ -28,11 +29,14 @@ def new_task(
 
     The trace continues the current task's when called on a worker, else it starts a new one; a
     ``traceparent`` given in ``metadata`` is kept as it is.
+
+    Raises:
+        InvalidIdError: ``task_id`` cannot name a task (see :func:`daimon.core.ids.check_id`).
     """
     data = dict(metadata or {})
     data.setdefault(TRACEPARENT, child_traceparent(current_traceparent()))
     return AgentTask(
-        task_id=task_id or uuid.uuid4().hex,
+        task_id=uuid.uuid4().hex if task_id is None else check_id("task", task_id),
         input=input,
         run_id=run_id,
         session_id=session_id,

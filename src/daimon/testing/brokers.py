@@ -38,7 +38,7 @@ import pytest
 
 from daimon.core.chat import Usage
 from daimon.core.checkpoints import CheckpointState
-from daimon.core.errors import BrokerError, BuilderError, SerializationError
+from daimon.core.errors import BrokerError, BuilderError, InvalidIdError, SerializationError
 from daimon.core.messages import Message, ToolCall
 from daimon.core.results import ApprovalDecision, ApprovalRequest
 from daimon.core.task_records import TaskStore
@@ -480,6 +480,21 @@ class BrokerConformance:
             await broker.submit(bad)
         with pytest.raises(KeyError):
             await broker.status("bad")
+        assert await broker.claim(wait=0.2) is None
+
+    @pytest.mark.parametrize("bad", ["", "\ud800", "nul\0", "x" * 1025])
+    async def test_an_invalid_task_id_is_refused(self, broker: Broker, bad: str) -> None:
+        """An id that is empty, not valid Unicode, holds NUL or is too long: ``InvalidIdError``.
+
+        Every operation that takes a task id refuses it the same way, before sending anything.
+        """
+        with pytest.raises(InvalidIdError) as raised:
+            await broker.submit(AgentTask(task_id=bad, input="x"))
+        assert raised.value.id_kind == "task"
+        calls = (broker.status, broker.cancel, lambda task_id: broker.decide(task_id, {}))
+        for call in calls:
+            with pytest.raises(InvalidIdError):
+                await call(bad)
         assert await broker.claim(wait=0.2) is None
 
     async def test_core_task_broker_methods(self, broker: Any) -> None:
