@@ -136,7 +136,7 @@ async def _bench_daimon_stream(threads: int, rounds: int) -> dict[str, Any]:
 
 
 def bench_embedder(threads: int, rounds: int) -> dict[str, Any]:
-    from daimon.embeddings.onnx import OnnxEmbeddingModel
+    from daimon.models.onnx import OnnxEmbeddingModel
 
     started = time.perf_counter()
     model = OnnxEmbeddingModel(threads=threads)

@@ -13,7 +13,7 @@ Datasets (``--dataset``):
 
 - ``random``: seeded Gaussian vectors, the hardest case for approximate indexes; each query is a
   stored vector plus noise.
-- ``text``: all-MiniLM-L6-v2 embeddings (the local ONNX model, :mod:`daimon.embeddings.onnx`) of
+- ``text``: all-MiniLM-L6-v2 embeddings (the local ONNX model, :mod:`daimon.models.onnx`) of
   paragraphs of the Python standard library's sources and ``/usr/share/doc`` on this machine;
   queries are 1,000 held-out paragraphs, never indexed. Embedded once (several minutes) and
   cached in ``benchmarks/.cache/`` (git-ignored; delete it to embed again).
@@ -268,7 +268,7 @@ def text_embeddings() -> Any:
     final = CACHE / f"{stem}.npy"
     if final.exists():
         return np.load(final)
-    from daimon.embeddings.onnx import OnnxEmbeddingModel
+    from daimon.models.onnx import OnnxEmbeddingModel
 
     CACHE.mkdir(exist_ok=True)
     texts = text_corpus(total)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from daimon import Agent, ChatRequest, Done, Middleware, Role, ToolCallEnd, ToolResult
-from daimon.embeddings import OnnxEmbeddingModel
+from daimon.models import OnnxEmbeddingModel
 from daimon.models.local import LlamaCppModel
 from daimon.rag import (
     InMemoryVectorStore,

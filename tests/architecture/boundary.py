@@ -83,7 +83,7 @@ PLUGIN_FOLDERS = (
     "daimon.checkpoint",
     "daimon.rag.stores",
     "daimon.distributed.brokers",
-    "daimon.embeddings",
+    "daimon.tokens",
 )
 """Packages that hold plugins and nothing else."""
 

@@ -66,13 +66,21 @@ class TestPubSubBroker(BrokerConformance):
         """An emulator of this test's own, stopped and started again (it keeps nothing; the
         task records are in Redis)."""
         emulator = RestartableProcess(start_pubsub_emulator, stop_pubsub_emulator)
-        emulator.start()
         host = f"127.0.0.1:{emulator.port}"
+
+        async def start() -> None:
+            # A Java emulator that just opened its port may take seconds to answer its first
+            # calls: the handles' short timeout is for the outage, so warm it up first.
+            emulator.start()
+            async with open_broker(host, redis_url, queue, timeout=30.0) as warm:
+                await warm.setup()
+
+        await start()
         try:
             async with broker_handles(
                 lambda **options: open_broker(host, redis_url, queue, timeout=1.0, **options)
             ) as make:
-                yield ServiceOutage(make, emulator.stop, emulator.start)
+                yield ServiceOutage(make, emulator.stop, start)
         finally:
             emulator.stop()
 

@@ -15,6 +15,7 @@ from daimon.core import (
     AgentTask,
     BuilderError,
     CheckpointState,
+    InvalidIdError,
     ModelError,
     TaskState,
     TaskStatus,
@@ -421,3 +422,10 @@ def test_an_invalid_traceparent_starts_a_new_trace(parent: str | None) -> None:
 def test_unknown_store_url() -> None:
     with pytest.raises(BuilderError, match="unknown task store URL"):
         broker_from_url("memory://", store="postgres://localhost/db")
+
+
+@pytest.mark.parametrize("bad", ["", "\ud800"])
+def test_new_task_refuses_an_invalid_task_id(bad: str) -> None:
+    with pytest.raises(InvalidIdError, match="invalid task id"):
+        new_task("x", task_id=bad)
+    assert new_task("x", task_id="order-7").task_id == "order-7"

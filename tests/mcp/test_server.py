@@ -209,13 +209,18 @@ async def test_host_and_origin_are_checked_against_dns_rebinding() -> None:
             {"origin": "http://attacker.example"},
             {"origin": f"http://attacker.example:{port}"},
             {"origin": "null"},
+            # Another origin than the Host the request names, even on loopback (another local
+            # page): allowed only when listed.
+            {"origin": f"http://localhost:{port}"},
+            {"origin": "http://127.0.0.1:1"},
         ):
             answer = await http.post(url, json=INITIALIZE, headers={**ACCEPT, **bad})
             assert answer.status_code == 403, bad
+            assert answer.text.startswith("Forbidden: ")
         for good in (
             {},
             {"host": f"localhost:{port}"},
-            {"origin": f"http://localhost:{port}"},
+            {"host": f"localhost:{port}", "origin": f"http://localhost:{port}"},
             {"origin": f"http://127.0.0.1:{port}"},
         ):
             answer = await http.post(url, json=INITIALIZE, headers={**ACCEPT, **good})

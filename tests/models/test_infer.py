@@ -12,7 +12,6 @@ from daimon import Agent, BuilderError, MissingDependencyError
 from daimon.models import infer_model
 from daimon.models.anthropic import AnthropicModel
 from daimon.models.openai import AzureOpenAIModel, OpenAIModel
-from daimon.models.prices import AS_OF, PRICES
 
 
 def test_provider_strings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,16 +107,3 @@ def test_lazy_names() -> None:
     assert list(daimon.models.__all__) == sorted(daimon.models.__all__)
     with pytest.raises(AttributeError):
         daimon.models.NoSuchModel  # noqa: B018
-
-
-def test_price_table_data() -> None:
-    from daimon.cost import ModelPrice, PriceTable
-
-    table = PriceTable(
-        {k: ModelPrice(input=i, output=o, cached_input=c) for k, (i, o, c) in PRICES.items()},
-        as_of=AS_OF,
-    )
-    assert table.price("gpt-4o-mini-2024-07-18") == table.price("gpt-4o-mini")
-    assert table.price("claude-sonnet-4-5-20250929") == table.price("claude-sonnet-4-5")
-    assert table.price("gpt-5.4-mini") != table.price("gpt-5")
-    assert table.price("claude-opus-4-9") is None

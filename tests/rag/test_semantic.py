@@ -22,7 +22,7 @@ def embedder() -> Any:
         if os.environ.get("CI"):
             pytest.fail(f"{message} (CI is set: a missing extra is a failure)", pytrace=False)
         pytest.skip(message)
-    from daimon.embeddings.onnx import OnnxEmbeddingModel
+    from daimon.models.onnx import OnnxEmbeddingModel
 
     return OnnxEmbeddingModel()
 

@@ -109,7 +109,7 @@ def test_chunks_are_exact_in_order_and_cover_the_text(
 
 
 def test_token_sizes_with_a_real_tokenizer() -> None:
-    from daimon.models.tiktoken_counter import TiktokenCounter  # the tokens extra, in dev
+    from daimon.tokens import TiktokenCounter  # the tokens extra, in dev
 
     counter = TiktokenCounter("cl100k_base")
     text = " ".join(["The quick brown fox jumps over the lazy dog."] * 40)

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from daimon import Message
+from daimon.core import InvalidIdError
 from daimon.memory import TokenWindowMemory
 from daimon.memory.sqlite import SQLiteMemory
+from daimon.server._errors import describe_failure
 
 from .conftest import TOKEN, Calls, LiveServer, echo
 
@@ -164,19 +166,21 @@ def test_a_window_over_a_memory_that_cannot_list_is_501_too(live: Live) -> None:
         }
 
 
-def test_a_session_id_no_backend_can_store_is_a_400(live: Live) -> None:
+def test_a_session_id_no_backend_can_store_is_refused_naming_the_field(live: Live) -> None:
     calls = Calls()
     server = live(echo(calls))
     with server.client() as client:
         answer = client.post("/prompt", json={"input": "hi", "session_id": "a\0b"})
-        assert answer.status_code == 422, answer.text  # the body's own pattern refuses it first
+        assert answer.status_code == 422, answer.text  # the body's own pattern refuses it
         assert answer.json()["error"]["details"][0]["loc"] == ["body", "session_id"]
         for method in ("GET", "DELETE"):
             refused = client.request(method, "/sessions/a%00b")
-            assert refused.status_code == 400, refused.text
-            assert refused.json()["error"] == {
-                "type": "invalid_request",
-                "message": "invalid session id 'a\\x00b': it contains a NUL character",
-            }
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["error"]["details"][0]["loc"] == ["path", "session_id"]
         assert client.get("/sessions").json()["sessions"] == []
     assert calls.requests == []
+
+
+def test_a_run_refused_for_its_id_is_the_callers_mistake() -> None:
+    status, kind, message = describe_failure(InvalidIdError("run", "", "it is empty"))
+    assert (status, kind, message) == (400, "InvalidIdError", "invalid run id '': it is empty")

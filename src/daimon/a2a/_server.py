@@ -27,9 +27,10 @@ server's ``/sessions/{id}`` included). Any other is refused with a JSON-RPC inva
 (-32602) before a task exists, never swapped for a new id. (:class:`DaimonAgentExecutor` used
 with a request handler of your own rejects the task instead, its status message saying why.)
 
-The HTTP gate is the same as for MCP: loopback by default, a bearer token required off loopback
-(every route but the agent card, which is public so that clients can discover how to
-authenticate), ``Host`` and ``Origin`` checked against DNS rebinding.
+The HTTP gate is daimon's one gate, with the same rules as ``daimon.server`` and ``daimon.mcp``:
+loopback by default, a bearer token required off loopback (every route but the agent card, which
+is public so that clients can discover how to authenticate), ``Host`` and ``Origin`` checked
+against DNS rebinding, request bodies bounded (``max_body_bytes``); refusals are plain text.
 
 Each request continues the caller's trace: the W3C trace context of its HTTP headers
 (``traceparent``, ``tracestate``, ``baggage``; sent by :class:`~daimon.a2a.RemoteA2AAgent`) is
@@ -66,7 +67,13 @@ from a2a.utils.errors import InvalidParamsError
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
-from daimon._http_guard import Guard, check_exposure, hosts_for
+from daimon._http_gate import (
+    DEFAULT_MAX_BODY_BYTES,
+    HttpGate,
+    check_exposure,
+    default_hosts,
+    hosts_for,
+)
 from daimon.a2a._convert import agent_card_for
 from daimon.agent import Agent
 from daimon.core.cancel import CancelToken
@@ -79,7 +86,6 @@ from daimon.telemetry._propagation import join_trace
 
 __all__ = ("DaimonAgentExecutor", "a2a_app", "agent_card", "serve_a2a")
 
-_WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 _TEXT_DELTA = {"daimon": "text_delta"}
 _SESSION_PREFIX = "a2a:"
 _CONTEXT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=~-]{0,251}")
@@ -276,6 +282,7 @@ def a2a_app(
     token: str | None = None,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     description: str | None = None,
     task_store: TaskStore | None = None,
 ) -> ASGIApp:
@@ -284,23 +291,25 @@ def a2a_app(
     Args:
         agent: The agent to serve.
         host: The address it will be bound to; decides the defaults of the gate.
-        port: The port it will listen on (for the card's URL).
+        port: The port it will listen on (for the card's URL; the default ``Host`` names must
+            carry it, any port when 0).
         url: Where clients reach it, for the agent card (``http://host:port/`` by default;
             required on a wildcard bind such as 0.0.0.0).
-        token: The bearer token every request but the card's must carry. Required unless
-            ``host`` is a loopback address.
-        allowed_hosts: More host names the ``Host`` header may name (see ``daimon.mcp``).
+        token: The bearer token every request but the card's must carry: visible ASCII, no
+            spaces. Required unless ``host`` is a loopback address.
+        allowed_hosts: More ``Host`` patterns allowed (see :func:`daimon.mcp.mcp_http_app`).
         allowed_origins: More origins allowed to call from a browser.
+        max_body_bytes: The largest request body accepted (413 beyond it).
         description: What the agent does, for the card.
         task_store: Where tasks are kept (in memory by default).
 
     Raises:
-        BuilderError: Off loopback without a token, an empty token, or a wildcard bind without
-            ``url``.
+        BuilderError: Off loopback without a token, an unusable token or allowed host, or a
+            wildcard bind without ``url``.
     """
-    check_exposure(host, token, "A2A")
+    check_exposure(host, token)
     if url is None:
-        if host.lower() in _WILDCARDS:
+        if default_hosts(host, port) is None:  # a wildcard bind
             raise BuilderError(
                 f"an A2A server bound to {host!r} needs url=: the address clients reach it at, "
                 "for its agent card"
@@ -313,12 +322,14 @@ def a2a_app(
         DaimonAgentExecutor(agent), tasks, card, request_context_builder=_ContextIdCheck(tasks)
     )
     app = Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")])
-    return Guard(
+    return HttpGate(
         TraceContextMiddleware(app),
-        token=token,
-        hosts=hosts_for(host, allowed_hosts),
+        hosts=hosts_for(host, port, allowed_hosts),
         origins=allowed_origins,
+        token=token,
+        max_body_bytes=max_body_bytes,
         public_paths=(AGENT_CARD_WELL_KNOWN_PATH,),
+        errors="text",
     )
 
 
@@ -331,6 +342,7 @@ async def serve_a2a(
     token: str | None = None,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     description: str | None = None,
 ) -> None:
     """Serve ``agent`` as an A2A agent with uvicorn until stopped (SIGINT, SIGTERM, cancel).
@@ -350,6 +362,7 @@ async def serve_a2a(
         token=token,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
+        max_body_bytes=max_body_bytes,
         description=description,
     )
     config = uvicorn.Config(

@@ -112,7 +112,9 @@ if TYPE_CHECKING:
     )
     from daimon.core.tasks import (
         AgentTask,
+        TaskPause,
         TaskResult,
+        TaskResume,
         TaskState,
         TaskStatus,
     )
@@ -187,7 +189,9 @@ _LAZY: dict[str, str] = {
     "StreamClosedError": "daimon.core.errors",
     "StreamEvent": "daimon.core.events",
     "TaskBroker": "daimon.core.protocols",
+    "TaskPause": "daimon.core.tasks",
     "TaskResult": "daimon.core.tasks",
+    "TaskResume": "daimon.core.tasks",
     "TaskState": "daimon.core.tasks",
     "TaskStatus": "daimon.core.tasks",
     "TextDelta": "daimon.core.events",
@@ -275,7 +279,9 @@ __all__ = (
     "StreamClosedError",
     "StreamEvent",
     "TaskBroker",
+    "TaskPause",
     "TaskResult",
+    "TaskResume",
     "TaskState",
     "TaskStatus",
     "TextDelta",

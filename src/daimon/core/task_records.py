@@ -6,10 +6,11 @@ here change a record in memory; a broker loads it, calls one, and stores it back
 (a compare-and-set, a transaction, or one Lua script that mirrors these rules)::
 
     submit ──> pending ──begin──> running ──settle(complete)──> completed
-                  ^  ^               │ ──settle(fail)──────────> failed (dead-lettered)
-                  │  └release/retry──┤ ──lease lost, attempts spent──> failed (dead-lettered)
-                  │                  └─lease lost──> (begin again: attempt + 1)
-                  └────────────── cancel ────────> cancelled (from pending or running)
+                  ^  ^ ^             │ ──settle(fail)──────────> failed (dead-lettered)
+                  │  │ └release/retry┤ ──lease lost, attempts spent──> failed (dead-lettered)
+                  │  │               ├─lease lost──> (begin again: attempt + 1)
+                  │  └──decide──── paused <──settle(pause)  (waits for approvals)
+                  └────────────── cancel ────────> cancelled (from pending, running or paused)
 
 Every ``begin`` starts a new attempt; only the newest attempt may settle a task, and a task
 settles once. :class:`TaskStore` is what a broker whose service cannot hold records (RabbitMQ,
@@ -25,15 +26,18 @@ raises when its service fails or cannot be reached. Standard library only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, Self
 
-from daimon.core.codec import loads
+from daimon.core.codec import dumps, loads
 from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
-from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
+from daimon.core.ids import check_id
+from daimon.core.results import ApprovalDecision
+from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskResume, TaskState, TaskStatus
 
 __all__ = (
     "BrokerBoundary",
@@ -47,6 +51,7 @@ __all__ = (
     "TERMINAL",
     "TaskRecord",
     "TaskStore",
+    "as_decisions",
     "begin",
     "cancel",
     "check_dead_letter_limit",
@@ -54,11 +59,15 @@ __all__ = (
     "dead_letter_attempts",
     "dead_letter_from_store",
     "dead_letter_task",
+    "decide",
+    "decide_through",
     "heartbeat",
     "lost_attempt",
     "oldest_dead_letters",
+    "resumed_payload",
     "settle",
     "submit_through",
+    "undecide",
     "view",
 )
 
@@ -74,10 +83,13 @@ class TaskRecord:
     attempt: int = 0
     """Deliveries started so far; the newest one alone may settle the task."""
     released: int = 0
-    """Deliveries handed back undone (graceful shutdowns): they do not count against max_deliver."""
+    """Deliveries that used up no attempt: handed back undone (graceful shutdowns), or paused
+    for approval. They do not count against max_deliver."""
     lease_until: float = 0.0
     result: TaskResult | None = None
     error: str | None = None
+    paused: TaskPause | None = None
+    """The run a paused task waits with; kept after ``decide`` until the next attempt begins."""
 
 
 def check_options(lease: float, max_deliver: int) -> None:
@@ -97,8 +109,12 @@ def lost_attempt(attempt: int, lease: float) -> str:
 
 
 def begin(rec: TaskRecord, now: float, lease: float, max_deliver: int) -> tuple[str, float]:
-    """Start an attempt: ``run`` (its number), ``skip`` (ended), ``busy`` (lease left), ``dead``."""
-    if rec.state in TERMINAL:
+    """Start an attempt: ``run`` (its number), ``skip`` (ended or paused), ``busy``, ``dead``.
+
+    ``busy`` comes with the seconds of lease left; a paused task's message is skipped, as
+    ``decide`` sends one of its own.
+    """
+    if rec.state in TERMINAL or rec.state == "paused":  # a paused task waits for its decide
         return "skip", 0.0
     if rec.state == "running" and rec.lease_until > now:
         return "busy", rec.lease_until - now
@@ -111,7 +127,7 @@ def begin(rec: TaskRecord, now: float, lease: float, max_deliver: int) -> tuple[
         rec.state, rec.error = "failed", f"dead-lettered after {spent} attempts; {why}"
         return "dead", 0.0
     rec.attempt += 1
-    rec.state, rec.lease_until = "running", now + lease
+    rec.state, rec.lease_until, rec.paused = "running", now + lease, None
     return "run", float(rec.attempt)
 
 
@@ -133,11 +149,13 @@ def settle(
     *,
     result: TaskResult | None = None,
     error: str = "",
+    paused: TaskPause | None = None,
 ) -> str:
-    """End an attempt: ``ok``, ``requeued``, ``released``, ``dead``, ``stale`` or ``ended``.
+    """End an attempt, and say how it ended.
 
-    ``action`` is ``complete`` (with ``result``), ``fail``, ``retry`` (with ``error``) or
-    ``release``.
+    ``action`` is ``complete`` (with ``result``), ``pause`` (with ``paused``), ``fail``,
+    ``retry`` (with ``error``) or ``release``; the outcome is ``ok``, ``paused``, ``requeued``,
+    ``released``, ``dead``, ``stale`` or ``ended``. A pause, like a release, uses up no attempt.
     """
     if rec.attempt != attempt:
         return "stale"
@@ -146,6 +164,10 @@ def settle(
     if action == "complete":
         rec.state, rec.result, rec.error = "completed", result, None
         return "ok"
+    if action == "pause":
+        rec.state, rec.paused, rec.released = "paused", paused, rec.released + 1
+        rec.lease_until = 0.0
+        return "paused"
     if action == "release":
         rec.state, rec.released = "pending", rec.released + 1
         return "released"
@@ -167,12 +189,79 @@ def cancel(rec: TaskRecord) -> bool:
     return True
 
 
+def decide(rec: TaskRecord) -> TaskPause | None:
+    """Queue a paused task again (decisions came for it); the pause it waited with, or ``None``."""
+    if rec.state != "paused" or rec.paused is None:
+        return None
+    rec.state = "pending"
+    return rec.paused
+
+
+def undecide(rec: TaskRecord, attempt: int) -> bool:
+    """Undo :func:`decide` whose message could not be sent; ``False`` if an attempt began since."""
+    if rec.state != "pending" or rec.attempt != attempt or rec.paused is None:
+        return False
+    rec.state = "paused"
+    return True
+
+
 def view(rec: TaskRecord, now: float) -> TaskStatus:
     """The status a client sees: a running task whose lease ran out reads ``pending``."""
     state = rec.state
     if state == "running" and rec.lease_until <= now:
         state = "pending"  # its worker is gone: the task waits for another one
-    return TaskStatus(state=TaskState(state), result=rec.result, error=rec.error)
+    approvals = rec.paused.approvals if state == "paused" and rec.paused is not None else ()
+    return TaskStatus(
+        state=TaskState(state), result=rec.result, error=rec.error, approvals=approvals
+    )
+
+
+def as_decisions(decisions: Mapping[str, ApprovalDecision | bool]) -> dict[str, ApprovalDecision]:
+    """Decisions by approval id, ``True`` and ``False`` made into decisions."""
+    return {
+        key: value if isinstance(value, ApprovalDecision) else ApprovalDecision(approved=value)
+        for key, value in decisions.items()
+    }
+
+
+def resumed_payload(pause: TaskPause, decisions: Mapping[str, ApprovalDecision]) -> str:
+    """The message that resumes a paused task: its task, carrying the run's state and decisions."""
+    resume = TaskResume(state=pause.state, decisions=dict(decisions))
+    return dumps(dataclasses.replace(pause.task, attempt=1, resume=resume))
+
+
+async def decide_through(
+    task_id: str,
+    decisions: Mapping[str, ApprovalDecision | bool],
+    decide: Callable[[str], Awaitable[TaskPause | None]],
+    undecide: Callable[[str, int], Awaitable[bool]],
+    send: Callable[[str], Awaitable[object]],
+) -> bool:
+    """Queue a paused task again with ``decisions``; whether it was paused (and now goes on).
+
+    ``decide`` moves the record from paused to pending (a compare-and-set, so of two clients
+    deciding at once one wins) and returns the pause; then ``send`` queues the resuming
+    message. When ``send`` raises, ``undecide`` puts the task back to paused, so a failed
+    decide leaves no task pending without a message, and :class:`BrokerError` says why.
+    """
+    pause = await decide(task_id)
+    if pause is None:
+        return False
+    payload = resumed_payload(pause, as_decisions(decisions))
+    try:
+        await send(payload)
+    except Exception as exc:
+        why = f"the decisions for task {task_id!r} were not sent ({type(exc).__name__}: {exc})"
+        try:
+            await asyncio.shield(undecide(task_id, pause.task.attempt))
+        except Exception as undone:
+            raise BrokerError(
+                f"{why}, and the task could not be paused again ({type(undone).__name__}: "
+                f"{undone}): cancel it, or it stays pending",
+                task_id=task_id,
+            ) from exc
+        raise BrokerError(f"{why}; it is paused still: decide again", task_id=task_id) from exc
+    return True
 
 
 class TaskStore(Protocol):
@@ -207,8 +296,17 @@ class TaskStore(Protocol):
         error: str = "",
         delay: float = 0.0,
         lease: float = 30.0,
+        paused: TaskPause | None = None,
     ) -> str:
-        """End an attempt: ``ok``, ``requeued``, ``released``, ``dead``, ``stale`` or ``ended``."""
+        """End an attempt; its outcome (see :func:`settle`)."""
+        ...
+
+    async def decide(self, task_id: str) -> TaskPause | None:
+        """Move a paused task to pending; its pause, or ``None`` (see :func:`decide`)."""
+        ...
+
+    async def undecide(self, task_id: str, attempt: int) -> bool:
+        """Undo a ``decide`` whose message was not sent (see :func:`undecide`)."""
         ...
 
     async def cancel(self, task_id: str) -> bool:
@@ -342,12 +440,17 @@ class SettlingDelivery(BrokerBoundary):
         result: TaskResult | None = None,
         error: str = "",
         delay: float = 0.0,
+        paused: TaskPause | None = None,
     ) -> str:
         raise NotImplementedError
 
     async def complete(self, result: TaskResult) -> bool:
         """Record the result and acknowledge; ``False`` when refused (stale or already ended)."""
         return await self._settle("complete", result=result) == "ok"
+
+    async def pause(self, paused: TaskPause) -> bool:
+        """Record that the run waits for approvals, and acknowledge; ``False`` when refused."""
+        return await self._settle("pause", paused=paused) == "paused"
 
     async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
         """Record a failure (retried, or dead-lettered); ``False`` when refused."""
@@ -384,6 +487,7 @@ class StoreDelivery(SettlingDelivery):
         result: TaskResult | None = None,
         error: str = "",
         delay: float = 0.0,
+        paused: TaskPause | None = None,
     ) -> str:
         delay = max(delay, 0.0)
         outcome = await self._store.settle(
@@ -395,6 +499,7 @@ class StoreDelivery(SettlingDelivery):
             error=error,
             delay=delay,
             lease=self._lease,
+            paused=paused,
         )
         if outcome == "dead":  # the dead letter carries the recorded reason, with the count
             error = (await self._store.status(self.task.task_id)).error or error
@@ -409,13 +514,20 @@ class StoreDelivery(SettlingDelivery):
 class BrokerHandle(BrokerBoundary):
     """What every broker handle has: ``lease``, ``max_deliver``, ``async with``, a boundary.
 
-    Its operations are behind the :class:`BrokerBoundary`.
+    Its operations are behind the :class:`BrokerBoundary`, which also checks the task id each
+    is given (:func:`daimon.core.ids.check_id`): a bad one raises
+    :class:`~daimon.core.errors.InvalidIdError` the same way on every broker, before anything
+    is sent.
     """
 
     _operations = frozenset({"submit", "status", "cancel", "decide", "claim", "dead_letters"})
 
     _lease: float
     _max_deliver: int
+
+    def _task_of(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        task_id = super()._task_of(args, kwargs)
+        return check_id("task", task_id) if task_id is not None else None
 
     @property
     def lease(self) -> float:
@@ -485,6 +597,24 @@ class StoreBackedBroker(SettleByTaskId):
     async def cancel(self, task_id: str) -> bool:
         """Cancel a task that has not ended; whether it was cancelled."""
         return await self._store.cancel(task_id)
+
+    async def decide(self, task_id: str, decisions: Mapping[str, ApprovalDecision | bool]) -> bool:
+        """Send decisions for a paused task: it is queued again to resume; whether it was paused.
+
+        Raises:
+            KeyError: The task is unknown.
+            BrokerError: The message could not be sent; the task is still paused.
+        """
+        store = self._store
+
+        async def send(payload: str) -> None:
+            await self._send_task(task_id, payload)
+
+        return await decide_through(task_id, decisions, store.decide, store.undecide, send)
+
+    async def _send_task(self, task_id: str, payload: str) -> None:
+        """Send one task message to the queue; the broker's own method."""
+        raise NotImplementedError
 
     async def _close_store(self) -> None:
         if self._own_store:

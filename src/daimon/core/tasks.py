@@ -1,4 +1,10 @@
-"""Tasks handed to workers through a task broker."""
+r"""Tasks handed to workers through a task broker.
+
+A task whose run pauses for approval reads :attr:`TaskState.PAUSED`, its status carrying the
+pending :class:`~daimon.core.results.ApprovalRequest`\ s; the broker keeps the run's state (a
+:class:`TaskPause`) until a client sends decisions (``Broker.decide``), which queues the task
+again carrying a :class:`TaskResume` for the worker that takes it.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,20 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from daimon.core.chat import Usage
+from daimon.core.checkpoints import CheckpointState
+from daimon.core.results import ApprovalDecision, ApprovalRequest
 
-__all__ = ("AgentTask", "TaskResult", "TaskState", "TaskStatus")
+__all__ = ("AgentTask", "TaskPause", "TaskResult", "TaskResume", "TaskState", "TaskStatus")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskResume:
+    """How a paused task goes on: the state its run paused in, and the decisions sent for it."""
+
+    state: CheckpointState
+    decisions: dict[str, ApprovalDecision] = field(default_factory=dict[str, ApprovalDecision])
+    """Decisions by approval id; a call left undecided pauses the run again."""
+    kind: Literal["task_resume"] = field(default="task_resume", init=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,7 +41,21 @@ class AgentTask:
     metadata: dict[str, Any] = field(default_factory=dict[str, Any])
     attempt: int = 1
     """Which delivery this is, counting from 1."""
+    resume: TaskResume | None = None
+    """Set when decisions resume a paused run: the worker resumes it instead of prompting."""
     kind: Literal["agent_task"] = field(default="agent_task", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskPause:
+    """A task whose run paused for approval, as its broker keeps it until decisions come."""
+
+    task: AgentTask
+    """The task as the attempt that paused had it (``attempt`` is that attempt's number)."""
+    approvals: tuple[ApprovalRequest, ...]
+    state: CheckpointState
+    """Everything needed to resume the run (versioned JSON, so any worker can)."""
+    kind: Literal["task_pause"] = field(default="task_pause", init=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +76,8 @@ class TaskState(StrEnum):
 
     PENDING = "pending"
     RUNNING = "running"
+    PAUSED = "paused"
+    """Its run waits for approvals: send decisions with ``Broker.decide``."""
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -51,11 +85,13 @@ class TaskState(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskStatus:
-    """A task's state, with its result when completed or its error when failed."""
+    """A task's state: its result when completed, error when failed, approvals when paused."""
 
     state: TaskState
     result: TaskResult | None = None
     error: str | None = None
+    approvals: tuple[ApprovalRequest, ...] = ()
+    """For a paused task: the tool calls waiting for a decision, by ``id``."""
     kind: Literal["task_status"] = field(default="task_status", init=False, repr=False)
 
     @classmethod
@@ -67,6 +103,11 @@ class TaskStatus:
     def running(cls) -> TaskStatus:
         """A worker is on it."""
         return cls(state=TaskState.RUNNING)
+
+    @classmethod
+    def paused(cls, approvals: tuple[ApprovalRequest, ...]) -> TaskStatus:
+        """Waiting for a person to decide these tool calls."""
+        return cls(state=TaskState.PAUSED, approvals=approvals)
 
     @classmethod
     def completed(cls, result: TaskResult) -> TaskStatus:

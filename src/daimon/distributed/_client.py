@@ -7,13 +7,14 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from daimon.core.ids import check_id
 from daimon.core.tasks import AgentTask, TaskState, TaskStatus
 from daimon.distributed._protocols import Broker
 from daimon.distributed._trace import TRACEPARENT, child_traceparent, current_traceparent
 
 __all__ = ("new_task", "wait_for_task")
 
-_ENDED = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED})
+_SETTLED = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED, TaskState.PAUSED})
 
 
 def new_task(
@@ -28,11 +29,14 @@ def new_task(
 
     The trace continues the current task's when called on a worker, else it starts a new one; a
     ``traceparent`` given in ``metadata`` is kept as it is.
+
+    Raises:
+        InvalidIdError: ``task_id`` cannot name a task (see :func:`daimon.core.ids.check_id`).
     """
     data = dict(metadata or {})
     data.setdefault(TRACEPARENT, child_traceparent(current_traceparent()))
     return AgentTask(
-        task_id=task_id or uuid.uuid4().hex,
+        task_id=uuid.uuid4().hex if task_id is None else check_id("task", task_id),
         input=input,
         run_id=run_id,
         session_id=session_id,
@@ -41,15 +45,16 @@ def new_task(
 
 
 async def wait_for_task(broker: Broker, task_id: str, *, poll: float = 0.05) -> TaskStatus:
-    """Poll ``status`` until the task has ended (completed, failed or cancelled); its status.
+    """Poll ``status`` until the task has ended (completed, failed or cancelled) or paused.
 
-    Polls quickly at first, then every ``poll`` seconds. Bound the wait with
+    A paused task waits for a person: its status carries the ``approvals`` to answer with
+    ``broker.decide``. Polls quickly at first, then every ``poll`` seconds. Bound the wait with
     ``asyncio.timeout(...)``.
     """
     pause = min(poll, 0.005)
     while True:
         status = await broker.status(task_id)
-        if status.state in _ENDED:
+        if status.state in _SETTLED:
             return status
         await asyncio.sleep(pause)
         pause = min(pause * 2, poll)

@@ -9,21 +9,27 @@ module. They are proposed for ``daimon.core.protocols``.
 The life of a task::
 
     submit ──> PENDING ──claim──> RUNNING ──complete──> COMPLETED
-                  ^  ^               │ ──fail──────────> FAILED (dead-lettered)
-                  │  └─release/retry─┤ ──lease lost, attempts spent──> FAILED (dead-lettered)
-                  │                  └─lease lost──> (redelivered: attempt + 1)
-                  └──────────────── cancel ────────> CANCELLED (from PENDING or RUNNING)
+                  ^  ^ ^             │ ──fail──────────> FAILED (dead-lettered)
+                  │  │ └release/retry┤ ──lease lost, attempts spent──> FAILED (dead-lettered)
+                  │  │               ├─lease lost──> (redelivered: attempt + 1)
+                  │  └──decide─── PAUSED <──pause  (the run waits for approvals)
+                  └──────────────── cancel ────────> CANCELLED (from PENDING, RUNNING, PAUSED)
 
 Every claim starts a new attempt. Only the newest attempt may settle a task, and a task settles
-once: a write from a stale attempt, or after the task ended, is refused (``False``).
+once: a write from a stale attempt, or after the task ended, is refused (``False``). A paused
+task keeps its run's state in the broker (versioned JSON); ``decide`` queues it again carrying
+that state and the decisions (:attr:`AgentTask.resume`), for any worker to resume. A pause
+uses up no attempt.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
+from daimon.core.results import ApprovalDecision
 from daimon.core.task_records import DeadLetter
-from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
 
 __all__ = ("Broker", "DeadLetter", "Delivery")
 
@@ -43,6 +49,10 @@ class Delivery(Protocol):
 
     async def complete(self, result: TaskResult) -> bool:
         """Record the result and acknowledge; ``False`` when refused (stale or already ended)."""
+        ...
+
+    async def pause(self, paused: TaskPause) -> bool:
+        """Record that the run waits for approvals (status ``PAUSED``); ``False`` when refused."""
         ...
 
     async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
@@ -82,7 +92,15 @@ class Broker(Protocol):
         ...
 
     async def cancel(self, task_id: str) -> bool:
-        """Cancel a pending or running task; whether it was cancelled (``False``: it had ended)."""
+        """Cancel a pending, running or paused task; whether it was (``False``: it had ended)."""
+        ...
+
+    async def decide(self, task_id: str, decisions: Mapping[str, ApprovalDecision | bool]) -> bool:
+        """Answer a paused task's approvals (by ``ApprovalRequest.id``); it is queued to resume.
+
+        Any subset may be decided: a call left undecided pauses the run again. ``False`` when
+        the task was not paused (decided already, or ended); :class:`KeyError` when unknown.
+        """
         ...
 
     async def claim(self, wait: float = 1.0) -> Delivery | None:

@@ -24,7 +24,8 @@ from daimon.core.errors import (
     RunCancelled,
     SerializationError,
 )
-from daimon.core.tasks import TaskResult
+from daimon.core.results import AgentResponse
+from daimon.core.tasks import AgentTask, TaskPause, TaskResult
 from daimon.distributed._protocols import Broker, Delivery
 from daimon.distributed._trace import _CURRENT, TRACEPARENT, child_traceparent
 from daimon.distributed._urls import broker_from_url
@@ -81,6 +82,10 @@ class Worker:
     run fails the attempt: ``should_retry`` decides whether the task gets another one (after
     ``retry_delay``), up to the broker's ``max_deliver``; then it is dead-lettered.
 
+    A run that pauses for approval is recorded as paused, its state kept by the broker (the
+    task's status lists the approvals); decisions sent with ``broker.decide`` queue it again,
+    and the worker that takes it resumes the run (``Agent.resume``) instead of prompting.
+
     :meth:`stop` (SIGTERM under :func:`run_worker`) stops taking tasks, gives those in flight
     ``grace`` seconds to finish, then cancels them and hands them back to the broker.
 
@@ -121,6 +126,8 @@ class Worker:
         self.poll = poll
         self.completed = 0
         """Tasks whose result this worker recorded."""
+        self.paused = 0
+        """Runs this worker recorded as paused for approval."""
         self.failed = 0
         """Attempts that failed here (retried or dead-lettered)."""
         self.released = 0
@@ -222,12 +229,7 @@ class Worker:
         beat = asyncio.create_task(self._heartbeat(run)) if self.heartbeats else None
         token = _CURRENT.set(child_traceparent(task.metadata.get(TRACEPARENT)))
         try:
-            response = await self.agent.prompt(
-                task.input,
-                run_id=task.run_id or task.task_id,
-                session_id=task.session_id,
-                cancel=run.cancel,
-            )
+            response = await self._run_agent(task, run.cancel)
         except RunCancelled as exc:
             await self._stop_beating(run, beat)
             if run.reason == "shutdown":
@@ -242,19 +244,43 @@ class Worker:
             await self._failed(run, exc)
         else:
             await self._stop_beating(run, beat)
+            await self._record(run, response)
+        finally:
+            _CURRENT.reset(token)
+
+    async def _run_agent(self, task: AgentTask, cancel: CancelToken) -> AgentResponse:
+        """Run the task's prompt, or resume its paused run with the decisions it carries."""
+        if task.resume is None:
+            return await self.agent.prompt(
+                task.input,
+                run_id=task.run_id or task.task_id,
+                session_id=task.session_id,
+                cancel=cancel,
+            )
+        state = task.resume.state
+        paused = AgentResponse(text="", run_id=state.run_id, state=state)
+        return await self.agent.resume(paused, task.resume.decisions, cancel=cancel)
+
+    async def _record(self, run: _Run, response: AgentResponse) -> None:
+        """Record the run's result, or its pause when it waits for approvals."""
+        delivery = run.delivery
+        if response.paused and response.state is not None:
+            pause = TaskPause(
+                task=delivery.task, approvals=response.pending_approvals, state=response.state
+            )
+            recorded = await self._settle(delivery, "pause", delivery.pause, pause)
+            self.paused += recorded
+        else:
             result = TaskResult(
-                task_id=task.task_id,
+                task_id=delivery.task.task_id,
                 output=response.text,
                 iterations=response.iterations,
                 cost=response.cost,
                 usage=response.usage,
             )
-            if await self._settle(run.delivery, "complete", run.delivery.complete, result):
-                self.completed += 1
-            else:
-                self.refused += 1
-        finally:
-            _CURRENT.reset(token)
+            recorded = await self._settle(delivery, "complete", delivery.complete, result)
+            self.completed += recorded
+        self.refused += not recorded
 
     async def _failed(self, run: _Run, exc: BaseException) -> None:
         task = run.delivery.task

@@ -7,7 +7,10 @@ Over streamable HTTP the server is closed by default:
 * every request must carry the token when one is set (compared in constant time); a session id
   only routes requests, it never stands in for the token;
 * the ``Host`` header must name an allowed host and an ``Origin`` header, when present, an
-  allowed origin (DNS-rebinding protection); anything else is answered 403;
+  allowed origin or the request's own (DNS-rebinding protection); anything else is answered 403;
+* a request body over ``max_body_bytes`` (1 MiB by default) is answered 413 before it is read;
+* these checks are daimon's one HTTP gate (the same rules as ``daimon.server`` and
+  ``daimon.a2a``), answering in plain text;
 * a tool that raises becomes an ``isError`` result, and a malformed JSON-RPC message an error
   response: the server keeps serving.
 
@@ -46,7 +49,13 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from daimon._http_guard import Guard, check_exposure, hosts_for
+from daimon._http_gate import (
+    DEFAULT_MAX_BODY_BYTES,
+    HttpGate,
+    check_exposure,
+    check_limit,
+    hosts_for,
+)
 from daimon.agent import Agent
 from daimon.core.errors import BuilderError, RunCancelled
 from daimon.core.lifecycle import serve_until_cancelled
@@ -215,9 +224,11 @@ def mcp_http_app(
     agent: Agent,
     *,
     host: str = "127.0.0.1",
+    port: int | None = None,
     token: str | None = None,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     path: str = "/mcp",
     expose_tools: bool = True,
     expose_agent: bool = True,
@@ -227,48 +238,47 @@ def mcp_http_app(
     Args:
         agent: The agent to serve.
         host: The address it will be bound to; decides the defaults below.
-        token: The bearer token every request must carry. Required unless ``host`` is a
-            loopback address.
-        allowed_hosts: Host names (no port) the ``Host`` header may name, besides the defaults:
-            the loopback names on a loopback bind, ``host`` itself on a specific address, none on
-            a wildcard bind (where, without this, the ``Host`` header is not checked; the token
-            still is).
+        port: The port it will be bound to: the default ``Host`` names must carry it (any port
+            when ``None`` or 0).
+        token: The bearer token every request must carry: visible ASCII, no spaces. Required
+            unless ``host`` is a loopback address.
+        allowed_hosts: ``Host`` patterns allowed besides the defaults (the loopback names, and
+            ``host`` itself on a specific address; none on a wildcard bind, where, without
+            this, the ``Host`` header is not checked; the token still is): ``name`` (any port),
+            ``name:port``, ``*.domain[:port]`` or ``*``.
         allowed_origins: Origins (``scheme://host[:port]``) allowed to call from a browser,
-            besides http(s) origins on an allowed host. Requests with no ``Origin`` header (any
+            besides the request's own origin. Requests with no ``Origin`` header (any
             non-browser client) are unaffected.
+        max_body_bytes: The largest request body accepted (413 beyond it).
         path: Where the endpoint is.
         expose_tools: Offer the agent's own tools.
         expose_agent: Offer the agent itself as ``ask_<agent name>``.
 
     Raises:
-        BuilderError: ``host`` is not a loopback address and no ``token`` is given, or the token
-            is empty.
+        BuilderError: ``host`` is not a loopback address and no ``token`` is given, the token
+            is empty or not visible ASCII, or an allowed host can never match.
     """
-    check_exposure(host, token, "MCP")
-    hosts = hosts_for(host, allowed_hosts)
+    check_exposure(host, token)
+    check_limit(max_body_bytes)  # before the SDK's own check, which raises ValueError
     server = create_mcp_server(agent, expose_tools=expose_tools, expose_agent=expose_agent)
-    manager = StreamableHTTPSessionManager(app=server, security_settings=_sdk_security(hosts))
+    # The gate in front is the one check of Host and Origin (the SDK's own cannot spell its
+    # wildcards) and of the body size (the SDK's limit is set to the same).
+    manager = StreamableHTTPSessionManager(
+        app=server,
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_request_body_size=max_body_bytes,
+    )
     app = Starlette(
         routes=[Route(path, endpoint=StreamableHTTPASGIApp(manager))],
         lifespan=lambda _app: manager.run(),
     )
-    return Guard(app, token=token, hosts=hosts, origins=allowed_origins)
-
-
-def _sdk_security(hosts: frozenset[str] | None) -> TransportSecuritySettings:
-    """The same allowlist for the SDK's own check: a second lock on the same door."""
-    if hosts is None:
-        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    shown = [f"[{h}]" if ":" in h else h for h in sorted(hosts)]
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[*shown, *(f"{h}:*" for h in shown)],
-        allowed_origins=[
-            f"{scheme}://{h}{port}"
-            for h in shown
-            for scheme in ("http", "https")
-            for port in ("", ":*")
-        ],
+    return HttpGate(
+        app,
+        hosts=hosts_for(host, port, allowed_hosts),
+        origins=allowed_origins,
+        token=token,
+        max_body_bytes=max_body_bytes,
+        errors="text",
     )
 
 
@@ -284,6 +294,7 @@ async def serve_mcp(
     token: str | None = None,
     allowed_hosts: Iterable[str] = (),
     allowed_origins: Iterable[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     path: str = "/mcp",
     expose_tools: bool = True,
     expose_agent: bool = True,
@@ -310,9 +321,11 @@ async def serve_mcp(
     app = mcp_http_app(
         agent,
         host=host,
+        port=port,
         token=token,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
+        max_body_bytes=max_body_bytes,
         path=path,
         expose_tools=expose_tools,
         expose_agent=expose_agent,

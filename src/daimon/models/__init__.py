@@ -1,5 +1,7 @@
-"""Models: test models shipped with daimon, and (lazily) one module per provider.
+"""Models: test models shipped with daimon, and (lazily) one module per provider or local runtime.
 
+Chat and embedding models both live here: a provider's in its module (``openai``, ``gemini``,
+...), the local ones in ``local`` (llama.cpp) and ``onnx`` (all-MiniLM-L6-v2 on onnxruntime).
 ``import daimon.models`` imports no provider SDK: provider classes load on first use, and
 :func:`infer_model` imports only the provider a model string names.
 """
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from daimon.models.gemini import GeminiEmbeddingModel, GeminiModel
     from daimon.models.local import LlamaCppModel
     from daimon.models.ollama import OllamaEmbeddingModel, OllamaModel
+    from daimon.models.onnx import OnnxEmbeddingModel
     from daimon.models.openai import AzureOpenAIModel, OpenAIEmbeddingModel, OpenAIModel
     from daimon.models.retry import RetryingModel
 
@@ -42,6 +45,7 @@ __all__ = (
     "LlamaCppModel",
     "OllamaEmbeddingModel",
     "OllamaModel",
+    "OnnxEmbeddingModel",
     "OpenAIEmbeddingModel",
     "OpenAIModel",
     "RetryingModel",
@@ -60,6 +64,7 @@ _LAZY = {
     "LlamaCppModel": "daimon.models.local",
     "OllamaEmbeddingModel": "daimon.models.ollama",
     "OllamaModel": "daimon.models.ollama",
+    "OnnxEmbeddingModel": "daimon.models.onnx",
     "OpenAIEmbeddingModel": "daimon.models.openai",
     "OpenAIModel": "daimon.models.openai",
     "RetryingModel": "daimon.models.retry",

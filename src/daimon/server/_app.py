@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,13 +17,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp
 
-from daimon.core.errors import InvalidIdError
+from daimon._http_gate import HttpGate
 from daimon.server._agents import Servable, ServedAgents
 from daimon.server._errors import error_response
 from daimon.server._openai_compat import add_openai_routes
 from daimon.server._routes import add_native_routes
-from daimon.server._security import HostOriginGuard, RequestGate
 from daimon.server._settings import ServerSettings
 from daimon.server._ui import add_ui_routes, ui_paths
 from daimon.telemetry._asgi import TraceContextMiddleware
@@ -84,34 +85,37 @@ def create_app(
         public = (*public, *ui_paths())
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(InvalidIdError, _invalid_id)
     app.add_exception_handler(Exception, _internal_error)
-    # Added innermost first: the host and origin guard runs before CORS, CORS (answering
-    # preflights, which carry no token) before the token check, and only a request let through
-    # continues the caller's trace (its traceparent, tracestate and baggage headers).
+    # The gate checks Host and Origin, then lets CORS answer preflights (which carry no token),
+    # then checks the token and the body; only a request let through continues the caller's
+    # trace (its traceparent, tracestate and baggage headers).
     app.add_middleware(TraceContextMiddleware)
     app.add_middleware(
-        RequestGate,
+        HttpGate,
+        hosts=settings.host_allowlist,
+        origins=(*settings.allowed_origins, *settings.cors_origins),
         token=settings.token,
         max_body_bytes=settings.max_body_bytes,
         public_paths=public,
-    )
-    if settings.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(settings.cors_origins),
-            allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=["authorization", "content-type"],
-        )
-    app.add_middleware(
-        HostOriginGuard,
-        hosts=settings.host_allowlist,
-        origins=(*settings.allowed_origins, *settings.cors_origins),
+        errors="json",
+        before_auth=_cors(settings.cors_origins),
     )
     if settings.token is not None:
         _document_bearer_auth(app, settings.public_paths)
     app.state.daimon_settings = settings
     return app
+
+
+def _cors(origins: tuple[str, ...]) -> Callable[[ASGIApp], ASGIApp] | None:
+    """CORS for ``origins``, to run inside the gate before the token check; none when empty."""
+    if not origins:
+        return None
+    return functools.partial(
+        CORSMiddleware,
+        allow_origins=list(origins),
+        allow_methods=["GET", "POST", "DELETE"],
+        allow_headers=["authorization", "content-type"],
+    )
 
 
 def _document_bearer_auth(app: FastAPI, public: tuple[str, ...]) -> None:
@@ -211,11 +215,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
                 allowed |= getattr(route, "methods", None) or set()
         headers["allow"] = ", ".join(sorted(allowed))
     return error_response(exc.status_code, kind, str(exc.detail), headers=headers)
-
-
-async def _invalid_id(request: Request, exc: Exception) -> Response:
-    """A session or run id in the request that no backend can hold: the client's mistake."""
-    return error_response(400, "invalid_request", str(exc))
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from dataclasses import dataclass
 
+from daimon._http_gate import (
+    DEFAULT_MAX_BODY_BYTES,
+    HostAllowList,
+    check_exposure,
+    check_limit,
+    default_hosts,
+    is_loopback,
+)
 from daimon.core.errors import BuilderError
 
 __all__ = ("ServerSettings",)
-
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
-_WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,7 +39,8 @@ class ServerSettings:
     """``Host`` header values accepted: ``"name"`` (any port), ``"name:port"``, ``"*.domain"``
     or ``"*"`` (any). ``None``: ``localhost``, ``127.0.0.1`` and ``[::1]`` with ``port``, plus
     the bound address when it is a specific one. Binding a wildcard address (``0.0.0.0``, ``::``)
-    needs an explicit list: the server cannot guess the names clients will use."""
+    needs an explicit list: the server cannot guess the names clients will use. A pattern that
+    can never match a ``Host`` header is refused."""
     allowed_origins: tuple[str, ...] = ()
     """Browser origins (``"https://app.example.com"``) allowed besides the server's own; a request
     from any other ``Origin`` is refused. Requests without an ``Origin`` (non-browser clients)
@@ -44,7 +49,7 @@ class ServerSettings:
     """Origins sent CORS headers (and allowed as by ``allowed_origins``). Empty: CORS is off."""
     public_paths: tuple[str, ...] = ("/health",)
     """Paths served without the token (liveness only, by default)."""
-    max_body_bytes: int = 1024 * 1024
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     """The largest request body accepted; a larger one gets 413 before it is read."""
     request_timeout: float = 300.0
     """Seconds a run may take; then it is cancelled (504, or an ``error`` event on a stream)."""
@@ -62,18 +67,9 @@ class ServerSettings:
             raise BuilderError(f"host must be a string, got {self.host!r}")
         if type(self.port) is not int or not 0 <= self.port <= 65535:
             raise BuilderError(f"port must be an integer from 0 to 65535, got {self.port!r}")
-        if self.token is not None and (
-            not isinstance(self.token, str)
-            or not self.token
-            or not all("\x21" <= c <= "\x7e" for c in self.token)
-        ):
-            raise BuilderError("token must be a non-empty string of visible ASCII characters")
         if type(self.ui) is not bool:
             raise BuilderError(f"ui must be True or False, got {self.ui!r}")
-        for name in ("max_body_bytes",):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise BuilderError(f"{name} must be a positive integer, got {value!r}")
+        check_limit(self.max_body_bytes)
         for name in ("request_timeout", "heartbeat_interval"):
             value = getattr(self, name)
             if (
@@ -86,13 +82,9 @@ class ServerSettings:
             _check_strings(name, getattr(self, name))
         if self.allowed_hosts is not None:
             _check_strings("allowed_hosts", self.allowed_hosts)
-        if not self.is_loopback and self.token is None:
-            raise BuilderError(
-                f"refusing to serve on {self.host!r} without authentication: that address is "
-                "reachable from other machines. Set a token (clients send "
-                "'Authorization: Bearer <token>'), or bind 127.0.0.1"
-            )
-        if self.allowed_hosts is None and self.host.strip() in _WILDCARDS:
+            HostAllowList(self.allowed_hosts)  # refuses a pattern that can never match
+        check_exposure(self.host, self.token)
+        if self.allowed_hosts is None and default_hosts(self.host, self.port) is None:
             raise BuilderError(
                 f"binding the wildcard address {self.host!r} needs allowed_hosts: the host names "
                 "clients use to reach this server (for example ('api.example.com',)), or ('*',) "
@@ -102,38 +94,16 @@ class ServerSettings:
     @property
     def is_loopback(self) -> bool:
         """Whether ``host`` is a loopback address, reachable from this machine only."""
-        return _is_loopback(self.host)
+        return is_loopback(self.host)
 
     @property
     def host_allowlist(self) -> frozenset[str]:
-        """The ``Host`` values accepted, lower-cased (see ``allowed_hosts``)."""
-        return frozenset(_default_hosts(self))
+        """The ``Host`` patterns accepted, lower-cased (see ``allowed_hosts``)."""
+        if self.allowed_hosts is not None:
+            return frozenset(h.lower() for h in self.allowed_hosts)
+        return frozenset(default_hosts(self.host, self.port) or ())  # never a wildcard bind
 
 
 def _check_strings(name: str, values: object) -> None:
     if not isinstance(values, tuple) or not all(isinstance(v, str) and v for v in values):
         raise BuilderError(f"{name} must be a tuple of non-empty strings, got {values!r}")
-
-
-def _is_loopback(host: str) -> bool:
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def _default_hosts(settings: ServerSettings) -> list[str]:
-    if settings.allowed_hosts is not None:
-        return [h.lower() for h in settings.allowed_hosts]
-    # Port 0 lets the system choose: the names are then accepted with any port.
-    port = f":{settings.port}" if settings.port else ""
-    hosts = [f"{name}{port}" for name in _LOOPBACK_NAMES]
-    bound = settings.host.strip().lower()
-    if ":" in bound and not bound.startswith("["):
-        bound = f"[{bound}]"  # an IPv6 address, as it appears in a Host header
-    if bound not in _LOOPBACK_NAMES:
-        hosts.append(f"{bound}{port}")
-    return hosts

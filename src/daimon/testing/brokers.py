@@ -37,9 +37,12 @@ from typing import Any, ClassVar, Protocol
 import pytest
 
 from daimon.core.chat import Usage
-from daimon.core.errors import BrokerError, BuilderError, SerializationError
+from daimon.core.checkpoints import CheckpointState
+from daimon.core.errors import BrokerError, BuilderError, InvalidIdError, SerializationError
+from daimon.core.messages import Message, ToolCall
+from daimon.core.results import ApprovalDecision, ApprovalRequest
 from daimon.core.task_records import TaskStore
-from daimon.core.tasks import AgentTask, TaskResult, TaskState
+from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskResume, TaskState
 from daimon.distributed import Broker, Delivery
 
 __all__ = (
@@ -49,6 +52,7 @@ __all__ = (
     "TaskStoreConformance",
     "TaskStoreFactory",
     "broker_handles",
+    "sample_pause",
     "sample_result",
     "sample_task",
 )
@@ -132,6 +136,25 @@ def sample_result(task_id: str = "task-1", output: str = "done ✓") -> TaskResu
     )
 
 
+def sample_pause(task: AgentTask) -> TaskPause:
+    """A pause of ``task``'s run: two tool calls wait for approval (call ids ``c1``, ``c2``)."""
+    run_id = task.run_id or task.task_id
+    calls = (
+        ToolCall(id="c1", name="refund", arguments={"order": "A-1", "amount": 12.5}),
+        ToolCall(id="c2", name="refund", arguments={"order": "B-2", "note": "ünï"}),
+    )
+    state = CheckpointState(
+        run_id=run_id,
+        messages=(Message.user(task.input), Message.assistant("", tool_calls=calls)),
+        iteration=1,
+        usage=Usage(input_tokens=10, output_tokens=5, requests=1),
+        pending_tool_calls=calls,
+        session_id=task.session_id,
+    )
+    approvals = tuple(ApprovalRequest(id=c.id, call=c, run_id=run_id) for c in calls)
+    return TaskPause(task=task, approvals=approvals, state=state)
+
+
 async def _calls_during_outage(broker: Broker, task_id: str, limit: float) -> bool:
     """Call every operation on ``broker``; whether its submit of ``task_id`` raised BrokerError.
 
@@ -143,6 +166,7 @@ async def _calls_during_outage(broker: Broker, task_id: str, limit: float) -> bo
         ("submit", lambda: broker.submit(sample_task(task_id))),
         ("status", lambda: broker.status("before")),
         ("cancel", lambda: broker.cancel("never-submitted")),
+        ("decide", lambda: broker.decide("before", {"c1": True})),
         ("claim", lambda: broker.claim(wait=0.1)),
         ("dead_letters", lambda: broker.dead_letters()),
     ]
@@ -458,6 +482,21 @@ class BrokerConformance:
             await broker.status("bad")
         assert await broker.claim(wait=0.2) is None
 
+    @pytest.mark.parametrize("bad", ["", "\ud800", "nul\0", "x" * 1025])
+    async def test_an_invalid_task_id_is_refused(self, broker: Broker, bad: str) -> None:
+        """An id that is empty, not valid Unicode, holds NUL or is too long: ``InvalidIdError``.
+
+        Every operation that takes a task id refuses it the same way, before sending anything.
+        """
+        with pytest.raises(InvalidIdError) as raised:
+            await broker.submit(AgentTask(task_id=bad, input="x"))
+        assert raised.value.id_kind == "task"
+        calls = (broker.status, broker.cancel, lambda task_id: broker.decide(task_id, {}))
+        for call in calls:
+            with pytest.raises(InvalidIdError):
+                await call(bad)
+        assert await broker.claim(wait=0.2) is None
+
     async def test_core_task_broker_methods(self, broker: Any) -> None:
         """``receive``/``complete``/``fail`` by task id (daimon.core.TaskBroker) work too."""
         await broker.submit(sample_task("a"))
@@ -468,6 +507,51 @@ class BrokerConformance:
         await broker.fail("b", "broken")
         assert (await broker.status("a")).result == sample_result("a")
         assert (await broker.status("b")).state is TaskState.FAILED
+
+    async def test_a_paused_task_waits_for_decisions(self, make_broker: BrokerFactory) -> None:
+        """A paused task reads ``PAUSED`` with its approvals and runs nothing until ``decide``.
+
+        Decisions queue it again, once, carrying the run's state and the decisions; the pause
+        used up no attempt (``max_deliver=1`` here).
+        """
+        client, worker = await make_broker(max_deliver=1), await make_broker(max_deliver=1)
+        await client.submit(sample_task())
+        first = await _claim(worker)
+        pause = sample_pause(first.task)
+        assert await first.pause(pause) is True
+        status = await client.status("task-1")
+        assert (status.state, status.approvals, status.result) == (
+            TaskState.PAUSED,
+            pause.approvals,
+            None,
+        )
+        assert await worker.claim(wait=0.3) is None  # nothing runs while it waits
+        assert await first.complete(sample_result()) is False  # the paused attempt has ended
+        assert await first.heartbeat() is False
+        decisions = {"c1": ApprovalDecision.approve(), "c2": ApprovalDecision.reject("no")}
+        assert await client.decide("task-1", decisions) is True
+        assert await client.decide("task-1", {"c1": True}) is False  # decided once
+        assert (await client.status("task-1")).state is TaskState.PENDING
+        resumed = await _claim(worker)
+        assert resumed.task == dataclasses.replace(
+            sample_task(), attempt=2, resume=TaskResume(state=pause.state, decisions=decisions)
+        )
+        assert await worker.claim(wait=0.3) is None
+        assert await resumed.complete(sample_result()) is True
+        assert (await client.status("task-1")).result == sample_result()
+        assert await client.decide("task-1", decisions) is False  # it has ended
+        with pytest.raises(KeyError):
+            await client.decide("no-such-task", decisions)
+
+    async def test_a_paused_task_can_be_cancelled(self, broker: Broker) -> None:
+        """Cancelling a paused task ends it: decisions come too late."""
+        await broker.submit(sample_task())
+        delivery = await _claim(broker)
+        assert await delivery.pause(sample_pause(delivery.task)) is True
+        assert await broker.cancel("task-1") is True
+        assert (await broker.status("task-1")).state is TaskState.CANCELLED
+        assert await broker.decide("task-1", {"c1": True, "c2": True}) is False
+        assert await broker.claim(wait=0.3) is None
 
     async def test_an_unreachable_service_is_a_broker_error(self, outage: Outage) -> None:
         """With its service down, every operation raises ``BrokerError`` (nothing else), fast.

@@ -13,23 +13,28 @@ import contextlib
 import dataclasses
 import time
 from collections import deque
+from collections.abc import Mapping
 
-from daimon.core.codec import dumps
+from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError
+from daimon.core.results import ApprovalDecision
 from daimon.core.task_records import (
     DeadLetter,
     SettleByTaskId,
     SettlingDelivery,
     TaskRecord,
+    as_decisions,
     begin,
     cancel,
     check_dead_letter_limit,
     check_options,
+    decide,
     heartbeat,
+    resumed_payload,
     settle,
     view,
 )
-from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
 
 __all__ = ("MemoryBroker",)
 
@@ -154,6 +159,19 @@ class MemoryBroker(SettleByTaskId):
             queue.ready.remove(task_id)
         return True
 
+    async def decide(self, task_id: str, decisions: Mapping[str, ApprovalDecision | bool]) -> bool:
+        """Queue a paused task again with ``decisions``; whether it was paused."""
+        self._check_open()
+        queue = self._queue
+        pause = decide(queue.records[task_id])
+        if pause is None:
+            return False
+        # Through the codec, as a networked broker's message goes.
+        queue.tasks[task_id] = loads(resumed_payload(pause, as_decisions(decisions)), AgentTask)
+        queue.ready.append(task_id)
+        queue.notify()
+        return True
+
     async def claim(self, wait: float = 1.0) -> _MemoryDelivery | None:
         """The next task, waiting up to ``wait`` seconds for one."""
         queue = self._queue
@@ -211,14 +229,22 @@ class _MemoryDelivery(SettlingDelivery):
         result: TaskResult | None = None,
         error: str = "",
         delay: float = 0.0,
+        paused: TaskPause | None = None,
     ) -> str:
-        if result is not None:
-            dumps(result)
+        for data in (result, paused):
+            if data is not None:
+                dumps(data)  # refuse what a networked broker could not store, as they do
         queue = self._broker._queue
         task_id = self.task.task_id
         max_deliver = self._broker._max_deliver
         outcome = settle(
-            self._record(), self.task.attempt, action, max_deliver, result=result, error=error
+            self._record(),
+            self.task.attempt,
+            action,
+            max_deliver,
+            result=result,
+            error=error,
+            paused=paused,
         )
         if outcome == "stale":
             return outcome

@@ -27,12 +27,14 @@ import dataclasses
 import logging
 import re
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
+from daimon.core.results import ApprovalDecision
 from daimon.core.task_records import (
     DeadLetter,
     SettleByTaskId,
@@ -44,11 +46,14 @@ from daimon.core.task_records import (
     check_options,
     dead_letter_attempts,
     dead_letter_task,
+    decide,
+    decide_through,
     heartbeat,
     settle,
+    undecide,
     view,
 )
-from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
 
 nats = require("nats", extra="nats")
 nats_errors = require("nats.errors", extra="nats")
@@ -280,6 +285,42 @@ class NatsBroker(SettleByTaskId):
             if await self._put(task_id, rec, revision):
                 return True
 
+    async def decide(self, task_id: str, decisions: Mapping[str, ApprovalDecision | bool]) -> bool:
+        """Send decisions for a paused task: it is queued again to resume; whether it was paused.
+
+        Raises:
+            KeyError: The task is unknown.
+            BrokerError: The decisions could not be published; the task is still paused.
+        """
+
+        async def decided(task_id: str) -> TaskPause | None:
+            pause: TaskPause | None = await self._change(task_id, decide)
+            return pause
+
+        async def undecided(task_id: str, attempt: int) -> bool:
+            return bool(await self._change(task_id, lambda rec: undecide(rec, attempt)))
+
+        async def send(payload: str) -> None:
+            # Its own message id: the submit's (the task id) may be inside the duplicate window.
+            attempt = (await self._get(task_id))[0].attempt
+            msg_id = f"{task_id}:resume:{attempt}"
+            await self._js.publish(
+                self._subject, payload.encode("utf-8"), headers={"Nats-Msg-Id": msg_id}
+            )
+
+        return await decide_through(task_id, decisions, decided, undecided, send)
+
+    async def _change(self, task_id: str, step: Callable[[TaskRecord], Any]) -> Any:
+        """Apply ``step`` to the record (compare-and-set, again on a race); what it returned.
+
+        A falsy answer writes nothing.
+        """
+        while True:
+            rec, revision = await self._get(task_id)
+            outcome = step(rec)
+            if not outcome or await self._put(task_id, rec, revision):
+                return outcome
+
     async def claim(self, wait: float = 1.0) -> _NatsDelivery | None:
         """The next task, waiting up to ``wait`` seconds for one."""
         await self._ready()
@@ -406,6 +447,7 @@ class _NatsDelivery(SettlingDelivery):
         result: TaskResult | None = None,
         error: str = "",
         delay: float = 0.0,
+        paused: TaskPause | None = None,
     ) -> str:
         if result is not None:
             dumps(result)
@@ -414,7 +456,13 @@ class _NatsDelivery(SettlingDelivery):
         while True:
             rec, revision = await broker._get(task_id)
             outcome = settle(
-                rec, self.task.attempt, action, broker._max_deliver, result=result, error=error
+                rec,
+                self.task.attempt,
+                action,
+                broker._max_deliver,
+                result=result,
+                error=error,
+                paused=paused,
             )
             if outcome == "stale":
                 return outcome  # the message is another attempt's now: leave it alone

@@ -302,11 +302,15 @@ class PubSubBroker(StoreBackedBroker):
         await self._ready()
 
         async def send() -> None:
-            await self._publish(self._topic, payload, {"task_id": task.task_id})
+            await self._send_task(task.task_id, payload)
 
         # A duplicate message is harmless: the store lets one delivery run, and acks the other
         # once the task has ended.
         return await submit_through(self._store, task.task_id, send)
+
+    async def _send_task(self, task_id: str, payload: str) -> None:
+        await self._ready()
+        await self._publish(self._topic, payload, {"task_id": task_id})
 
     async def claim(self, wait: float = 1.0) -> _PubSubDelivery | None:
         """The next task, waiting up to ``wait`` seconds for one."""
@@ -471,7 +475,7 @@ class _PubSubDelivery(StoreDelivery):
     async def _answer(self, outcome: str, *, delay: float, error: str) -> None:
         broker = self._broker
         try:
-            if outcome in ("ok", "ended"):
+            if outcome in ("ok", "paused", "ended"):
                 await broker._ack(self._ack_id)
             elif outcome == "dead":
                 await broker._dead_letter(self._body, self._ack_id, error)

@@ -181,14 +181,17 @@ class RabbitMQBroker(StoreBackedBroker):
         Raises:
             BrokerError: The message could not be sent; no record of the task was kept.
         """
-        payload = dumps(task).encode("utf-8")
+        payload = dumps(task)
 
         async def send() -> None:
-            await self._publish(self._queue_name, payload, task.task_id)
+            await self._send_task(task.task_id, payload)
 
         # A duplicate message is harmless: the store lets one delivery run, and acks the other
         # once the task has ended.
         return await submit_through(self._store, task.task_id, send)
+
+    async def _send_task(self, task_id: str, payload: str) -> None:
+        await self._publish(self._queue_name, payload.encode("utf-8"), task_id)
 
     async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """The oldest ``limit`` dead-lettered tasks, from ``<queue>.dead``; none is removed.

@@ -26,11 +26,13 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, SerializationError
 from daimon.core.optional import require
+from daimon.core.results import ApprovalDecision
 from daimon.core.task_records import (
     BrokerBoundary,
     DeadLetter,
@@ -40,8 +42,9 @@ from daimon.core.task_records import (
     check_options,
     dead_letter_attempts,
     dead_letter_task,
+    decide_through,
 )
-from daimon.core.tasks import AgentTask, TaskResult, TaskState, TaskStatus
+from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskState, TaskStatus
 
 aioredis = require("redis.asyncio", extra="redis")
 redis_exceptions = require("redis.exceptions", extra="redis")
@@ -124,7 +127,8 @@ _BEGIN = (
 local now = now_ms()
 local s = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'released', 'lease', 'error')
 local state = s[1]
-if not state or state == 'completed' or state == 'failed' or state == 'cancelled' then
+if not state or state == 'completed' or state == 'failed' or state == 'cancelled'
+   or state == 'paused' then  -- a paused task waits for the message its decide sends
   ack(ARGV[1], ARGV[2])
   return {'skip', 0}
 end
@@ -149,6 +153,7 @@ if spent >= tonumber(ARGV[5]) then
 end
 attempt = attempt + 1
 redis.call('HSET', KEYS[1], 'state', 'running', 'attempt', attempt, 'lease', now + ARGV[4])
+redis.call('HDEL', KEYS[1], 'paused')
 return {'run', attempt}
 """
 )
@@ -169,9 +174,9 @@ return 1
 """
 )
 
-# ARGV: group, entry, consumer, attempt, action (complete, fail, retry, release), result or
-# error, max_deliver, delay ms, lease ms, ttl ms, payload, task id.
-# Returns ok, requeued, released, dead, stale or ended.
+# ARGV: group, entry, consumer, attempt, action (complete, pause, fail, retry, release), result,
+# pause or error, max_deliver, delay ms, lease ms, ttl ms, payload, task id.
+# Returns ok, paused, requeued, released, dead, stale or ended.
 _SETTLE = (
     _LIB
     + """
@@ -189,6 +194,12 @@ if action == 'complete' then
   ack(ARGV[1], ARGV[2])
   expire(ARGV[10])
   return 'ok'
+end
+if action == 'pause' then
+  redis.call('HSET', KEYS[1], 'state', 'paused', 'paused', ARGV[6], 'lease', 0)
+  redis.call('HINCRBY', KEYS[1], 'released', 1)
+  ack(ARGV[1], ARGV[2])
+  return 'paused'
 end
 local now = now_ms()
 if action == 'release' then
@@ -234,14 +245,31 @@ redis.call('DEL', KEYS[1])
 return 1
 """
 
-# Returns {state, lease, result, error, now}; state false when unknown.
+# Returns {state, lease, result, error, now, pause}; state false when unknown.
 _STATUS = (
     _LIB
     + """
-local s = redis.call('HMGET', KEYS[1], 'state', 'lease', 'result', 'error')
-return {s[1], s[2], s[3], s[4], now_ms()}
+local s = redis.call('HMGET', KEYS[1], 'state', 'lease', 'result', 'error', 'paused')
+return {s[1], s[2], s[3], s[4], now_ms(), s[5]}
 """
 )
+
+# A paused task goes back to pending. Returns {1, pause}, {0} (not paused) or {-1} (unknown).
+_DECIDE = """
+local s = redis.call('HMGET', KEYS[1], 'state', 'paused')
+if not s[1] then return {-1} end
+if s[1] ~= 'paused' or not s[2] then return {0} end
+redis.call('HSET', KEYS[1], 'state', 'pending')
+return {1, s[2]}
+"""
+
+# ARGV: attempt. Undoes a decide whose message was not sent. Returns 1 or 0.
+_UNDECIDE = """
+local s = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'paused')
+if s[1] ~= 'pending' or tonumber(s[2]) ~= tonumber(ARGV[1]) or not s[3] then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'paused')
+return 1
+"""
 
 # KEYS: stream. ARGV: group, this consumer, idle ms. Deletes consumers with nothing pending that
 # are this one or idle that long (a dead worker's); what is pending is never deleted with them.
@@ -296,7 +324,17 @@ class RedisTaskStore(BrokerBoundary):
 
     _service_errors = _SERVICE_ERRORS
     _operations = frozenset(
-        {"create", "withdraw", "begin", "heartbeat", "settle", "cancel", "status", "decide"}
+        {
+            "create",
+            "withdraw",
+            "begin",
+            "heartbeat",
+            "settle",
+            "decide",
+            "undecide",
+            "cancel",
+            "status",
+        }
     )
 
     def __init__(
@@ -321,6 +359,8 @@ class RedisTaskStore(BrokerBoundary):
         self._cancel = self._client.register_script(_CANCEL)
         self._withdraw = self._client.register_script(_WITHDRAW)
         self._status = self._client.register_script(_STATUS)
+        self._decide = self._client.register_script(_DECIDE)
+        self._undecide = self._client.register_script(_UNDECIDE)
         self._closed = False
 
     @classmethod
@@ -397,13 +437,14 @@ class RedisTaskStore(BrokerBoundary):
         error: str = "",
         delay: float = 0.0,
         lease: float = 30.0,
+        paused: TaskPause | None = None,
     ) -> str:
-        """End an attempt: ``ok``, ``requeued``, ``released``, ``dead``, ``stale`` or ``ended``.
+        """End an attempt, and say how it ended (see :func:`daimon.core.task_records.settle`).
 
-        ``action`` is ``complete`` (with ``result``), ``fail``, ``retry`` (with ``error``) or
-        ``release``.
+        ``action`` is ``complete`` (with ``result``), ``pause`` (with ``paused``), ``fail``,
+        ``retry`` (with ``error``) or ``release``.
         """
-        data = dumps(result) if result is not None else error
+        data = _settle_data(result, paused, error)
         outcome = await self._settle(
             keys=[self.key(task_id)],
             args=[
@@ -423,6 +464,17 @@ class RedisTaskStore(BrokerBoundary):
         )
         return _text(outcome)
 
+    async def decide(self, task_id: str) -> TaskPause | None:
+        """Move a paused task to pending; the pause it waited with, or ``None`` if not paused."""
+        reply = await self._decide(keys=[self.key(task_id)])
+        if int(reply[0]) < 0:
+            raise KeyError(task_id)
+        return loads(reply[1], TaskPause) if int(reply[0]) == 1 else None
+
+    async def undecide(self, task_id: str, attempt: int) -> bool:
+        """Put a decided task back to paused, unless an attempt began since."""
+        return bool(await self._undecide(keys=[self.key(task_id)], args=[attempt]))
+
     async def cancel(self, task_id: str) -> bool:
         """Cancel a task that has not ended; :class:`KeyError` when unknown."""
         code = int(await self._cancel(keys=[self.key(task_id)], args=["", self._ttl_ms]))
@@ -435,17 +487,26 @@ class RedisTaskStore(BrokerBoundary):
         return _to_status(task_id, await self._status(keys=[self.key(task_id)]))
 
 
+def _settle_data(result: TaskResult | None, paused: TaskPause | None, error: str) -> str:
+    """What a settle stores: the result, the pause, or the error (as the action says)."""
+    if result is not None:
+        return dumps(result)
+    return dumps(paused) if paused is not None else error
+
+
 def _to_status(task_id: str, row: list[Any]) -> TaskStatus:
-    state, lease, result, error, now = row
+    state, lease, result, error, now, *paused = row
     if state is None:
         raise KeyError(task_id)
     name = _text(state)
     if name == "running" and int(lease or 0) <= int(now):
         name = "pending"  # its worker is gone: the task waits for another one
+    pause = paused[0] if paused and name == "paused" else None
     return TaskStatus(
         state=TaskState(name),
         result=loads(result, TaskResult) if result is not None else None,
         error=_text(error) if error is not None else None,
+        approvals=loads(pause, TaskPause).approvals if pause is not None else (),
     )
 
 
@@ -561,6 +622,20 @@ class RedisBroker(SettleByTaskId):
         if code < 0:
             raise KeyError(task_id)
         return code == 1
+
+    async def decide(self, task_id: str, decisions: Mapping[str, ApprovalDecision | bool]) -> bool:
+        """Send decisions for a paused task: it is queued again to resume; whether it was paused.
+
+        Raises:
+            KeyError: The task is unknown.
+            BrokerError: The decisions could not be queued; the task is still paused.
+        """
+        store = self._store
+
+        async def send(payload: str) -> None:
+            await self._client.xadd(self._stream, {"id": task_id, "task": payload})
+
+        return await decide_through(task_id, decisions, store.decide, store.undecide, send)
 
     async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """The oldest ``limit`` dead-lettered tasks, by ``XRANGE`` of the dead stream (a read)."""
@@ -712,8 +787,9 @@ class _RedisDelivery(SettlingDelivery):
         result: TaskResult | None = None,
         error: str = "",
         delay: float = 0.0,
+        paused: TaskPause | None = None,
     ) -> str:
-        data = dumps(result) if result is not None else error
+        data = _settle_data(result, paused, error)
         broker = self._broker
         outcome = await broker._store._settle(
             keys=self._keys,

@@ -302,11 +302,14 @@ class ServiceBusBroker(StoreBackedBroker):
         payload = dumps(task)
 
         async def send() -> None:
-            await self._send(payload, task.task_id)
+            await self._send_task(task.task_id, payload)
 
         # A duplicate message is harmless: the store lets one delivery run, and completes the
         # other once the task has ended.
         return await submit_through(self._store, task.task_id, send)
+
+    async def _send_task(self, task_id: str, payload: str) -> None:
+        await self._send(payload, task_id)
 
     async def claim(self, wait: float = 1.0) -> _ServiceBusDelivery | None:
         """The next task, waiting up to ``wait`` seconds for one."""
@@ -440,7 +443,7 @@ class _ServiceBusDelivery(StoreDelivery):
     async def _answer(self, outcome: str, *, delay: float, error: str) -> None:
         broker, message = self._broker, self._message
         try:
-            if outcome in ("ok", "ended"):
+            if outcome in ("ok", "paused", "ended"):
                 await broker._call("complete_message", message)
             elif outcome == "dead":
                 why = (await broker._store.status(self.task.task_id)).error or error

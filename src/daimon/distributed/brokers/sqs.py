@@ -188,17 +188,22 @@ class SqsBroker(StoreBackedBroker):
             BrokerError: The message could not be sent; no record of the task was kept.
         """
         payload = dumps(task)
-        client = await self._ready()
-        attributes = {"task_id": {"DataType": "String", "StringValue": task.task_id}}
+        await self._ready()
 
         async def send() -> None:
-            await client.send_message(
-                QueueUrl=self._url, MessageBody=payload, MessageAttributes=attributes
-            )
+            await self._send_task(task.task_id, payload)
 
         # A duplicate message is harmless: the store lets one delivery run, and deletes the
         # other once the task has ended.
         return await submit_through(self._store, task.task_id, send)
+
+    async def _send_task(self, task_id: str, payload: str) -> None:
+        client = await self._ready()
+        await client.send_message(
+            QueueUrl=self._url,
+            MessageBody=payload,
+            MessageAttributes={"task_id": {"DataType": "String", "StringValue": task_id}},
+        )
 
     async def claim(self, wait: float = 1.0) -> _SqsDelivery | None:
         """The next task, waiting up to ``wait`` seconds (long polling) for one."""
@@ -369,7 +374,7 @@ class _SqsDelivery(StoreDelivery):
         broker = self._broker
         client, url = broker._client, broker._url
         try:
-            if outcome in ("ok", "ended"):
+            if outcome in ("ok", "paused", "ended"):
                 await client.delete_message(QueueUrl=url, ReceiptHandle=self._receipt)
             elif outcome == "dead":
                 await broker._dead_letter(self._body, self._receipt, error)

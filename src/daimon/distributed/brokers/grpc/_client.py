@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
+from daimon.core.results import ApprovalDecision
 from daimon.core.task_records import (
     DeadLetter,
     SettleByTaskId,
     SettlingDelivery,
+    as_decisions,
     check_dead_letter_limit,
     check_options,
 )
-from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
 from daimon.distributed.brokers.grpc._wire import (
     ERROR_KEY,
     MAX_MESSAGE,
@@ -23,6 +26,7 @@ from daimon.distributed.brokers.grpc._wire import (
     ClaimRequest,
     DeadLettersReply,
     DeadLettersRequest,
+    DecideRequest,
     HeartbeatRequest,
     Reply,
     SettleRequest,
@@ -172,6 +176,16 @@ class GrpcBroker(SettleByTaskId):
         ref = TaskRef(queue=self._queue, task_id=task_id)
         return (await self._call("Cancel", ref, Reply)).flag
 
+    async def decide(self, task_id: str, decisions: Mapping[str, ApprovalDecision | bool]) -> bool:
+        """Send decisions for a paused task: it is queued again to resume; whether it was paused.
+
+        The service does both in one transaction. Raises :class:`KeyError` for an unknown task.
+        """
+        request = DecideRequest(
+            queue=self._queue, task_id=task_id, decisions=as_decisions(decisions)
+        )
+        return (await self._call("Decide", request, Reply)).flag
+
     async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """The oldest ``limit`` dead-lettered tasks, from the service's store (none removed)."""
         request = DeadLettersRequest(queue=self._queue, limit=check_dead_letter_limit(limit))
@@ -215,6 +229,7 @@ class _GrpcDelivery(SettlingDelivery):
         result: TaskResult | None = None,
         error: str = "",
         delay: float = 0.0,
+        paused: TaskPause | None = None,
     ) -> str:
         broker = self._broker
         request = SettleRequest(
@@ -226,6 +241,7 @@ class _GrpcDelivery(SettlingDelivery):
             result=result,
             error=error,
             delay=max(delay, 0.0),
+            paused=paused,
         )
         return (await broker._call("Settle", request, Reply)).outcome
 

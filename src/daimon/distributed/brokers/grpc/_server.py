@@ -25,6 +25,7 @@ from daimon.distributed.brokers.grpc._wire import (
     ClaimRequest,
     DeadLettersReply,
     DeadLettersRequest,
+    DecideRequest,
     HeartbeatRequest,
     Reply,
     SettleRequest,
@@ -113,6 +114,7 @@ class GrpcBrokerServer:
             "Heartbeat": self._method(HeartbeatRequest, self._heartbeat),
             "Settle": self._method(SettleRequest, self._settle),
             "DeadLetters": self._method(DeadLettersRequest, self._dead_letters),
+            "Decide": self._method(DecideRequest, self._decide),
         }
         server = grpc.aio.server(
             options=(
@@ -241,11 +243,21 @@ class GrpcBrokerServer:
                 result=request.result,
                 error=request.error,
                 delay=max(request.delay, 0.0),
+                paused=request.paused,
             )
         )
         if outcome in ("requeued", "released"):
             self._wake(request.queue)
         return Reply(outcome=outcome)
+
+    async def _decide(self, request: DecideRequest) -> Reply:
+        db = self._db()
+        decided = await self._run(
+            lambda: db.decide(request.queue, request.task_id, request.decisions)
+        )
+        if decided:
+            self._wake(request.queue)
+        return Reply(flag=decided)
 
     async def _dead_letters(self, request: DeadLettersRequest) -> DeadLettersReply:
         db, limit = self._db(), check_dead_letter_limit(request.limit)

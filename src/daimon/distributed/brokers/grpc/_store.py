@@ -18,8 +18,9 @@ from pathlib import Path
 from daimon.core import task_records as records
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError
+from daimon.core.results import ApprovalDecision
 from daimon.core.task_records import DeadLetter, TaskRecord, dead_letter_attempts, dead_letter_task
-from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
 
 __all__ = ("SqliteTaskQueue",)
 
@@ -172,20 +173,38 @@ class SqliteTaskQueue:
         result: TaskResult | None = None,
         error: str = "",
         delay: float = 0.0,
+        paused: TaskPause | None = None,
     ) -> str:
-        """End an attempt: ``ok``, ``requeued``, ``released``, ``dead``, ``stale`` or ``ended``."""
+        """End an attempt; its outcome (see :func:`daimon.core.task_records.settle`)."""
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             rec, _ = self._load(queue, task_id)
-            outcome = records.settle(rec, attempt, action, max_deliver, result=result, error=error)
+            outcome = records.settle(
+                rec, attempt, action, max_deliver, result=result, error=error, paused=paused
+            )
             now = time.time()
             if outcome in ("requeued", "released"):
                 self._store(queue, task_id, rec, now + (delay if outcome == "requeued" else 0.0))
-            elif outcome in ("ok", "dead"):
+            elif outcome in ("ok", "paused", "dead"):
                 if outcome == "dead":
                     self._dead_letter(queue, task_id, rec.error or "", now)
                 self._store(queue, task_id, rec, None)
             return outcome
+
+    def decide(self, queue: str, task_id: str, decisions: dict[str, ApprovalDecision]) -> bool:
+        """Queue a paused task again, its payload carrying ``decisions``; whether it was paused."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            rec, _ = self._load(queue, task_id)
+            pause = records.decide(rec)
+            if pause is None:
+                return False
+            self._db.execute(
+                "UPDATE daimon_tasks SET payload = ? WHERE queue = ? AND task_id = ?",
+                (records.resumed_payload(pause, decisions), queue, task_id),
+            )
+            self._store(queue, task_id, rec, time.time())
+            return True
 
     def dead_letters(self, queue: str, limit: int = 100) -> list[DeadLetter]:
         """The oldest ``limit`` dead-lettered tasks of ``queue``, with why and attempts spent."""

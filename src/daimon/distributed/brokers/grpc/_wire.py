@@ -11,14 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from daimon.core.results import ApprovalDecision
 from daimon.core.task_records import DeadLetter
-from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
 
 __all__ = (
     "ClaimReply",
     "ClaimRequest",
     "DeadLettersReply",
     "DeadLettersRequest",
+    "DecideRequest",
     "ERROR_KEY",
     "HeartbeatRequest",
     "MAX_MESSAGE",
@@ -89,12 +91,23 @@ class SettleRequest:
     queue: str
     task_id: str
     attempt: int
-    action: Literal["complete", "fail", "retry", "release"]
+    action: Literal["complete", "pause", "fail", "retry", "release"]
     max_deliver: int
     result: TaskResult | None = None
     error: str = ""
     delay: float = 0.0
+    paused: TaskPause | None = None
     kind: Literal["grpc_settle"] = field(default="grpc_settle", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecideRequest:
+    """Decisions for a paused task of a queue (``Decide``): it is queued again to resume."""
+
+    queue: str
+    task_id: str
+    decisions: dict[str, ApprovalDecision]
+    kind: Literal["grpc_decide"] = field(default="grpc_decide", init=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

