@@ -39,7 +39,7 @@ async def test_history_is_the_conversation_before_the_prompt() -> None:
         "system:Be brief. | user:My name is Ada. | assistant:Hello Ada. | user:Who am I?"
     )
     # the run's own messages start at its prompt; the history is not repeated in them
-    assert [m.text for m in response.messages][0] == "Who am I?"
+    assert response.messages[0].text == "Who am I?"
     assert history == [Message.user("My name is Ada."), Message.assistant("Hello Ada.")]
 
 
