@@ -29,9 +29,14 @@ def check_id(kind: IdKind, value: object) -> str:
     Raises:
         InvalidIdError: It cannot; the message names the id and what is wrong with it.
     """
-    if type(value) is str and value.isascii():  # the common case: one cheap test
-        if value and "\0" not in value and len(value) <= MAX_ID_BYTES:
-            return value
+    # The common case, ASCII text, in one cheap test; anything else takes the slow checks.
+    if (
+        isinstance(value, str)
+        and value.isascii()
+        and 0 < len(value) <= MAX_ID_BYTES
+        and "\0" not in value
+    ):
+        return value
     return _refuse(kind, value)
 
 
