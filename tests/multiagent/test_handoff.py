@@ -87,7 +87,7 @@ async def test_a_handoff_passes_the_conversation_and_the_answer_comes_from_the_r
     assert response.text == "Refunded the duplicate."
     assert response.output == HandoffResult(
         agent="billing",
-        output=None,
+        output="Refunded the duplicate.",
         handoffs=(Handoff(source="triage", target="billing", reason="double charge"),),
     )
     # triage: 10 in / 1 out; billing: 20 in / 4 out; $1 per input and $2 per output token
@@ -339,7 +339,7 @@ async def test_a_session_carries_the_conversation_to_the_next_turn() -> None:
     assert first.session_id == "s1"
     second = await d.network.prompt("How long?", session_id="s1", agent=first.output.agent)
     assert second.text == "It takes 3 days."
-    assert second.output == HandoffResult(agent="billing", output=None, handoffs=())
+    assert second.output == HandoffResult(agent="billing", output="It takes 3 days.", handoffs=())
     texts = [text for _, text in seen_by(d.billing, 1)]
     assert texts[0] == "You do billing."
     assert texts[1:3] == ["I was charged twice", "Let me get billing."]

@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from functools import cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, cast
 
 from daimon.agent._loop import run_events
 from daimon.agent._output import OutputSpec
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, DaimonError
 from daimon.core.events import Done, StreamEvent
-from daimon.core.messages import Message, ToolCall
+from daimon.core.messages import Message
 from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.cost import CostModel
 from daimon.guardrails import InputGuardrail, OutputGuardrail
@@ -23,7 +24,18 @@ from daimon.state import RunState
 from daimon.tools import Tool, ToolRegistry, ToolRetryPolicy
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    from daimon.core.checkpoints import CheckpointState
     from daimon.core.protocols import Checkpoint, Memory, Model
+
+    DepsT = TypeVar("DepsT", default=Any)
+    OutputT = TypeVar("OutputT", default=str)
+else:  # typing.TypeVar takes no default before Python 3.13; only type checkers read them
+    from typing import TypeVar
+
+    DepsT = TypeVar("DepsT")
+    OutputT = TypeVar("OutputT")
 
 __all__ = ("Agent", "SystemPrompt")
 
@@ -33,34 +45,60 @@ SystemPrompt: TypeAlias = str | Callable[[RunState], str | Awaitable[str]] | Non
 _NO_SETTINGS: Mapping[str, Any] = MappingProxyType({})
 
 
-class Agent:
+class Agent(Generic[DepsT, OutputT]):
     """An agent: a model, its instructions and its tools, plus limits and extensions.
 
     An Agent holds configuration only; every run keeps its own state, so one Agent serves any
     number of concurrent prompts. Configuration is checked here: a mistake raises
     :class:`BuilderError` at once, never on the first prompt.
 
-    Conversation history is kept per session: pass ``session_id`` to :meth:`prompt` to continue a
-    conversation in ``memory`` (a :class:`~daimon.memory.SlidingWindowMemory` of 50 messages by
-    default). A prompt without a session id is a fresh, stateless conversation.
+    ``Agent[DepsT, OutputT]`` is generic in what its tools receive as ``ctx.deps`` (set
+    ``deps_type``) and in what a run answers: ``response.output`` is an ``OutputT``, the
+    ``output_type`` (a ``str`` for a text agent, whose output is its text).
 
-    With a ``checkpoint``, the run's state is saved after every model response and every tool
-    result; prompting again with the same ``run_id`` after a crash continues from the last
-    checkpoint, never running a tool call whose result was saved, and a finished run just returns
-    its answer again.
-
-    ``max_repeated_tool_calls`` stops a model stuck in a loop: it is the most times one run may
-    make the same tool call (same name, same arguments) and get the same result. The call that
-    would go past it is not run; the run raises
-    :class:`~daimon.core.errors.RepeatedToolCallError` instead. A call
-    whose result changed (polling a status) starts its count again; ``None`` turns the guard
-    off. Counts live in the run, and a resumed run starts them afresh.
+    Args:
+        model: The model: a :class:`~daimon.core.protocols.Model`, or a string such as
+            ``"openai:gpt-4o-mini"`` or ``"local:smollm2"`` (resolved here).
+        name: The agent's name, as servers, traces and multi-agent patterns show it.
+        system_prompt: Instructions for every run: a string, or a function of the run's
+            :class:`~daimon.state.RunState` that returns one (sync or async).
+        tools: Tools, or plain functions made tools with :func:`~daimon.tools.tool`.
+        memory: Where session history lives; a 50-message sliding window when not given. Used
+            only by runs that name a ``session_id``.
+        max_iterations: The most model calls one run may make.
+        hooks: Observers of the run's steps (:class:`~daimon.hooks.AgentHook`).
+        middleware: Interceptors of requests, responses and tool calls, in order.
+        input_guardrails: Checks of the prompt before the run starts.
+        output_guardrails: Checks of the final answer before it is returned.
+        cost_model: Prices model calls (a :class:`~daimon.cost.PriceTable`, say).
+        max_budget: Dollars one run may spend; needs ``cost_model``. Each call reserves its
+            worst case first and is refused when that could pass the limit.
+        validate_tool_inputs: Check tool arguments against their JSON Schema before a call.
+        tool_retry_policy: Retries for tools that raise, unless a tool has its own.
+        temperature: Sampling temperature sent with every request.
+        max_tokens: The most tokens a model call may write (also bounds budget reservations).
+        examples: Few-shot ``(user, assistant)`` pairs put before the conversation.
+        model_settings: Provider-specific request settings, passed through as given.
+        checkpoint: Saves each run after every model response and tool result, so prompting
+            again with the same ``run_id`` after a crash continues it; a finished run returns
+            its answer again.
+        output_type: A type (pydantic model, dataclass, TypedDict, ...) the answer must have;
+            ``response.output`` is then an instance of it.
+        output_retries: How often a structured answer that does not fit is sent back to the
+            model before :class:`~daimon.core.errors.OutputValidationError`.
+        max_repeated_tool_calls: The most times one run may make the same tool call (same
+            name, same arguments) and get the same result; the call that would go past it is not
+            run, and the run raises :class:`~daimon.core.errors.RepeatedToolCallError`. A call
+            whose result changed (polling) starts its count again; ``None`` turns the guard off.
+        deps_type: The type of ``deps`` that prompts pass to tools; a prompt with ``deps`` of
+            another type raises :class:`BuilderError`.
     """
 
     __slots__ = (
         "_memory",
         "checkpoint",
         "cost_model",
+        "deps_type",
         "examples",
         "hooks",
         "input_guardrails",
@@ -105,54 +143,26 @@ class Agent:
         examples: Sequence[tuple[str, str]] = (),
         model_settings: Mapping[str, Any] | None = None,
         checkpoint: Checkpoint | None = None,
-        output_type: Any = None,
+        output_type: type[OutputT] | None = None,
         output_retries: int = 2,
         max_repeated_tool_calls: int | None = 3,
+        deps_type: type[DepsT] | None = None,
     ) -> None:
-        if model is None:
-            raise BuilderError("Agent needs a model")
-        if isinstance(model, str):
-            from daimon.models import infer_model
-
-            model = infer_model(model)
-        elif not (hasattr(model, "generate") and hasattr(model, "generate_stream")):
-            raise BuilderError(
-                f"model must be a Model (generate, generate_stream) or a model string, "
-                f"not {type(model).__name__}"
-            )
-        if type(max_iterations) is not int or max_iterations < 1:
-            raise BuilderError(f"max_iterations must be a positive integer, got {max_iterations!r}")
-        if max_repeated_tool_calls is not None and (
-            type(max_repeated_tool_calls) is not int or max_repeated_tool_calls < 1
-        ):
-            raise BuilderError(
-                "max_repeated_tool_calls must be a positive integer or None, "
-                f"got {max_repeated_tool_calls!r}"
-            )
-        if max_budget is not None:
-            if not isinstance(max_budget, (int, float)) or max_budget < 0:
-                raise BuilderError(f"max_budget must be a non-negative number, got {max_budget!r}")
-            if cost_model is None:
-                raise BuilderError("max_budget needs a cost_model to price the calls")
-        if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
-            raise BuilderError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        if temperature is not None and not (
-            isinstance(temperature, (int, float)) and temperature >= 0
-        ):
-            raise BuilderError(f"temperature must be a non-negative number, got {temperature!r}")
-        if system_prompt is not None and not (
-            isinstance(system_prompt, str) or callable(system_prompt)
-        ):
-            raise BuilderError("system_prompt must be a string or a callable")
-        self.model: Model = model
+        self.model: Model = _model(model)
         self.name = name
-        self.system_prompt = system_prompt
+        self.system_prompt = _system_prompt(system_prompt)
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self._memory = memory
-        self.max_iterations = max_iterations
-        self.max_repeated_tool_calls = max_repeated_tool_calls
+        self.max_iterations = _positive("max_iterations", max_iterations)
+        self.max_repeated_tool_calls = (
+            None
+            if max_repeated_tool_calls is None
+            else _positive("max_repeated_tool_calls", max_repeated_tool_calls, "or None")
+        )
         self.hooks: tuple[AgentHook, ...] = tuple(hooks) if hooks else ()
-        self.middleware = MiddlewareStack(middleware) if middleware else _NO_MIDDLEWARE
+        self.middleware = (
+            middleware if isinstance(middleware, MiddlewareStack) else _stack(middleware)
+        )
         self.input_guardrails: tuple[InputGuardrail, ...] = (
             tuple(input_guardrails) if input_guardrails else ()
         )
@@ -160,23 +170,20 @@ class Agent:
             tuple(output_guardrails) if output_guardrails else ()
         )
         self.cost_model = cost_model
-        self.max_budget = float(max_budget) if max_budget is not None else None
+        self.max_budget = _budget(max_budget, cost_model)
         self.validate_tool_inputs = validate_tool_inputs
         self.tool_retry_policy = tool_retry_policy
-        self.temperature = temperature
-        self.max_tokens = max_tokens
+        self.temperature = _temperature(temperature)
+        self.max_tokens = None if max_tokens is None else _positive("max_tokens", max_tokens)
         self.examples: tuple[Message, ...] = _examples(examples) if examples else ()
         self.checkpoint = checkpoint
-        if type(output_retries) is not int or output_retries < 0:
-            raise BuilderError(
-                f"output_retries must be a non-negative integer, got {output_retries!r}"
-            )
-        self.output_retries = output_retries
+        self.output_retries = _non_negative("output_retries", output_retries)
         self.output = OutputSpec(output_type) if output_type is not None else None
-        self.native_output = bool(getattr(model, "supports_json_schema", False))
+        self.native_output = bool(getattr(self.model, "supports_json_schema", False))
         self.model_settings = (
             MappingProxyType(dict(model_settings)) if model_settings else _NO_SETTINGS
         )
+        self.deps_type = deps_type
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={getattr(self.model, 'model_name', self.model)!r})"
@@ -209,13 +216,26 @@ class Agent:
         input: str | Message,
         *,
         session_id: str | None = None,
+        history: Sequence[Message] | None = None,
+        instructions: str | None = None,
         run_id: str | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         cancel: CancelToken | None = None,
-    ) -> AgentResponse:
-        """Run the agent to its final answer."""
-        response: AgentResponse | None = None
-        async for event in run_events(
+    ) -> AgentResponse[OutputT]:
+        """Run the agent to its final answer.
+
+        Args:
+            input: The user's message.
+            session_id: Continue this conversation in ``memory`` (and store the new turns).
+            history: The conversation so far, given directly (not with ``session_id``).
+            instructions: Added to the system prompt for this run only.
+            run_id: The run's id: with a ``checkpoint``, the same id resumes a run that died.
+            deps: What tools receive as ``ctx.deps``.
+            cancel: A token that cancels the run (it raises
+                :class:`~daimon.core.errors.RunCancelled`).
+        """
+        self._check_deps(deps)
+        events = run_events(
             self,
             input,
             stream=False,
@@ -223,25 +243,27 @@ class Agent:
             run_id=run_id,
             deps=deps,
             cancel=cancel,
-        ):
-            # Drain to the end rather than return early: an unfinished async generator is
-            # finalized by asyncio through a new task, which costs more than the whole run.
-            if type(event) is Done:
-                response = event.response
-        if response is None:  # pragma: no cover - the loop always ends with Done or raises
-            raise DaimonError("the run ended without a response")
-        return response
+            history=history,
+            instructions=instructions,
+        )
+        return await _drain(events)
 
     def prompt_stream(
         self,
         input: str | Message,
         *,
         session_id: str | None = None,
+        history: Sequence[Message] | None = None,
+        instructions: str | None = None,
         run_id: str | None = None,
-        deps: Any = None,
+        deps: DepsT | None = None,
         cancel: CancelToken | None = None,
     ) -> AsyncIterator[StreamEvent]:
-        """Run the agent, streaming its events; the last is ``Done``, carrying the response."""
+        """Run the agent, streaming its events; the last is ``Done``, carrying the response.
+
+        Takes the arguments of :meth:`prompt`.
+        """
+        self._check_deps(deps)
         return run_events(
             self,
             input,
@@ -250,16 +272,18 @@ class Agent:
             run_id=run_id,
             deps=deps,
             cancel=cancel,
+            history=history,
+            instructions=instructions,
         )
 
     async def resume(
         self,
-        paused: AgentResponse | str,
+        paused: AgentResponse[OutputT] | str,
         approvals: Mapping[str, ApprovalDecision | bool] | None = None,
         *,
-        deps: Any = None,
+        deps: DepsT | None = None,
         cancel: CancelToken | None = None,
-    ) -> AgentResponse:
+    ) -> AgentResponse[OutputT]:
         """Continue a paused or interrupted run.
 
         Args:
@@ -270,10 +294,12 @@ class Agent:
             deps: Dependencies for the tools, as in :meth:`prompt`.
             cancel: A cancel token for the rest of the run.
         """
+        self._check_deps(deps)
         decisions = {
             key: value if isinstance(value, ApprovalDecision) else ApprovalDecision(approved=value)
             for key, value in (approvals or {}).items()
         }
+        state: CheckpointState | None
         if isinstance(paused, str):
             if self.checkpoint is None:
                 raise BuilderError("resuming by run id needs an agent with a checkpoint")
@@ -282,83 +308,163 @@ class Agent:
             if paused.state is None:
                 raise BuilderError("this response is not a paused run: it has no state to resume")
             state, run_id = paused.state, paused.run_id
-        response: AgentResponse | None = None
-        async for event in run_events(
+        events = run_events(
             self,
             None,
             stream=False,
-            session_id=None,
             run_id=run_id,
             deps=deps,
             cancel=cancel,
             resume=state,
             decisions=decisions,
-        ):
-            if type(event) is Done:
-                response = event.response
-        if response is None:  # pragma: no cover - the loop always ends with Done or raises
-            raise DaimonError("the run ended without a response")
-        return response
-
-    def replace(self, **changes: Any) -> Agent:
-        """A new agent with this one's configuration and ``changes`` (checked like the constructor).
-
-        Example: ``agent.replace(tools=[*agent.tools, handoff], memory=SQLiteMemory("a.db"))``.
-        """
-        settings: dict[str, Any] = {
-            "model": self.model,
-            "name": self.name,
-            "system_prompt": self.system_prompt,
-            "tools": self.tools,
-            "memory": self._memory,
-            "max_iterations": self.max_iterations,
-            "hooks": self.hooks,
-            "middleware": self.middleware.middleware,
-            "input_guardrails": self.input_guardrails,
-            "output_guardrails": self.output_guardrails,
-            "cost_model": self.cost_model,
-            "max_budget": self.max_budget,
-            "validate_tool_inputs": self.validate_tool_inputs,
-            "tool_retry_policy": self.tool_retry_policy,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "examples": [
-                (self.examples[i].text, self.examples[i + 1].text)
-                for i in range(0, len(self.examples), 2)
-            ],
-            "model_settings": self.model_settings,
-            "checkpoint": self.checkpoint,
-            "output_type": self.output.output_type if self.output is not None else None,
-            "output_retries": self.output_retries,
-            "max_repeated_tool_calls": self.max_repeated_tool_calls,
-        }
-        unknown = set(changes) - set(settings)
-        if unknown:
-            raise BuilderError(f"Agent has no setting(s): {', '.join(sorted(unknown))}")
-        settings.update(changes)
-        return Agent(**settings)
-
-    def requires_approval(self, call: ToolCall) -> bool:
-        """Whether a call must wait for a person's approval before it runs."""
-        found = self.tools.get(call.name)
-        return bool(getattr(found, "requires_approval", False))
+        )
+        return await _drain(events)
 
     def prompt_sync(
         self,
         input: str | Message,
         *,
         session_id: str | None = None,
+        history: Sequence[Message] | None = None,
+        instructions: str | None = None,
         run_id: str | None = None,
-        deps: Any = None,
-    ) -> AgentResponse:
-        """Run the agent from synchronous code (not from inside a running event loop)."""
+        deps: DepsT | None = None,
+        cancel: CancelToken | None = None,
+    ) -> AgentResponse[OutputT]:
+        """Run the agent from synchronous code (not from inside a running event loop).
+
+        Takes the arguments of :meth:`prompt`.
+        """
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             pass
         else:
             raise DaimonError("prompt_sync() cannot run inside an event loop: await prompt()")
-        return asyncio.run(self.prompt(input, session_id=session_id, run_id=run_id, deps=deps))
+        return asyncio.run(
+            self.prompt(
+                input,
+                session_id=session_id,
+                history=history,
+                instructions=instructions,
+                run_id=run_id,
+                deps=deps,
+                cancel=cancel,
+            )
+        )
+
+    def replace(self, **changes: Any) -> Agent[DepsT, OutputT]:
+        """A new agent with this one's configuration and ``changes`` (checked like the constructor).
+
+        Example: ``agent.replace(tools=[*agent.tools, handoff], memory=SQLiteMemory("a.db"))``.
+        """
+        names = _setting_names()
+        unknown = set(changes) - set(names)
+        if unknown:
+            raise BuilderError(f"Agent has no setting(s): {', '.join(sorted(unknown))}")
+        settings = {name: _setting(self, name) for name in names if name not in changes}
+        return type(self)(**settings, **changes)
+
+    def _check_deps(self, deps: object) -> None:
+        expected = self.deps_type
+        if expected is not None and deps is not None and not isinstance(deps, expected):
+            raise BuilderError(
+                f"agent {self.name!r} takes deps of type {expected.__name__}, "
+                f"got {type(deps).__name__}"
+            )
+
+
+async def _drain(events: AsyncIterator[StreamEvent]) -> AgentResponse[Any]:
+    """The response the run's ``Done`` carries."""
+    response: AgentResponse[Any] | None = None
+    # Drain to the end rather than return early: an unfinished async generator is finalized by
+    # asyncio through a new task, which costs more than the whole run.
+    async for event in events:
+        if type(event) is Done:
+            response = event.response
+    if response is None:  # pragma: no cover - the loop always ends with Done or raises
+        raise DaimonError("the run ended without a response")
+    return response
+
+
+# ---------------------------------------------------------------- the settings, for replace()
+
+
+@cache
+def _setting_names() -> tuple[str, ...]:
+    """The constructor's parameters: the one list of an agent's settings."""
+    return tuple(inspect.signature(Agent.__init__).parameters)[1:]
+
+
+def _setting(agent: Agent[Any, Any], name: str) -> Any:
+    """The value of one setting, as the constructor takes it back."""
+    if name == "memory":
+        return agent._memory
+    if name == "examples":
+        pairs = agent.examples
+        return [(pairs[i].text, pairs[i + 1].text) for i in range(0, len(pairs), 2)]
+    if name == "output_type":
+        return agent.output.output_type if agent.output is not None else None
+    return getattr(agent, name)
+
+
+# ------------------------------------------------------------------- the constructor's checks
+
+
+def _model(model: Model | str | None) -> Model:
+    if model is None:
+        raise BuilderError("Agent needs a model")
+    if isinstance(model, str):
+        from daimon.models import infer_model
+
+        return infer_model(model)
+    if not (hasattr(model, "generate") and hasattr(model, "generate_stream")):
+        raise BuilderError(
+            f"model must be a Model (generate, generate_stream) or a model string, "
+            f"not {type(model).__name__}"
+        )
+    return model
+
+
+def _positive(name: str, value: object, alternative: str = "") -> int:
+    if type(value) is not int or value < 1:
+        expected = f"a positive integer {alternative}".rstrip()
+        raise BuilderError(f"{name} must be {expected}, got {value!r}")
+    return value
+
+
+def _non_negative(name: str, value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise BuilderError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _budget(max_budget: object, cost_model: CostModel | None) -> float | None:
+    if max_budget is None:
+        return None
+    if isinstance(max_budget, bool) or not isinstance(max_budget, (int, float)) or max_budget < 0:
+        raise BuilderError(f"max_budget must be a non-negative number, got {max_budget!r}")
+    if cost_model is None:
+        raise BuilderError("max_budget needs a cost_model to price the calls")
+    return float(max_budget)
+
+
+def _temperature(temperature: object) -> float | None:
+    if temperature is not None and not (isinstance(temperature, (int, float)) and temperature >= 0):
+        raise BuilderError(f"temperature must be a non-negative number, got {temperature!r}")
+    return cast("float | None", temperature)
+
+
+def _system_prompt(system_prompt: SystemPrompt) -> SystemPrompt:
+    if system_prompt is not None and not (
+        isinstance(system_prompt, str) or callable(system_prompt)
+    ):
+        raise BuilderError("system_prompt must be a string or a callable")
+    return system_prompt
+
+
+def _stack(middleware: Iterable[Middleware]) -> MiddlewareStack:
+    return MiddlewareStack(middleware) if middleware else _NO_MIDDLEWARE
 
 
 def _examples(examples: Sequence[tuple[str, str]]) -> tuple[Message, ...]:

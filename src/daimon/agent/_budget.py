@@ -19,13 +19,14 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from daimon.core.chat import ResponseFormat
+from daimon.core.chat import ResponseFormat, Usage
 from daimon.core.errors import BudgetExceededError
 from daimon.core.messages import Message, TextPart
 from daimon.core.tools import ToolSpec
 from daimon.cost import Budget, CostTracker
+from daimon.state import RunState
 
-__all__ = ("RunBudget", "input_tokens_at_most")
+__all__ = ("Rollup", "RunBudget", "input_tokens_at_most")
 
 PER_REQUEST = 16
 """Tokens a provider may add to any request (the start of the reply, separators)."""
@@ -179,3 +180,45 @@ class RunBudget:
         """The run ended: release what it holds in its callers' budgets."""
         self.release()
         self.ledger.close()
+
+
+class Rollup:
+    """Keeps the run's usage and cost: its own model calls plus what tools report."""
+
+    __slots__ = ("_extra_cost", "_requested", "_state", "_tracker", "budget")
+
+    def __init__(
+        self,
+        state: RunState,
+        tracker: CostTracker | None,
+        requested: str,
+        budget: RunBudget | None,
+    ) -> None:
+        self._state = state
+        self._tracker = tracker
+        self._requested = requested
+        self.budget = budget
+        self._extra_cost = state.cost  # a resumed run starts from its saved cost
+
+    def model_call(self, model_id: str | None, usage: Usage) -> float:
+        """Count a model call; ``model_id`` is the model the response names, if it names one."""
+        state = self._state
+        state.usage = state.usage + usage
+        cost = 0.0
+        if self._tracker is not None:
+            # Priced by the model that answered; by the one asked for when that has no price.
+            requested = self._requested
+            cost = self._tracker.record(model_id or requested, usage, requested=requested)
+            state.cost = self._extra_cost + self._tracker.total
+        if self.budget is not None:
+            self.budget.settle(model_id, cost)
+        return cost
+
+    def report(self, usage: Usage, cost: float) -> None:
+        """Usage and cost of nested work (a sub-agent) reported by a tool."""
+        state = self._state
+        state.usage = state.usage + usage
+        self._extra_cost += cost
+        state.cost = self._extra_cost + (self._tracker.total if self._tracker else 0.0)
+        if self.budget is not None:
+            self.budget.ledger.spend(cost)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from daimon.core.checkpoints import CheckpointState
+from daimon.core.checkpoints import CheckpointState, RunProgress
 from daimon.core.errors import CheckpointConflictError, CheckpointCorruptError
 from daimon.core.messages import ToolCall
 from daimon.core.results import AgentResponse
@@ -17,10 +17,10 @@ from daimon.state import RunState
 if TYPE_CHECKING:
     from daimon.core.protocols import Checkpoint
 
-__all__ = ("Restored", "RunCheckpointer")
+__all__ = ("Restored", "RunCheckpointer", "snapshot")
 
-_KEY = "daimon"
-"""The key of ``CheckpointState.custom`` that holds the loop's own bookkeeping."""
+_LEGACY_KEY = "daimon"
+"""Where checkpoints written before ``CheckpointState.progress`` kept the loop's bookkeeping."""
 
 _IN_PROGRESS: set[tuple[int, str]] = set()
 """``(id(store), run_id)`` of every run this process is running with a checkpoint store.
@@ -38,16 +38,31 @@ class Restored:
     """The run's response, when the checkpoint says it already finished."""
     pending: tuple[ToolCall, ...]
     completed: dict[str, ToolOutput]
-    new_start: int
-    """Index of the run's first own message (after system, examples and history)."""
-    memory_mark: int
-    """Index of the first message not yet written to memory."""
-    output_attempts: int
-    """Structured-output answers already refused."""
+    progress: RunProgress
+
+
+def snapshot(
+    state: RunState,
+    pending: Sequence[ToolCall],
+    completed: Mapping[str, ToolOutput],
+    progress: RunProgress,
+) -> CheckpointState:
+    """The run as a CheckpointState: what a checkpoint stores and a paused run hands back."""
+    return CheckpointState(
+        run_id=state.run_id,
+        messages=tuple(state.messages),
+        iteration=state.iteration,
+        usage=state.usage,
+        cost=state.cost,
+        pending_tool_calls=tuple(pending),
+        completed_tool_results=dict(completed),
+        session_id=state.session_id,
+        progress=progress,
+    )
 
 
 class RunCheckpointer:
-    """Snapshots one run; writes them, one at a time, when the agent has a checkpoint store."""
+    """Writes one run's snapshots to its agent's checkpoint store, one at a time."""
 
     __slots__ = ("_checkpoint", "_held", "_lock", "_state")
 
@@ -80,11 +95,6 @@ class RunCheckpointer:
             _IN_PROGRESS.discard(self._held)
             self._held = None
 
-    @property
-    def enabled(self) -> bool:
-        """Whether snapshots are written to a store."""
-        return self._checkpoint is not None
-
     async def restore(self, saved: CheckpointState | None = None) -> Restored | None:
         """Put the run's saved state into the run state, and claim the run if it goes on.
 
@@ -96,6 +106,7 @@ class RunCheckpointer:
 
         Raises:
             CheckpointConflictError: Another process claimed or continued the run first.
+            CheckpointCorruptError: The state holds no agent run's progress.
         """
         state = self._state
         if self._checkpoint is not None:
@@ -103,21 +114,19 @@ class RunCheckpointer:
             saved = stored or saved
         if saved is None:
             return None
-        if saved.run_id != state.run_id:
-            state.run_id = saved.run_id
-        info = _bookkeeping(saved)
+        progress = _progress_of(saved)
+        state.run_id = saved.run_id
         state.messages[:] = saved.messages
         state.iteration = saved.iteration
         state.usage = saved.usage
         state.cost = saved.cost
         if state.session_id is None:
             state.session_id = saved.session_id
-        new_start = info["new_start"]
         finished = None
-        if info["status"] == "completed":
+        if progress.status == "completed":
             finished = AgentResponse(
-                text=info["text"],
-                messages=tuple(saved.messages[new_start:]),
+                text=progress.text or "",
+                messages=tuple(saved.messages[progress.new_start :]),
                 iterations=saved.iteration,
                 usage=saved.usage,
                 cost=saved.cost,
@@ -125,92 +134,72 @@ class RunCheckpointer:
                 session_id=saved.session_id,
             )
         elif self._checkpoint is not None:
-            await self._write_state(saved)
+            await self._write(saved)
         return Restored(
             finished=finished,
             pending=saved.pending_tool_calls,
             completed=dict(saved.completed_tool_results),
-            new_start=new_start,
-            memory_mark=info["memory_mark"],
-            output_attempts=int(info.get("output_attempts", 0)),
+            progress=progress,
         )
-
-    def snapshot(
-        self,
-        pending: Sequence[ToolCall],
-        completed: Mapping[str, ToolOutput],
-        marks: Mapping[str, int],
-    ) -> CheckpointState:
-        """The run in progress as a CheckpointState (also what a paused run hands back)."""
-        return self._state_of(pending, completed, {"status": "running", **marks})
 
     async def save(
         self,
         pending: Sequence[ToolCall],
         completed: Mapping[str, ToolOutput],
-        marks: Mapping[str, int],
+        progress: RunProgress,
     ) -> None:
         """Store a snapshot of the run in progress (when there is a store)."""
         if self._checkpoint is not None:
-            await self._write(pending, completed, {"status": "running", **marks})
+            await self._write(snapshot(self._state, pending, completed, progress))
 
-    async def finish(self, response: AgentResponse, marks: Mapping[str, int]) -> None:
-        """Record that the run finished, with its answer, so a repeat call returns it."""
-        if self._checkpoint is not None:
-            await self._write((), {}, {"status": "completed", **marks, "text": response.text})
-
-    async def _write(
-        self,
-        pending: Sequence[ToolCall],
-        completed: Mapping[str, ToolOutput],
-        info: dict[str, Any],
-    ) -> None:
-        await self._write_state(self._state_of(pending, completed, info))
-
-    async def _write_state(self, saved: CheckpointState) -> None:
+    async def _write(self, saved: CheckpointState) -> None:
         assert self._checkpoint is not None
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
             await self._checkpoint.save(saved)
 
-    def _state_of(
-        self,
-        pending: Sequence[ToolCall],
-        completed: Mapping[str, ToolOutput],
-        info: dict[str, Any],
-    ) -> CheckpointState:
-        state = self._state
-        return CheckpointState(
-            run_id=state.run_id,
-            messages=tuple(state.messages),
-            iteration=state.iteration,
-            usage=state.usage,
-            cost=state.cost,
-            pending_tool_calls=tuple(pending),
-            completed_tool_results=dict(completed),
-            custom={_KEY: info},
-            session_id=state.session_id,
-        )
 
-
-def _bookkeeping(saved: CheckpointState) -> dict[str, Any]:
-    info = saved.custom.get(_KEY)
+def _progress_of(saved: CheckpointState) -> RunProgress:
+    """The run's progress, checked against its messages (also from records of older daimons)."""
+    progress = saved.progress
     problem = None
-    if not isinstance(info, dict):
-        problem = f"no {_KEY!r} entry"
-    else:
-        status, new_start, mark = info.get("status"), info.get("new_start"), info.get("memory_mark")
-        if status not in ("running", "completed"):
-            problem = f"unknown status {status!r}"
-        elif not (isinstance(new_start, int) and 0 <= new_start <= len(saved.messages)):
-            problem = f"bad new_start {new_start!r}"
-        elif not (isinstance(mark, int) and 0 <= mark <= len(saved.messages)):
-            problem = f"bad memory_mark {mark!r}"
-        elif status == "completed" and not isinstance(info.get("text"), str):
+    if progress is None:
+        progress, problem = _legacy_progress(saved.custom.get(_LEGACY_KEY))
+    if progress is not None:
+        if not 0 <= progress.new_start <= len(saved.messages):
+            problem = f"bad new_start {progress.new_start!r}"
+        elif not 0 <= progress.memory_mark <= len(saved.messages):
+            problem = f"bad memory_mark {progress.memory_mark!r}"
+        elif progress.status == "completed" and progress.text is None:
             problem = "a completed run without its answer"
-    if problem is not None:
+    if progress is None or problem is not None:
         raise CheckpointCorruptError(
             f"checkpoint of run {saved.run_id!r} is not a daimon run state: {problem}"
         )
-    return info  # type: ignore[return-value]
+    return progress
+
+
+def _legacy_progress(info: Any) -> tuple[RunProgress | None, str | None]:
+    """The progress that checkpoints written before ``progress`` kept in ``custom``."""
+    if not isinstance(info, dict):
+        return None, f"no run progress (and no {_LEGACY_KEY!r} entry)"
+    status, text = info.get("status"), info.get("text")
+    new_start, mark = info.get("new_start"), info.get("memory_mark")
+    attempts = info.get("output_attempts", 0)
+    if status not in ("running", "completed"):
+        return None, f"unknown status {status!r}"
+    if not isinstance(new_start, int):
+        return None, f"bad new_start {new_start!r}"
+    if not isinstance(mark, int):
+        return None, f"bad memory_mark {mark!r}"
+    if not isinstance(attempts, int) or not (text is None or isinstance(text, str)):
+        return None, "bad output_attempts or text"
+    progress = RunProgress(
+        status="completed" if status == "completed" else "running",
+        new_start=new_start,
+        memory_mark=mark,
+        output_attempts=attempts,
+        text=text,
+    )
+    return progress, None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     )
     from daimon.core.checkpoints import (
         CheckpointState,
+        RunProgress,
     )
     from daimon.core.documents import (
         Document,
@@ -143,6 +144,7 @@ _LAZY: dict[str, str] = {
     "CheckpointConflictError": "daimon.core.errors",
     "CheckpointCorruptError": "daimon.core.errors",
     "CheckpointState": "daimon.core.checkpoints",
+    "RunProgress": "daimon.core.checkpoints",
     "Condition": "daimon.core.filters",
     "IdKind": "daimon.core.ids",
     "MAX_ID_BYTES": "daimon.core.ids",
@@ -268,6 +270,7 @@ __all__ = (
     "Retriever",
     "Role",
     "RunCancelled",
+    "RunProgress",
     "Scalar",
     "SchemaValidationError",
     "ScoredDocument",

@@ -253,7 +253,8 @@ def _accepts(tp: Any) -> frozenset[str]:
 
 @cache
 def _decoder(tp: Any) -> _Decoder:
-    if tp is Any or tp is object:
+    # A type variable (AgentResponse's output) stands for whatever the caller typed: JSON data.
+    if tp is Any or tp is object or isinstance(tp, TypeVar):
         return _decode_json_value
     if tp is type(None) or tp is None:
         return _decode_none

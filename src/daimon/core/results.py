@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from daimon.core._fastinit import fast_init
 from daimon.core.chat import Usage
@@ -11,6 +11,15 @@ from daimon.core.checkpoints import CheckpointState
 from daimon.core.messages import Message, ToolCall
 
 __all__ = ("AgentResponse", "ApprovalDecision", "ApprovalRequest")
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    OutputT = TypeVar("OutputT", default=Any, covariant=True)
+else:  # typing.TypeVar takes no default before Python 3.13; only type checkers read it
+    from typing import TypeVar
+
+    OutputT = TypeVar("OutputT", covariant=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,11 +55,16 @@ class ApprovalDecision:
 
 @fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AgentResponse:
-    """What a finished run returns."""
+class AgentResponse(Generic[OutputT]):
+    """What a run returns: its answer (``output``, and ``text``), messages, usage and cost.
+
+    ``AgentResponse[OutputT]`` is typed by the agent that made it: ``output`` is the agent's
+    ``output_type`` (a ``str``, the answer's text, for a text agent). A paused run (``paused``)
+    has no answer yet: its ``text`` is empty and its ``output`` is ``None`` until it is resumed.
+    """
 
     text: str
-    """The final answer."""
+    """The final answer as text (a structured answer's JSON)."""
     messages: tuple[Message, ...] = ()
     """Every message of the run: the prompt, each model turn and each tool result."""
     iterations: int = 0
@@ -60,8 +74,8 @@ class AgentResponse:
     """Dollars spent, when the agent has a cost model."""
     run_id: str = ""
     session_id: str | None = None
-    output: Any = None
-    """A typed result, for runs that ask for structured output."""
+    output: OutputT = None  # type: ignore[assignment]  # set by every finished run
+    """The answer: an instance of the agent's ``output_type``, else the text."""
     pending_approvals: tuple[ApprovalRequest, ...] = ()
     """Tool calls waiting for approval: the run is paused until they are decided."""
     state: CheckpointState | None = None

@@ -278,15 +278,12 @@ class HandoffNetwork:
         prompt: str | Message = input
         while True:
             seen = list(self._filter([*history, *turn])) if history or turn else []
-            runner = self._prepared[current].replace(memory=_History(seen))
-            # The loop reads history from memory only for a session: use the caller's, or the
-            # run's id when there is history but no session.
-            session = session_id if session_id is not None or not seen else run_id
+            runner = self._prepared[current]
             response: AgentResponse | None = None
             if stream:
                 events = cast(
                     AsyncGenerator[StreamEvent, None],
-                    runner.prompt_stream(prompt, session_id=session, deps=deps, cancel=cancel),
+                    runner.prompt_stream(prompt, history=seen, deps=deps, cancel=cancel),
                 )
                 async with contextlib.aclosing(events):
                     async for event in events:
@@ -295,7 +292,7 @@ class HandoffNetwork:
                         else:
                             yield event
             else:
-                response = await runner.prompt(prompt, session_id=session, deps=deps, cancel=cancel)
+                response = await runner.prompt(prompt, history=seen, deps=deps, cancel=cancel)
             if response is None:  # pragma: no cover - an agent run always ends with Done
                 raise OrchestrationError(f"agent {current!r} ended without a response")
             usage = usage + response.usage
@@ -379,28 +376,6 @@ class _TransferTool:
         """End this agent's run with the handoff as its output."""
         reason = str(arguments.get("reason", ""))
         raise EndRun(_Transfer(self.target, reason), text=f"Transferred to {self.target}.")
-
-
-class _History:
-    """A read-only memory holding the history one agent of the network sees (internal)."""
-
-    __slots__ = ("_messages",)
-
-    def __init__(self, messages: Sequence[Message]) -> None:
-        self._messages = list(messages)
-
-    async def get_messages(self, session_id: str) -> list[Message]:
-        return list(self._messages)
-
-    async def add_messages(self, session_id: str, messages: Sequence[Message]) -> None:
-        """The network keeps the turn itself: what the run adds is not needed."""
-
-    async def clear(self, session_id: str) -> None:
-        self._messages = []
-
-    async def list_sessions(self) -> list[str]:
-        """None: the network keeps its sessions in its own memory, not here."""
-        return []
 
 
 def _note(handoff: Handoff) -> str:

@@ -20,10 +20,10 @@ them. A request refused is answered 400 in OpenAI's error shape, ``{"error": {"m
 
 from __future__ import annotations
 
-import copy
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -56,11 +56,9 @@ from daimon.server._schemas import (
 )
 from daimon.server._settings import ServerSettings
 from daimon.server._sse import EventStreamResponse, sse_frame
-from daimon.state import RunState
 
 __all__ = ("add_openai_routes",)
 
-_SESSION = "openai-chat"
 _DONE = b"data: [DONE]\n\n"
 
 
@@ -84,25 +82,13 @@ class _ApprovalRequired(Exception):
         )
 
 
-class _History:
-    """A memory holding one request's conversation; what the run adds is not kept."""
+@dataclass(frozen=True, slots=True)
+class _Conversation:
+    """What one request asks: the prompt, the conversation before it, added instructions."""
 
-    __slots__ = ("_messages",)
-
-    def __init__(self, messages: Sequence[Message]) -> None:
-        self._messages = list(messages)
-
-    async def get_messages(self, session_id: str) -> list[Message]:
-        return list(self._messages)
-
-    async def add_messages(self, session_id: str, messages: Sequence[Message]) -> None:
-        return None
-
-    async def clear(self, session_id: str) -> None:
-        return None
-
-    async def list_sessions(self) -> list[str]:
-        return []  # one request's conversation, kept nowhere
+    prompt: str | Message
+    history: list[Message]
+    instructions: str | None
 
 
 def _text(message: ChatMessage) -> str:
@@ -179,25 +165,6 @@ def _assistant_turn(message: AssistantMessage, index: int) -> Message:
         for c in message.tool_calls or ()
     )
     return Message.assistant(_text(message), calls)
-
-
-def _agent_for(agent: Agent, instructions: str, history: list[Message]) -> tuple[Agent, str | None]:
-    """The agent to run (a copy that sees the request's conversation) and its session id."""
-    if not instructions and not history:
-        return agent, None
-    clone = copy.copy(agent)
-    if instructions:
-
-        async def system_prompt(state: RunState) -> str:
-            own = await agent.system_message(state)
-            return f"{own.text}\n\n{instructions}" if own is not None and own.text else instructions
-
-        clone.system_prompt = system_prompt
-    if not history:
-        return clone, None
-    # Agent offers no per-run history, so the copy gets a memory holding this conversation.
-    clone._memory = _History(history)
-    return clone, _SESSION
 
 
 def _usage(response: AgentResponse) -> dict[str, Any]:
@@ -397,14 +364,14 @@ def add_openai_routes(
             instructions, history, prompt = _conversation(body.messages)
         except _BadConversation as exc:
             return _openai_error(str(exc), param=exc.param, code=exc.code)
-        runner, session = _agent_for(agent, instructions, history)
+        conversation = _Conversation(prompt, history, instructions or None)
         run_id = uuid.uuid4().hex
         created = int(time.time())
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
             return EventStreamResponse(
                 lambda token: _chunks(
-                    runner, body.model, prompt, session, run_id, created, usage, token
+                    agent, body.model, conversation, run_id, created, usage, token
                 ),
                 on_error=_stream_error,
                 heartbeat=settings.heartbeat_interval,
@@ -412,8 +379,12 @@ def add_openai_routes(
             )
         try:
             response = await run_supervised(
-                lambda token: runner.prompt(
-                    prompt, session_id=session, run_id=run_id, cancel=token
+                lambda token: agent.prompt(
+                    prompt,
+                    history=history,
+                    instructions=instructions or None,
+                    run_id=run_id,
+                    cancel=token,
                 ),
                 request.receive,
                 timeout,
@@ -487,8 +458,7 @@ _COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
 async def _chunks(
     agent: Agent,
     model: str,
-    prompt: str | Message,
-    session: str | None,
+    conversation: _Conversation,
     run_id: str,
     created: int,
     include_usage: bool,
@@ -511,7 +481,14 @@ async def _chunks(
     yield chunk({"role": "assistant", "content": ""})
     response: AgentResponse | None = None
     wrote = separate = False
-    async for event in agent.prompt_stream(prompt, session_id=session, run_id=run_id, cancel=token):
+    events = agent.prompt_stream(
+        conversation.prompt,
+        history=conversation.history,
+        instructions=conversation.instructions,
+        run_id=run_id,
+        cancel=token,
+    )
+    async for event in events:
         if isinstance(event, TextDelta):
             if not event.text:
                 continue

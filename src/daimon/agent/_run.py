@@ -1,0 +1,563 @@
+"""One run of an agent: its state, and the seed's phases as methods the loop calls in turn."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from daimon.agent._budget import Rollup, RunBudget
+from daimon.agent._checkpointing import RunCheckpointer, snapshot
+from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
+from daimon.agent._repeats import RepeatGuard
+from daimon.agent._tool_turn import (
+    Ended,
+    ToolTurn,
+    add_results,
+    apply_decisions,
+    runnable,
+    with_unique_call_ids,
+)
+from daimon.core.cancel import CancelToken
+from daimon.core.chat import ChatRequest, ChatResponse, ResponseFormat, StopReason
+from daimon.core.checkpoints import CheckpointState, RunProgress
+from daimon.core.errors import (
+    BuilderError,
+    MaxIterationsError,
+    OutputValidationError,
+    RunCancelled,
+)
+from daimon.core.events import (
+    Done,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResult,
+)
+from daimon.core.ids import check_id
+from daimon.core.messages import Message, ToolCall
+from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
+from daimon.core.streaming import StreamAccumulator
+from daimon.core.tools import ToolOutput, ToolSpec
+from daimon.cost import Budget, CostTracker, SpendRecord
+from daimon.guardrails import check_input, check_output
+from daimon.state import RunState
+
+if TYPE_CHECKING:
+    from daimon.agent._agent import Agent
+    from daimon.core.protocols import Memory
+
+__all__ = ("Run",)
+
+_FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd)
+_NO_DECISIONS: Mapping[str, ApprovalDecision] = MappingProxyType({})
+
+
+class _Interrupt:
+    """Turns a token cancellation into a task cancellation, but only while the run awaits.
+
+    The run's task is cancelled only while it is suspended inside the loop (a model call, tools),
+    never while a streaming consumer is busy with its own awaits between events, and never from
+    inside the run's own task (a tool cancelling its own run is seen at the next check).
+    """
+
+    __slots__ = ("armed", "fired", "task")
+
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+        self.task = task
+        self.armed = False
+        self.fired = False
+
+    def __call__(self) -> None:
+        task = self.task
+        if self.armed and task is not None and task is not asyncio.current_task():
+            self.fired = True
+            task.cancel()
+
+    def absorb(self) -> bool:
+        """Whether a CancelledError came from the token; if so, undo the task's cancel request."""
+        if not self.fired:
+            return False
+        self.fired = False
+        if self.task is not None:
+            self.task.uncancel()
+        return True
+
+
+class Run:
+    """The state of one run and its phases: open, the model's turn, the tools' turn, the end.
+
+    The loop (:func:`daimon.agent._loop.run_events`) calls the phases in the seed's order; each
+    phase that ends the run returns the final :class:`Done`.
+    """
+
+    __slots__ = (
+        "_budget",
+        "_checkpointer",
+        "_decisions",
+        "_detach",
+        "_interrupt",
+        "_memory",
+        "_record",
+        "_repeats",
+        "_rollup",
+        "agent",
+        "assistant",
+        "cancel",
+        "completed",
+        "pending",
+        "progress",
+        "response_format",
+        "state",
+        "stream",
+        "tools",
+    )
+
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        *,
+        stream: bool,
+        session_id: str | None,
+        run_id: str | None,
+        deps: Any,
+        cancel: CancelToken | None,
+        decisions: Mapping[str, ApprovalDecision] | None,
+    ) -> None:
+        # Ids are checked before anything runs: a backend refusing one later would lose the turn.
+        if session_id is not None:
+            check_id("session", session_id)
+        if run_id is not None:
+            check_id("run", run_id)
+        if cancel is None:
+            cancel = CancelToken()
+        else:
+            cancel.raise_if_cancelled()
+        self.agent = agent
+        self.stream = stream
+        self.cancel = cancel
+        self.state = RunState(
+            run_id=run_id or os.urandom(16).hex(),
+            agent_name=agent.name,
+            messages=[],
+            session_id=session_id,
+            deps=deps,
+            cancel=cancel,
+        )
+        self._interrupt = _Interrupt(asyncio.current_task())
+        self._detach = cancel.on_cancel(self._interrupt)
+        # Without a checkpoint store there is nothing to write: no checkpointer, no snapshots.
+        self._checkpointer = (
+            RunCheckpointer(agent.checkpoint, self.state) if agent.checkpoint is not None else None
+        )
+        self._decisions = decisions or _NO_DECISIONS
+        self._record = SpendRecord.claim()  # a sub-agent's caller reads its totals however it ends
+        self._budget: RunBudget | None = None
+        self._rollup: Rollup | None = None
+        self._memory: Memory | None = agent.memory if session_id is not None else None
+        limit = agent.max_repeated_tool_calls
+        self._repeats = RepeatGuard(limit) if limit is not None else None
+        self.pending: tuple[ToolCall, ...] = ()
+        """The calls of the last model turn that have no result yet."""
+        self.completed: dict[str, ToolOutput] = {}
+        """Results of this turn's calls, by call id."""
+        self.progress = RunProgress()
+        self.assistant: Message | None = None
+        """The last model turn's message."""
+        self.tools: tuple[ToolSpec, ...] = agent.tools.specs
+        self.response_format: ResponseFormat | None = None
+
+    # ------------------------------------------------------------------------------ opening
+
+    async def open(
+        self,
+        prompt: str | Message | None,
+        resume: CheckpointState | None,
+        history: Sequence[Message] | None,
+        instructions: str | None,
+    ) -> Done | None:
+        """Continue a saved run or start a new one; the answer when the run had finished."""
+        restored = None
+        if self._checkpointer is not None:
+            self._checkpointer.hold()
+        if resume is not None or self._checkpointer is not None:
+            checkpointer = self._checkpointer or RunCheckpointer(None, self.state)
+            restored = await checkpointer.restore(resume)
+        if restored is None:
+            await self._start(prompt, history, instructions)
+        elif restored.finished is not None:
+            return Done(response=restored.finished)
+        else:
+            self.pending, self.completed = restored.pending, restored.completed
+            self.progress = restored.progress
+            if self.state.session_id is not None:  # the saved run's session
+                self._memory = self.agent.memory
+        self._prepare_spending()
+        self._prepare_output()
+        for hook in self.agent.hooks:
+            await hook.on_run_start(self.state)
+        return None
+
+    async def _start(
+        self,
+        prompt: str | Message | None,
+        history: Sequence[Message] | None,
+        instructions: str | None,
+    ) -> None:
+        """The opening messages of a new run: system, examples, history and the prompt."""
+        agent, state = self.agent, self.state
+        if prompt is None:
+            raise ValueError(f"run {state.run_id!r} has no saved state to resume; give a prompt")
+        if history is None:
+            history = await self._history()
+        elif self._memory is not None:
+            raise BuilderError("give a run history or a session_id, not both")
+        if isinstance(prompt, Message):
+            user = prompt
+        else:
+            text = prompt
+            if agent.input_guardrails:
+                text = await check_input(agent.input_guardrails, text, history)
+            user = Message.user(text)
+        messages = state.messages
+        system = await agent.system_message(state) if agent.system_prompt is not None else None
+        if instructions:
+            system = Message.system(f"{system.text}\n\n{instructions}" if system else instructions)
+        if system is not None:
+            messages.append(system)
+        messages.extend(agent.examples)
+        messages.extend(history)
+        start = len(messages)
+        self.progress = RunProgress(new_start=start, memory_mark=start)
+        messages.append(user)
+
+    async def _history(self) -> Sequence[Message]:
+        memory, session_id = self._memory, self.state.session_id
+        if memory is None or session_id is None:
+            return ()
+        return await memory.get_messages(session_id)
+
+    def _prepare_spending(self) -> None:
+        agent = self.agent
+        tracker = CostTracker(agent.cost_model) if agent.cost_model is not None else None
+        enclosing = Budget.enclosing()  # the budget of the run whose tool started this one
+        if agent.max_budget is not None or enclosing is not None:
+            ledger = Budget(agent.max_budget, enclosing, spent=self.state.cost)
+            self._budget = RunBudget(ledger, tracker, agent.model.model_name)
+        self._rollup = Rollup(self.state, tracker, agent.model.model_name, self._budget)
+
+    def _prepare_output(self) -> None:
+        output = self.agent.output
+        if output is None:
+            return
+        if self.agent.native_output:
+            self.response_format = output.response_format
+        else:
+            self.tools = (*self.tools, output.tool_spec)
+
+    # ------------------------------------------------------------------------ the model's turn
+
+    async def request(self) -> tuple[ChatRequest, ChatResponse | None]:
+        """The next model request, after the checks; a response when middleware answered it."""
+        agent, state, budget = self.agent, self.state, self._budget
+        if self.cancel.cancelled:
+            raise RunCancelled(self.cancel.reason)
+        if state.iteration >= agent.max_iterations:
+            raise MaxIterationsError(agent.max_iterations)
+        if budget is not None:  # refused before the hooks: no call, no span
+            budget.reserve(state.messages, self.tools, agent.max_tokens, self.response_format)
+        for hook in agent.hooks:
+            await hook.on_iteration_start(state)
+        request = ChatRequest(
+            messages=tuple(state.messages),
+            tools=self.tools,
+            temperature=agent.temperature,
+            max_tokens=agent.max_tokens,
+            response_format=self.response_format,
+            settings=agent.model_settings,
+        )
+        if not agent.middleware:
+            return request, None
+        request, response = await agent.middleware.on_request(request, state)
+        if budget is not None and response is None:  # reserve what is sent
+            budget.reserve(
+                request.messages, request.tools, request.max_tokens, request.response_format
+            )
+        return request, response
+
+    async def call_model(self, request: ChatRequest) -> ChatResponse:
+        """The model's answer, in one piece."""
+        interrupt = self._interrupt
+        interrupt.armed = True
+        try:
+            return await self.agent.model.generate(request)
+        except asyncio.CancelledError:
+            if interrupt.absorb():
+                raise RunCancelled(self.cancel.reason) from None
+            raise
+        finally:
+            interrupt.armed = False
+
+    async def stream_model(
+        self, request: ChatRequest, into: StreamAccumulator
+    ) -> AsyncIterator[StreamEvent]:
+        """The model's answer as it streams: text and tool-call events, gathered ``into``."""
+        interrupt = self._interrupt
+        interrupt.armed = True
+        try:
+            async for event in self.agent.model.generate_stream(request):
+                into.add(event)
+                if isinstance(event, _FORWARDED):
+                    interrupt.armed = False  # the consumer's own awaits are not the run's
+                    yield event
+                    interrupt.armed = True
+        except asyncio.CancelledError:
+            if interrupt.absorb():
+                raise RunCancelled(self.cancel.reason) from None
+            raise
+        finally:
+            interrupt.armed = False
+
+    def count(self, response: ChatResponse) -> float:
+        """Count the call's usage and cost; what it cost."""
+        assert self._rollup is not None
+        self.state.iteration += 1
+        return self._rollup.model_call(response.model, response.usage)
+
+    async def take(self, response: ChatResponse) -> Done | None:
+        """Read the model's turn: the final answer ends the run, tool calls become pending."""
+        agent, state = self.agent, self.state
+        if agent.middleware:
+            response = await agent.middleware.on_response(response, state)
+        for hook in agent.hooks:
+            await hook.on_model_response(response, state)
+        assistant = response.message
+        if len(assistant.tool_calls) > 1:
+            assistant = with_unique_call_ids(assistant)
+        state.messages.append(assistant)
+        self.assistant = assistant
+        self.pending = assistant.tool_calls
+        if agent.output is not None:
+            return await self._structured_answer(agent.output, response)
+        if self.pending:
+            await self._save()
+            return None
+        text = assistant.text
+        if agent.output_guardrails:
+            text = await check_output(agent.output_guardrails, response)
+        return await self.finish(text, None, response.stop_reason, response.model)
+
+    async def _structured_answer(self, output: OutputSpec, response: ChatResponse) -> Done | None:
+        """Accept a typed answer, or ask again; ``None`` while the run goes on."""
+        assert self.assistant is not None
+        answer_call, value, failure = _read_output(output, self.assistant)
+        if failure is None and (answer_call is not None or not self.pending):
+            text = answer_call.arguments_json if answer_call else self.assistant.text
+            for call in self.pending:  # close every call so the history stays valid
+                note = "Final answer accepted." if call is answer_call else "Not run."
+                self.state.messages.append(Message.tool(call.id, note, name=call.name))
+            self.pending = ()
+            return await self.finish(text, value, response.stop_reason, response.model)
+        if failure is not None:
+            attempts = self.progress.output_attempts + 1
+            if attempts > self.agent.output_retries:
+                raise OutputValidationError([failure], attempts)
+            self._advance(output_attempts=attempts)
+            if answer_call is None:
+                retry = _retry_prompt(failure, self.agent.native_output)
+                self.state.messages.append(Message.user(retry))
+                return None
+            self.completed[answer_call.id] = ToolOutput.error(
+                f"Error: invalid final result: {failure}. Call {OUTPUT_TOOL} "
+                "again with corrected arguments."
+            )
+        if self.pending:
+            await self._save()
+        return None
+
+    # ------------------------------------------------------------------------ the tools' turn
+
+    async def tool_turn(self) -> tuple[Sequence[ToolResult], Done | None]:
+        """Run the pending calls; their result events, and the end when the turn ends the run."""
+        agent, state = self.agent, self.state
+        if self.cancel.cancelled:  # cancelled while a streaming consumer held the last event
+            raise RunCancelled(self.cancel.reason)
+        calls, completed = self.pending, self.completed
+        waiting = apply_decisions(agent, calls, completed, self._decisions)
+        todo = runnable(calls, completed, waiting)
+        if todo and self._repeats is not None:
+            self._repeats.check(todo)
+        assert self._rollup is not None
+        middleware = agent.middleware if agent.middleware else None
+        turn = ToolTurn(agent, state, self.cancel, self._rollup, middleware, completed, self.stream)
+        if self._checkpointer is not None:
+            turn.checkpoint(self._checkpointer, calls, self.progress)
+        ended = await self._run_tools(turn, todo) if todo else None
+        if waiting:
+            return (), await self._pause(waiting)
+        if self._repeats is not None and ended is None:
+            self._repeats.count(todo, completed)
+        events = add_results(state.messages, calls, completed, turn.durations, ended)
+        self.pending, self.completed = (), {}
+        await self._remember()
+        if ended is not None:
+            end = ended.end
+            text = end.text if end.text is not None else _as_text(end.output)
+            return events, await self.finish(text, end.output)
+        await self._save()
+        for hook in agent.hooks:
+            await hook.on_iteration_end(state)
+        return events, None
+
+    async def _run_tools(self, turn: ToolTurn, calls: Sequence[ToolCall]) -> Ended | None:
+        """Run the calls while the cancel token may interrupt them; the EndRun, if one came."""
+        interrupt = self._interrupt
+        interrupt.armed = True
+        try:
+            await turn.run(calls)
+        except Ended as ended:
+            return ended
+        except asyncio.CancelledError:
+            if interrupt.absorb():
+                raise RunCancelled(self.cancel.reason) from None
+            raise
+        except RunCancelled:
+            interrupt.absorb()
+            raise
+        finally:
+            interrupt.armed = False
+        return None
+
+    # ------------------------------------------------------------------------------- the end
+
+    async def finish(
+        self,
+        text: str,
+        output: Any,
+        stop_reason: StopReason | None = None,
+        model: str | None = None,
+    ) -> Done:
+        """End the run with its answer: memory, the checkpoint, the hooks, and ``Done``."""
+        await self._remember()
+        result = self._response(text, output)
+        if self._checkpointer is not None:
+            finished = self._advance(status="completed", text=result.text)
+            await self._checkpointer.save((), {}, finished)
+        for hook in self.agent.hooks:
+            await hook.on_run_end(result, self.state)
+        if stop_reason is None:
+            return Done(response=result)
+        return Done(stop_reason=stop_reason, model=model, response=result)
+
+    async def _pause(self, waiting: Sequence[ToolCall]) -> Done:
+        """End the run's turn waiting for approvals: the pending calls and how to resume."""
+        state, run_id = self.state, self.state.run_id
+        await self._save()
+        paused = AgentResponse(
+            text="",
+            messages=tuple(state.messages[self.progress.new_start :]),
+            iterations=state.iteration,
+            usage=state.usage,
+            cost=state.cost,
+            run_id=run_id,
+            session_id=state.session_id,
+            pending_approvals=tuple(
+                ApprovalRequest(id=c.id, call=c, run_id=run_id) for c in waiting
+            ),
+            state=snapshot(state, self.pending, self.completed, self.progress),
+        )
+        for hook in self.agent.hooks:
+            await hook.on_run_end(paused, state)
+        return Done(response=paused)
+
+    async def failed(self, exc: BaseException) -> None:
+        """A run that raised, was cancelled or abandoned ends its hooks too."""
+        for hook in self.agent.hooks:
+            await hook.on_error(exc, self.state)
+
+    def close(self) -> None:
+        """Release what the run holds, however it ended."""
+        self._detach()
+        if self._checkpointer is not None:
+            self._checkpointer.release()
+        if self._record is not None:
+            self._record.usage = self.state.usage
+            self._record.cost = self.state.cost
+        if self._budget is not None:
+            self._budget.close()
+
+    # ----------------------------------------------------------------------------- helpers
+
+    def _response(self, text: str, output: Any) -> AgentResponse[Any]:
+        state = self.state
+        if output is None and self.agent.output is None:
+            output = text  # a text agent's answer is its text
+        return AgentResponse(
+            text=text,
+            messages=tuple(state.messages[self.progress.new_start :]),
+            iterations=state.iteration,
+            usage=state.usage,
+            cost=state.cost,
+            run_id=state.run_id,
+            session_id=state.session_id,
+            output=output,
+        )
+
+    async def _remember(self) -> None:
+        """Write the messages not yet in the session's memory."""
+        memory, session_id = self._memory, self.state.session_id
+        if memory is None or session_id is None:
+            return
+        messages = self.state.messages
+        if self.progress.memory_mark < len(messages):
+            await memory.add_messages(session_id, messages[self.progress.memory_mark :])
+            self._advance(memory_mark=len(messages))
+
+    async def _save(self) -> None:
+        if self._checkpointer is not None:
+            await self._checkpointer.save(self.pending, self.completed, self.progress)
+
+    def _advance(self, **changes: Any) -> RunProgress:
+        progress = self.progress
+        self.progress = RunProgress(
+            status=changes.get("status", progress.status),
+            new_start=progress.new_start,
+            memory_mark=changes.get("memory_mark", progress.memory_mark),
+            output_attempts=changes.get("output_attempts", progress.output_attempts),
+            text=changes.get("text", progress.text),
+        )
+        return self.progress
+
+
+def _read_output(output: OutputSpec, assistant: Message) -> tuple[ToolCall | None, Any, str | None]:
+    """The output-tool call (if any), the typed answer, and why it was refused (if it was)."""
+    answer_call = next((c for c in assistant.tool_calls if c.name == OUTPUT_TOOL), None)
+    try:
+        if answer_call is not None:
+            if isinstance(answer_call.arguments, str):
+                raise InvalidOutput("the arguments were not a JSON object")
+            return answer_call, output.parse(answer_call.arguments), None
+        if not assistant.tool_calls:
+            return None, output.parse_text(assistant.text), None
+    except InvalidOutput as exc:
+        return answer_call, None, str(exc)
+    return None, None, None
+
+
+def _retry_prompt(failure: str, native: bool) -> str:
+    how = (
+        "Reply again with only the JSON object."
+        if native
+        else f"Give your final answer by calling the {OUTPUT_TOOL} tool."
+    )
+    return f"Your answer did not match the required output format: {failure}. {how}"
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return "" if value is None else repr(value)

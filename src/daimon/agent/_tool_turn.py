@@ -1,0 +1,273 @@
+"""The tools' turn: decide which calls run, run them concurrently, record each result."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from daimon.core.cancel import CancelToken
+from daimon.core.checkpoints import RunProgress
+from daimon.core.errors import RunCancelled
+from daimon.core.events import ToolResult
+from daimon.core.messages import Message, Role, ToolCall
+from daimon.core.results import ApprovalDecision
+from daimon.core.tools import ToolOutput
+from daimon.cost import Budget
+from daimon.state import RunState
+from daimon.tools import EndRun, RunContext
+
+if TYPE_CHECKING:
+    from daimon.agent._agent import Agent
+    from daimon.agent._budget import Rollup
+    from daimon.agent._checkpointing import RunCheckpointer
+    from daimon.middleware import MiddlewareStack
+
+__all__ = (
+    "Ended",
+    "ToolTurn",
+    "add_results",
+    "apply_decisions",
+    "runnable",
+    "with_unique_call_ids",
+)
+
+
+class Ended(Exception):
+    """A tool raised EndRun; carries the call it came from (internal)."""
+
+    def __init__(self, end: EndRun, call: ToolCall) -> None:
+        super().__init__(str(end))
+        self.end = end
+        self.call = call
+
+
+def with_unique_call_ids(assistant: Message) -> Message:
+    """``assistant`` with every tool call under its own id, before any of them runs.
+
+    Results are matched to calls by id; two calls sharing one (some models repeat ids) would both
+    get one result. A repeated id gets the first free ``<id>~<n>`` (n from 2), in the message that
+    is kept and sent back, so each result reaches the model under the call that produced it.
+    """
+    calls = assistant.tool_calls
+    ids = {call.id for call in calls}
+    if len(ids) == len(calls):
+        return assistant
+    seen: set[str] = set()
+    unique: list[ToolCall] = []
+    for call in calls:
+        if call.id in seen:
+            n = 2
+            while f"{call.id}~{n}" in ids:
+                n += 1
+            call = dataclasses.replace(call, id=f"{call.id}~{n}")
+            ids.add(call.id)
+        seen.add(call.id)
+        unique.append(call)
+    return dataclasses.replace(assistant, tool_calls=tuple(unique))
+
+
+def apply_decisions(
+    agent: Agent[Any, Any],
+    calls: Sequence[ToolCall],
+    completed: dict[str, ToolOutput],
+    decisions: Mapping[str, ApprovalDecision],
+) -> Sequence[ToolCall]:
+    """Record rejections as results; the calls still waiting for a decision."""
+    waiting: list[ToolCall] = []
+    for call in calls:
+        if call.id in completed or not _requires_approval(agent, call):
+            continue
+        decision = decisions.get(call.id)
+        if decision is None:
+            waiting.append(call)
+        elif not decision.approved:
+            reason = f": {decision.reason}" if decision.reason else "."
+            completed[call.id] = ToolOutput.error(f"The user rejected this call{reason}")
+    return waiting
+
+
+def _requires_approval(agent: Agent[Any, Any], call: ToolCall) -> bool:
+    found = agent.tools.get(call.name)
+    return bool(getattr(found, "requires_approval", False))
+
+
+def runnable(
+    calls: Sequence[ToolCall], completed: Mapping[str, ToolOutput], waiting: Sequence[ToolCall]
+) -> Sequence[ToolCall]:
+    """The calls to run now: not decided already (rejected, resumed) and not awaiting approval."""
+    if not completed and not waiting:
+        return calls
+    return [c for c in calls if c.id not in completed and c not in waiting]
+
+
+def add_results(
+    messages: list[Message],
+    calls: Sequence[ToolCall],
+    completed: Mapping[str, ToolOutput],
+    durations: Mapping[str, float] | None,
+    ended: Ended | None,
+) -> list[ToolResult]:
+    """Append the turn's tool messages, in call order; the ToolResult events when streaming."""
+    events: list[ToolResult] = []
+    for call in calls:
+        ends = ended is not None and call is ended.call
+        if ends:
+            assert ended is not None
+            output = ToolOutput.text(ended.end.text or "Done.")
+        else:
+            output = completed.get(call.id) or ToolOutput.error("Not run: the run ended.")
+        messages.append(
+            Message(
+                role=Role.TOOL,
+                content=output.content,
+                tool_call_id=call.id,
+                name=call.name,
+                is_error=output.is_error,
+            )
+        )
+        if durations is not None and (ends or call.id in durations):
+            events.append(
+                ToolResult(
+                    call_id=call.id,
+                    name=call.name,
+                    output=output,
+                    duration=durations.get(call.id, 0.0),
+                )
+            )
+    return events
+
+
+class ToolTurn:
+    """Runs one turn's tool calls, recording each result in ``completed`` (and its checkpoint)."""
+
+    __slots__ = (
+        "_agent",
+        "_calls",
+        "_cancel",
+        "_checkpointer",
+        "_middleware",
+        "_progress",
+        "_rollup",
+        "_state",
+        "completed",
+        "durations",
+    )
+
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        state: RunState,
+        cancel: CancelToken,
+        rollup: Rollup,
+        middleware: MiddlewareStack | None,
+        completed: dict[str, ToolOutput],
+        timed: bool,
+    ) -> None:
+        self._agent = agent
+        self._state = state
+        self._cancel = cancel
+        self._rollup = rollup
+        self._middleware = middleware
+        self.completed = completed
+        self.durations: dict[str, float] | None = {} if timed else None
+        """Seconds each call took, by call id, when the stream reports them."""
+        self._checkpointer: RunCheckpointer | None = None
+        self._calls: Sequence[ToolCall] = ()
+        self._progress = RunProgress()
+
+    def checkpoint(
+        self, checkpointer: RunCheckpointer, calls: Sequence[ToolCall], progress: RunProgress
+    ) -> None:
+        """Save the turn after each result."""
+        self._checkpointer = checkpointer
+        self._calls = calls
+        self._progress = progress
+
+    async def run(self, calls: Sequence[ToolCall]) -> None:
+        """Run the calls: one in the loop's own task, several concurrently, each in its own."""
+        if len(calls) == 1:
+            await self.run_one(calls[0])
+            return
+        try:
+            async with asyncio.TaskGroup() as group:
+                for call in calls:
+                    group.create_task(self.run_one(call))
+        except BaseExceptionGroup as failures:
+            surfaced = _one_of(failures)
+            if surfaced is failures:
+                raise
+            raise surfaced from failures
+
+    async def run_one(self, call: ToolCall) -> None:
+        """Run one call through hooks, middleware and the registry; record its result."""
+        agent, state = self._agent, self._state
+        key = call.id
+        started = time.perf_counter()
+        try:
+            for hook in agent.hooks:
+                await hook.on_tool_call(call, state)
+            output: ToolOutput | None = None
+            if self._middleware is not None:
+                replaced = await self._middleware.on_tool_call(call, state)
+                if isinstance(replaced, ToolOutput):
+                    output = replaced
+                else:
+                    call = replaced
+            if output is None:
+                output = await self._execute(call)
+            for hook in agent.hooks:
+                await hook.on_tool_result(call, output, state)
+        except EndRun as end:
+            raise Ended(end, call) from None
+        self.completed[key] = output
+        if self.durations is not None:
+            self.durations[key] = time.perf_counter() - started
+        if self._checkpointer is not None:
+            await self._checkpointer.save(self._calls, self.completed, self._progress)
+
+    async def _execute(self, call: ToolCall) -> ToolOutput:
+        """The registry's result for ``call``, with the run's context and budget around it."""
+        agent, state = self._agent, self._state
+        ctx: RunContext[Any] = RunContext(
+            run_id=state.run_id,
+            deps=state.deps,
+            cancel=self._cancel,
+            usage=state.usage,
+            call_id=call.id,
+            tool_name=call.name,
+            session_id=state.session_id,
+            iteration=state.iteration,
+            on_usage=self._rollup.report,
+        )
+        budget = self._rollup.budget
+        # Runs the tool starts (sub-agents) spend from this run's budget.
+        entered = None if budget is None else budget.ledger.enter()
+        try:
+            return await agent.tools.run(
+                call,
+                ctx,
+                validate=agent.validate_tool_inputs,
+                retry_policy=agent.tool_retry_policy,
+            )
+        finally:
+            if entered is not None:
+                Budget.leave(entered)
+
+
+def _one_of(failures: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one failure to surface from a turn's concurrent calls.
+
+    Tools report their own errors as results, so only a signal, a hook or middleware failure (or
+    the process going down) lands here: a lone one as itself, else an EndRun, else one
+    cancellation for calls that honoured the same cancelled token, else the group.
+    """
+    if len(failures.exceptions) == 1:
+        return failures.exceptions[0]
+    for kind in (Ended, RunCancelled):
+        found = [e for e in failures.exceptions if isinstance(e, kind)]
+        if found:
+            return found[0]
+    return failures
