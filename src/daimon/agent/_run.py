@@ -20,6 +20,7 @@ from daimon.agent._tool_turn import (
     runnable,
     with_unique_call_ids,
 )
+from daimon.core._fastinit import fast_new
 from daimon.core.cancel import CancelToken
 from daimon.core.chat import ChatRequest, ChatResponse, ResponseFormat, StopReason
 from daimon.core.checkpoints import CheckpointState, RunProgress
@@ -55,6 +56,11 @@ __all__ = ("Run",)
 
 _FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd)
 _NO_DECISIONS: Mapping[str, ApprovalDecision] = MappingProxyType({})
+_NO_PROGRESS = RunProgress()
+# Built once or more per model call: fast_new skips calling the class, about a quarter of each
+# object's cost (benchmarks/peers run metric; docs/benchmarks.md, the session-4 A/B).
+_new_request = fast_new(ChatRequest)
+_new_response = fast_new(AgentResponse)
 
 
 class _Interrupt:
@@ -102,6 +108,7 @@ class Run:
         "_detach",
         "_interrupt",
         "_memory",
+        "_middleware",
         "_record",
         "_repeats",
         "_rollup",
@@ -159,13 +166,14 @@ class Run:
         self._budget: RunBudget | None = None
         self._rollup: Rollup | None = None
         self._memory: Memory | None = agent.memory if session_id is not None else None
-        limit = agent.max_repeated_tool_calls
-        self._repeats = RepeatGuard(limit) if limit is not None else None
+        # MiddlewareStack.__bool__ is Python code: asked once per run, not at every step.
+        self._middleware = agent.middleware if agent.middleware else None
+        self._repeats: RepeatGuard | None = None  # made at the run's first tool call
         self.pending: tuple[ToolCall, ...] = ()
         """The calls of the last model turn that have no result yet."""
         self.completed: dict[str, ToolOutput] = {}
         """Results of this turn's calls, by call id."""
-        self.progress = RunProgress()
+        self.progress = _NO_PROGRESS
         self.assistant: Message | None = None
         """The last model turn's message."""
         self.tools: tuple[ToolSpec, ...] = agent.tools.specs
@@ -272,7 +280,7 @@ class Run:
             budget.reserve(state.messages, self.tools, agent.max_tokens, self.response_format)
         for hook in agent.hooks:
             await hook.on_iteration_start(state)
-        request = ChatRequest(
+        request = _new_request(
             messages=tuple(state.messages),
             tools=self.tools,
             temperature=agent.temperature,
@@ -280,9 +288,10 @@ class Run:
             response_format=self.response_format,
             settings=agent.model_settings,
         )
-        if not agent.middleware:
+        middleware = self._middleware
+        if middleware is None:
             return request, None
-        request, response = await agent.middleware.on_request(request, state)
+        request, response = await middleware.on_request(request, state)
         if budget is not None and response is None:  # reserve what is sent
             budget.reserve(
                 request.messages, request.tools, request.max_tokens, request.response_format
@@ -331,8 +340,8 @@ class Run:
     async def take(self, response: ChatResponse) -> Done | None:
         """Read the model's turn: the final answer ends the run, tool calls become pending."""
         agent, state = self.agent, self.state
-        if agent.middleware:
-            response = await agent.middleware.on_response(response, state)
+        if self._middleware is not None:
+            response = await self._middleware.on_response(response, state)
         for hook in agent.hooks:
             await hook.on_model_response(response, state)
         assistant = response.message
@@ -389,11 +398,15 @@ class Run:
         calls, completed = self.pending, self.completed
         waiting = apply_decisions(agent, calls, completed, self._decisions)
         todo = runnable(calls, completed, waiting)
-        if todo and self._repeats is not None:
+        limit = agent.max_repeated_tool_calls
+        if todo and limit is not None:
+            if self._repeats is None:
+                self._repeats = RepeatGuard(limit)
             self._repeats.check(todo)
         assert self._rollup is not None
-        middleware = agent.middleware if agent.middleware else None
-        turn = ToolTurn(agent, state, self.cancel, self._rollup, middleware, completed, self.stream)
+        turn = ToolTurn(
+            agent, state, self.cancel, self._rollup, self._middleware, completed, self.stream
+        )
         if self._checkpointer is not None:
             turn.checkpoint(self._checkpointer, calls, self.progress)
         ended = await self._run_tools(turn, todo) if todo else None
@@ -496,7 +509,7 @@ class Run:
         state = self.state
         if output is None and self.agent.output is None:
             output = text  # a text agent's answer is its text
-        return AgentResponse(
+        return _new_response(
             text=text,
             messages=tuple(state.messages[self.progress.new_start :]),
             iterations=state.iteration,

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from daimon.core._fastinit import fast_new
 from daimon.core.cancel import CancelToken
 from daimon.core.checkpoints import RunProgress
 from daimon.core.errors import RunCancelled
@@ -33,6 +34,10 @@ __all__ = (
     "runnable",
     "with_unique_call_ids",
 )
+
+
+# One per tool result: fast_new skips calling the class (see agent/_run.py).
+_new_message = fast_new(Message)
 
 
 class Ended(Exception):
@@ -120,7 +125,7 @@ def add_results(
         else:
             output = completed.get(call.id) or ToolOutput.error("Not run: the run ended.")
         messages.append(
-            Message(
+            _new_message(
                 role=Role.TOOL,
                 content=output.content,
                 tool_call_id=call.id,

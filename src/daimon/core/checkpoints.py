@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from daimon.core._fastinit import fast_init
 from daimon.core.chat import Usage
 from daimon.core.messages import Message, ToolCall
 from daimon.core.tools import ToolOutput
@@ -12,6 +13,7 @@ from daimon.core.tools import ToolOutput
 __all__ = ("CheckpointState", "RunProgress")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunProgress:
     """Where an agent run stands in its own messages: the loop's bookkeeping in a checkpoint."""
