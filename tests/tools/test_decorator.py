@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import threading
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ import pytest
 from daimon.core.errors import BuilderError
 from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.tools import FunctionTool, ModelRetry, RunContext, Tool, ToolRetryPolicy, tool
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="unset")
 
 
 @tool
@@ -246,6 +249,62 @@ async def test_async_tools_run_on_the_event_loop(ctx: RunContext[None]) -> None:
 
     out = await where.execute({}, ctx)
     assert int(out.content) == threading.get_ident()
+
+
+async def test_inline_sync_tools_run_on_the_event_loop_thread(ctx: RunContext[None]) -> None:
+    @tool(inline=True)
+    def where() -> int:
+        return threading.get_ident()
+
+    assert where.inline is True
+    assert add.inline is False
+    out = await where.execute({}, ctx)
+    assert int(out.content) == threading.get_ident()
+
+
+async def test_inline_tools_see_the_callers_context_and_keep_their_own_changes(
+    ctx: RunContext[None],
+) -> None:
+    @tool(inline=True)
+    def read_and_set() -> str:
+        seen = REQUEST_ID.get()
+        REQUEST_ID.set("set by the tool")
+        return seen
+
+    token = REQUEST_ID.set("req-7")
+    try:
+        assert (await read_and_set.execute({}, ctx)).content == "req-7"
+        assert REQUEST_ID.get() == "req-7"
+    finally:
+        REQUEST_ID.reset(token)
+
+
+async def test_inline_sync_function_returning_a_coroutine_is_awaited(
+    ctx: RunContext[None],
+) -> None:
+    async def later() -> str:
+        return "done"
+
+    @tool(inline=True)
+    def kick() -> Any:
+        return later()
+
+    assert (await kick.execute({}, ctx)).content == "done"
+
+
+def test_inline_is_validated() -> None:
+    def fast() -> int:
+        return 1
+
+    async def coroutine() -> int:
+        return 1
+
+    with pytest.raises(BuilderError, match="inline must be True or False"):
+        tool(fast, inline=1)  # type: ignore[call-overload]
+    with pytest.raises(BuilderError, match="inline is for sync functions"):
+        tool(coroutine, inline=True)
+    with pytest.raises(BuilderError, match="cannot have a timeout"):
+        tool(fast, inline=True, timeout=1)
 
 
 async def test_async_callable_objects_are_awaited(ctx: RunContext[None]) -> None:

@@ -6,7 +6,7 @@ once, at decoration time; a call only converts the arguments that need it and ru
 
 from __future__ import annotations
 
-import asyncio
+import contextvars
 import functools
 import inspect
 import math
@@ -24,6 +24,7 @@ from daimon.tools._output import to_output
 from daimon.tools._retry import ToolRetryPolicy
 from daimon.tools._schema import MISSING, SchemaBuilder, json_default
 from daimon.tools._signals import ModelRetry
+from daimon.tools._threads import run_in_thread
 
 __all__ = ("FunctionTool",)
 
@@ -47,6 +48,7 @@ class FunctionTool(Generic[P, R]):
         timeout: Seconds a call may take.
         retry_policy: Retries when the tool raises.
         requires_approval: Each call waits for a person's approval before it runs.
+        inline: Run a sync function on the event loop's thread instead of a worker thread.
         localns: Extra names for resolving string annotations (the decorating scope's locals).
 
     Raises:
@@ -65,6 +67,7 @@ class FunctionTool(Generic[P, R]):
         "_positional",
         "description",
         "function",
+        "inline",
         "name",
         "parameters_schema",
         "requires_approval",
@@ -87,6 +90,8 @@ class FunctionTool(Generic[P, R]):
     """Retries for this tool, or ``None`` to use the agent's default."""
     requires_approval: bool
     """Whether each call waits for a person's approval before it runs."""
+    inline: bool
+    """Whether the sync function runs on the event loop's thread (blocking it while it runs)."""
     function: Callable[P, R]
     """The decorated function."""
 
@@ -99,6 +104,7 @@ class FunctionTool(Generic[P, R]):
         timeout: float | None = None,
         retry_policy: ToolRetryPolicy | None = None,
         requires_approval: bool = False,
+        inline: bool = False,
         localns: Mapping[str, Any] | None = None,
     ) -> None:
         if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
@@ -118,6 +124,7 @@ class FunctionTool(Generic[P, R]):
         doc = parse_doc(inspect.getdoc(_unpartial(function)))
         self.description = description if description is not None else doc.description
         self._is_async = _is_async(function)
+        self.inline = _check_inline(self.name, inline, self._is_async, self.timeout)
         self.parameters_schema = self._analyse(doc.params, localns)
         self.spec = ToolSpec(
             name=self.name, description=self.description, parameters=self.parameters_schema
@@ -206,7 +213,10 @@ class FunctionTool(Generic[P, R]):
         return to_output(await self._run_sync(args, kwargs))
 
     async def _run_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        result = await asyncio.to_thread(self._call, *args, **kwargs)
+        if self.inline:  # in a copy of the context, as in a thread: what it sets stays its own
+            result = contextvars.copy_context().run(self._call, *args, **kwargs)
+        else:
+            result = await run_in_thread(self._call, args, kwargs)
         if inspect.isawaitable(result):  # a sync function that hands back a coroutine
             result = await result
         return result
@@ -249,6 +259,21 @@ def _default_name(function: Callable[..., Any]) -> str:
 
 def _qualname(function: Callable[..., Any]) -> str:
     return str(getattr(function, "__qualname__", function))
+
+
+def _check_inline(name: str, inline: Any, is_async: bool, timeout: float | None) -> bool:
+    if not isinstance(inline, bool):
+        raise BuilderError(f"tool {name!r}: inline must be True or False")
+    if inline and is_async:
+        raise BuilderError(
+            f"tool {name!r}: inline is for sync functions; an async one runs on the event loop"
+        )
+    if inline and timeout is not None:
+        raise BuilderError(
+            f"tool {name!r}: an inline tool cannot have a timeout: nothing can interrupt a "
+            "function running on the event loop's thread"
+        )
+    return inline
 
 
 def _check_timeout(name: str, timeout: Any) -> float | None:

@@ -1,0 +1,81 @@
+"""daimon's ``run`` cell on two source trees, interleaved: this tree against an earlier one.
+
+Usage (from the repository root):
+
+    git archive <commit> src | tar -x -C /tmp/before        # the earlier tree's sources
+    .venv/bin/python benchmarks/tree_ab.py --before /tmp/before/src [--rounds 7]
+        [--tools sync,async]
+
+Each round runs the cell of ``benchmarks/peers/cell.py`` (``run``: µs per ReAct run, median of up
+to 3,000 runs) for the floor, then for daimon from each tree with each tool kind, in an order
+rotated each round, every cell in a fresh interpreter (the earlier tree is put first on
+``PYTHONPATH``). Prints the median over rounds, every round's figure, and the 1-minute load
+average before each round and after the last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+PEERS = Path(__file__).resolve().parent / "peers"
+
+
+def cell(adapter: str, tool: str, source: str | None) -> float:
+    """µs per run, from one fresh interpreter; ``source`` is a ``src`` directory to import from."""
+    env = {**os.environ, "BENCH_TOOL": tool, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPATH", None)
+    if source is not None:
+        env["PYTHONPATH"] = source
+    done = subprocess.run(
+        [sys.executable, "cell.py", "run", adapter],
+        cwd=PEERS,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(
+            f"{adapter} ({tool}, {source or 'this tree'}) failed:\n{done.stderr[-3000:]}"
+        )
+    line = done.stdout[done.stdout.rfind("RESULT ") + len("RESULT ") :].splitlines()[0]
+    return float(json.loads(line)["run_us"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, help="the earlier tree's src directory")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--tools", default="sync,async")
+    args = parser.parse_args()
+    tools = args.tools.split(",")
+    cells = [("floor", tools[0], "floor")] + [
+        (tree, tool, "daimon") for tool in tools for tree in ("before", "after")
+    ]
+    results: dict[tuple[str, str], list[float]] = {(tree, tool): [] for tree, tool, _ in cells}
+    loads = []
+    for round_ in range(args.rounds):
+        loads.append(os.getloadavg()[0])
+        shift = round_ % len(cells)
+        for tree, tool, adapter in cells[shift:] + cells[:shift]:
+            source = args.before if tree == "before" else None
+            results[(tree, tool)].append(cell(adapter, tool, source))
+    loads.append(os.getloadavg()[0])
+    for (tree, tool), samples in results.items():
+        rounds = ", ".join(f"{s:.1f}" for s in samples)
+        print(f"{tree:6s} {tool:5s} {statistics.median(samples):8.1f} µs per run  ({rounds})")
+    for tree in ("before", "after"):
+        if len(tools) == 2:
+            first, second = (statistics.median(results[(tree, t)]) for t in tools)
+            print(f"{tree}: {tools[0]} / {tools[1]} = {first / second:.2f}x")
+    print("load average (1 min), before each round and after the last:", loads)
+
+
+if __name__ == "__main__":
+    main()
