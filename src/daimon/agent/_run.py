@@ -204,9 +204,19 @@ class Run:
             self.progress = restored.progress
             if self.state.session_id is not None:  # the saved run's session
                 self._memory = self.agent.memory
-        self._prepare_spending()
-        self._prepare_output()
-        for hook in self.agent.hooks:
+        agent = self.agent
+        tracker = CostTracker(agent.cost_model) if agent.cost_model is not None else None
+        enclosing = Budget.enclosing()  # the budget of the run whose tool started this one
+        if agent.max_budget is not None or enclosing is not None:
+            ledger = Budget(agent.max_budget, enclosing, spent=self.state.cost)
+            self._budget = RunBudget(ledger, tracker, agent.model.model_name)
+        self._rollup = Rollup(self.state, tracker, agent.model.model_name, self._budget)
+        if agent.output is not None:
+            if agent.native_output:
+                self.response_format = agent.output.response_format
+            else:
+                self.tools = (*self.tools, agent.output.tool_spec)
+        for hook in agent.hooks:
             await hook.on_run_start(self.state)
         return None
 
@@ -248,24 +258,6 @@ class Run:
         if memory is None or session_id is None:
             return ()
         return await memory.get_messages(session_id)
-
-    def _prepare_spending(self) -> None:
-        agent = self.agent
-        tracker = CostTracker(agent.cost_model) if agent.cost_model is not None else None
-        enclosing = Budget.enclosing()  # the budget of the run whose tool started this one
-        if agent.max_budget is not None or enclosing is not None:
-            ledger = Budget(agent.max_budget, enclosing, spent=self.state.cost)
-            self._budget = RunBudget(ledger, tracker, agent.model.model_name)
-        self._rollup = Rollup(self.state, tracker, agent.model.model_name, self._budget)
-
-    def _prepare_output(self) -> None:
-        output = self.agent.output
-        if output is None:
-            return
-        if self.agent.native_output:
-            self.response_format = output.response_format
-        else:
-            self.tools = (*self.tools, output.tool_spec)
 
     # ------------------------------------------------------------------------ the model's turn
 
@@ -353,7 +345,8 @@ class Run:
         if agent.output is not None:
             return await self._structured_answer(agent.output, response)
         if self.pending:
-            await self._save()
+            if self._checkpointer is not None:
+                await self._save()
             return None
         text = assistant.text
         if agent.output_guardrails:
@@ -416,12 +409,14 @@ class Run:
             self._repeats.count(todo, completed)
         events = add_results(state.messages, calls, completed, turn.durations, ended)
         self.pending, self.completed = (), {}
-        await self._remember()
+        if self._memory is not None:
+            await self._remember()
         if ended is not None:
             end = ended.end
             text = end.text if end.text is not None else _as_text(end.output)
             return events, await self.finish(text, end.output)
-        await self._save()
+        if self._checkpointer is not None:
+            await self._save()
         for hook in agent.hooks:
             await hook.on_iteration_end(state)
         return events, None
@@ -431,7 +426,10 @@ class Run:
         interrupt = self._interrupt
         interrupt.armed = True
         try:
-            await turn.run(calls)
+            if len(calls) == 1:  # most turns: one call, run in the loop's own task
+                await turn.run_one(calls[0])
+            else:
+                await turn.run(calls)
         except Ended as ended:
             return ended
         except asyncio.CancelledError:
@@ -455,7 +453,8 @@ class Run:
         model: str | None = None,
     ) -> Done:
         """End the run with its answer: memory, the checkpoint, the hooks, and ``Done``."""
-        await self._remember()
+        if self._memory is not None:
+            await self._remember()
         result = self._response(text, output)
         if self._checkpointer is not None:
             finished = self._advance(status="completed", text=result.text)

@@ -192,10 +192,7 @@ class ToolTurn:
         self._progress = progress
 
     async def run(self, calls: Sequence[ToolCall]) -> None:
-        """Run the calls: one in the loop's own task, several concurrently, each in its own."""
-        if len(calls) == 1:
-            await self.run_one(calls[0])
-            return
+        """Run the calls concurrently, each in its own task."""
         try:
             async with asyncio.TaskGroup() as group:
                 for call in calls:
