@@ -7,7 +7,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 
 from daimon.agent._loop import run_events
 from daimon.agent._output import OutputSpec
@@ -148,17 +148,23 @@ class Agent(Generic[DepsT, OutputT]):
         max_repeated_tool_calls: int | None = 3,
         deps_type: type[DepsT] | None = None,
     ) -> None:
+        # Each check is a call only when its setting is not the default: constructing an agent
+        # is benchmarked (the construct metric), and most agents set few of these.
         self.model: Model = _model(model)
         self.name = name
-        self.system_prompt = _system_prompt(system_prompt)
+        if system_prompt is not None and type(system_prompt) is not str:
+            _check_system_prompt(system_prompt)
+        self.system_prompt = system_prompt
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self._memory = memory
-        self.max_iterations = _positive("max_iterations", max_iterations)
-        self.max_repeated_tool_calls = (
-            None
-            if max_repeated_tool_calls is None
-            else _positive("max_repeated_tool_calls", max_repeated_tool_calls, "or None")
-        )
+        if max_iterations != 10 or type(max_iterations) is not int:
+            _positive("max_iterations", max_iterations)
+        self.max_iterations = max_iterations
+        if max_repeated_tool_calls is not None and (
+            max_repeated_tool_calls != 3 or type(max_repeated_tool_calls) is not int
+        ):
+            _positive("max_repeated_tool_calls", max_repeated_tool_calls, "or None")
+        self.max_repeated_tool_calls = max_repeated_tool_calls
         self.hooks: tuple[AgentHook, ...] = tuple(hooks) if hooks else ()
         self.middleware = (
             middleware if isinstance(middleware, MiddlewareStack) else _stack(middleware)
@@ -170,14 +176,20 @@ class Agent(Generic[DepsT, OutputT]):
             tuple(output_guardrails) if output_guardrails else ()
         )
         self.cost_model = cost_model
-        self.max_budget = _budget(max_budget, cost_model)
+        self.max_budget = None if max_budget is None else _budget(max_budget, cost_model)
         self.validate_tool_inputs = validate_tool_inputs
         self.tool_retry_policy = tool_retry_policy
-        self.temperature = _temperature(temperature)
-        self.max_tokens = None if max_tokens is None else _positive("max_tokens", max_tokens)
+        if temperature is not None:
+            _check_temperature(temperature)
+        self.temperature = temperature
+        if max_tokens is not None:
+            _positive("max_tokens", max_tokens)
+        self.max_tokens = max_tokens
         self.examples: tuple[Message, ...] = _examples(examples) if examples else ()
         self.checkpoint = checkpoint
-        self.output_retries = _non_negative("output_retries", output_retries)
+        if output_retries != 2 or type(output_retries) is not int:
+            _non_negative("output_retries", output_retries)
+        self.output_retries = output_retries
         self.output = OutputSpec(output_type) if output_type is not None else None
         self.native_output = bool(getattr(self.model, "supports_json_schema", False))
         self.model_settings = (
@@ -439,9 +451,7 @@ def _non_negative(name: str, value: object) -> int:
     return value
 
 
-def _budget(max_budget: object, cost_model: CostModel | None) -> float | None:
-    if max_budget is None:
-        return None
+def _budget(max_budget: object, cost_model: CostModel | None) -> float:
     if isinstance(max_budget, bool) or not isinstance(max_budget, (int, float)) or max_budget < 0:
         raise BuilderError(f"max_budget must be a non-negative number, got {max_budget!r}")
     if cost_model is None:
@@ -449,18 +459,16 @@ def _budget(max_budget: object, cost_model: CostModel | None) -> float | None:
     return float(max_budget)
 
 
-def _temperature(temperature: object) -> float | None:
-    if temperature is not None and not (isinstance(temperature, (int, float)) and temperature >= 0):
-        raise BuilderError(f"temperature must be a non-negative number, got {temperature!r}")
-    return cast("float | None", temperature)
-
-
-def _system_prompt(system_prompt: SystemPrompt) -> SystemPrompt:
-    if system_prompt is not None and not (
-        isinstance(system_prompt, str) or callable(system_prompt)
+def _check_temperature(temperature: object) -> None:
+    if isinstance(temperature, bool) or not (
+        isinstance(temperature, (int, float)) and temperature >= 0
     ):
+        raise BuilderError(f"temperature must be a non-negative number, got {temperature!r}")
+
+
+def _check_system_prompt(system_prompt: object) -> None:
+    if not callable(system_prompt):
         raise BuilderError("system_prompt must be a string or a callable")
-    return system_prompt
 
 
 def _stack(middleware: Iterable[Middleware]) -> MiddlewareStack:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -30,19 +30,10 @@ from daimon.core.errors import (
     OutputValidationError,
     RunCancelled,
 )
-from daimon.core.events import (
-    Done,
-    StreamEvent,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    ToolResult,
-)
+from daimon.core.events import Done, ToolResult
 from daimon.core.ids import check_id
 from daimon.core.messages import Message, ToolCall
 from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
-from daimon.core.streaming import StreamAccumulator
 from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.cost import Budget, CostTracker, SpendRecord
 from daimon.guardrails import check_input, check_output
@@ -54,7 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = ("Run",)
 
-_FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd)
 _NO_DECISIONS: Mapping[str, ApprovalDecision] = MappingProxyType({})
 _NO_PROGRESS = RunProgress()
 # Built once or more per model call: fast_new skips calling the class, about a quarter of each
@@ -63,7 +53,7 @@ _new_request = fast_new(ChatRequest)
 _new_response = fast_new(AgentResponse)
 
 
-class _Interrupt:
+class Interrupt:
     """Turns a token cancellation into a task cancellation, but only while the run awaits.
 
     The run's task is cancelled only while it is suspended inside the loop (a model call, tools),
@@ -106,7 +96,6 @@ class Run:
         "_checkpointer",
         "_decisions",
         "_detach",
-        "_interrupt",
         "_memory",
         "_middleware",
         "_record",
@@ -116,6 +105,7 @@ class Run:
         "assistant",
         "cancel",
         "completed",
+        "interrupt",
         "pending",
         "progress",
         "response_format",
@@ -155,8 +145,9 @@ class Run:
             deps=deps,
             cancel=cancel,
         )
-        self._interrupt = _Interrupt(asyncio.current_task())
-        self._detach = cancel.on_cancel(self._interrupt)
+        self.interrupt = Interrupt(asyncio.current_task())
+        """Arm it while the run awaits a model or tools: the cancel token then interrupts."""
+        self._detach = cancel.on_cancel(self.interrupt)
         # Without a checkpoint store there is nothing to write: no checkpointer, no snapshots.
         self._checkpointer = (
             RunCheckpointer(agent.checkpoint, self.state) if agent.checkpoint is not None else None
@@ -292,7 +283,7 @@ class Run:
 
     async def call_model(self, request: ChatRequest) -> ChatResponse:
         """The model's answer, in one piece."""
-        interrupt = self._interrupt
+        interrupt = self.interrupt
         interrupt.armed = True
         try:
             return await self.agent.model.generate(request)
@@ -303,25 +294,10 @@ class Run:
         finally:
             interrupt.armed = False
 
-    async def stream_model(
-        self, request: ChatRequest, into: StreamAccumulator
-    ) -> AsyncIterator[StreamEvent]:
-        """The model's answer as it streams: text and tool-call events, gathered ``into``."""
-        interrupt = self._interrupt
-        interrupt.armed = True
-        try:
-            async for event in self.agent.model.generate_stream(request):
-                into.add(event)
-                if isinstance(event, _FORWARDED):
-                    interrupt.armed = False  # the consumer's own awaits are not the run's
-                    yield event
-                    interrupt.armed = True
-        except asyncio.CancelledError:
-            if interrupt.absorb():
-                raise RunCancelled(self.cancel.reason) from None
-            raise
-        finally:
-            interrupt.armed = False
+    def token_cancelled(self) -> None:
+        """In a handler of ``CancelledError``: raise ``RunCancelled`` if the token caused it."""
+        if self.interrupt.absorb():
+            raise RunCancelled(self.cancel.reason) from None
 
     def count(self, response: ChatResponse) -> float:
         """Count the call's usage and cost; what it cost."""
@@ -423,7 +399,7 @@ class Run:
 
     async def _run_tools(self, turn: ToolTurn, calls: Sequence[ToolCall]) -> Ended | None:
         """Run the calls while the cancel token may interrupt them; the EndRun, if one came."""
-        interrupt = self._interrupt
+        interrupt = self.interrupt
         interrupt.armed = True
         try:
             if len(calls) == 1:  # most turns: one call, run in the loop's own task
