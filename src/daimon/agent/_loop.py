@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -71,27 +70,22 @@ async def run_events(
         while done is None:
             if not run.pending:  # the model's turn
                 request, response = await run.request()
-                if response is None and stream:
-                    # Forwarded here rather than through a generator of Run's: a second
-                    # generator level cost about a fifth of a stream's events per second.
-                    accumulator = StreamAccumulator()
-                    add, interrupt = accumulator.add, run.interrupt
-                    interrupt.armed = True
-                    try:
-                        async for event in agent.model.generate_stream(request):
-                            add(event)
-                            if isinstance(event, _FORWARDED):
-                                interrupt.armed = False  # the consumer's awaits are not the run's
-                                yield event
-                                interrupt.armed = True
-                    except asyncio.CancelledError:
-                        run.token_cancelled()
-                        raise
-                    finally:
-                        interrupt.armed = False
-                    response = accumulator.response()
-                elif response is None:
-                    response = await run.call_model(request)
+                if response is None:
+                    with run.interrupt as interrupt:  # the cancel token interrupts the call
+                        if not stream:
+                            response = await agent.model.generate(request)
+                        else:
+                            # Forwarded here rather than through a generator of Run's: a second
+                            # generator level cost a fifth of a stream's events per second.
+                            accumulator = StreamAccumulator()
+                            add = accumulator.add
+                            async for event in agent.model.generate_stream(request):
+                                add(event)
+                                if isinstance(event, _FORWARDED):
+                                    interrupt.armed = False  # the consumer's awaits aren't ours
+                                    yield event
+                                    interrupt.armed = True
+                            response = accumulator.response()
                 cost = run.count(response)
                 if stream:
                     yield UsageEvent(usage=response.usage, cost=cost)

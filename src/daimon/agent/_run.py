@@ -61,12 +61,26 @@ class Interrupt:
     inside the run's own task (a tool cancelling its own run is seen at the next check).
     """
 
-    __slots__ = ("armed", "fired", "task")
+    __slots__ = ("armed", "cancel", "fired", "task")
 
-    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+    def __init__(self, task: asyncio.Task[Any] | None, cancel: CancelToken) -> None:
         self.task = task
+        self.cancel = cancel
         self.armed = False
         self.fired = False
+
+    def __enter__(self) -> Interrupt:
+        """Armed for the block: a model call or the tools."""
+        self.armed = True
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
+        """A cancellation the token caused leaves the block as ``RunCancelled``."""
+        self.armed = False
+        if kind is asyncio.CancelledError and self.absorb():
+            raise RunCancelled(self.cancel.reason) from None
+        if kind is RunCancelled:  # a tool honoured the token itself: no task cancel is left
+            self.absorb()
 
     def __call__(self) -> None:
         task = self.task
@@ -145,7 +159,7 @@ class Run:
             deps=deps,
             cancel=cancel,
         )
-        self.interrupt = Interrupt(asyncio.current_task())
+        self.interrupt = Interrupt(asyncio.current_task(), cancel)
         """Arm it while the run awaits a model or tools: the cancel token then interrupts."""
         self._detach = cancel.on_cancel(self.interrupt)
         # Without a checkpoint store there is nothing to write: no checkpointer, no snapshots.
@@ -221,10 +235,15 @@ class Run:
         agent, state = self.agent, self.state
         if prompt is None:
             raise ValueError(f"run {state.run_id!r} has no saved state to resume; give a prompt")
-        if history is None:
-            history = await self._history()
-        elif self._memory is not None:
+        memory, session_id = self._memory, state.session_id
+        if history is not None and memory is not None:
             raise BuilderError("give a run history or a session_id, not both")
+        if history is None:
+            history = (
+                ()
+                if memory is None or session_id is None
+                else await memory.get_messages(session_id)
+            )
         if isinstance(prompt, Message):
             user = prompt
         else:
@@ -243,12 +262,6 @@ class Run:
         start = len(messages)
         self.progress = RunProgress(new_start=start, memory_mark=start)
         messages.append(user)
-
-    async def _history(self) -> Sequence[Message]:
-        memory, session_id = self._memory, self.state.session_id
-        if memory is None or session_id is None:
-            return ()
-        return await memory.get_messages(session_id)
 
     # ------------------------------------------------------------------------ the model's turn
 
@@ -280,24 +293,6 @@ class Run:
                 request.messages, request.tools, request.max_tokens, request.response_format
             )
         return request, response
-
-    async def call_model(self, request: ChatRequest) -> ChatResponse:
-        """The model's answer, in one piece."""
-        interrupt = self.interrupt
-        interrupt.armed = True
-        try:
-            return await self.agent.model.generate(request)
-        except asyncio.CancelledError:
-            if interrupt.absorb():
-                raise RunCancelled(self.cancel.reason) from None
-            raise
-        finally:
-            interrupt.armed = False
-
-    def token_cancelled(self) -> None:
-        """In a handler of ``CancelledError``: raise ``RunCancelled`` if the token caused it."""
-        if self.interrupt.absorb():
-            raise RunCancelled(self.cancel.reason) from None
 
     def count(self, response: ChatResponse) -> float:
         """Count the call's usage and cost; what it cost."""
@@ -399,24 +394,14 @@ class Run:
 
     async def _run_tools(self, turn: ToolTurn, calls: Sequence[ToolCall]) -> Ended | None:
         """Run the calls while the cancel token may interrupt them; the EndRun, if one came."""
-        interrupt = self.interrupt
-        interrupt.armed = True
         try:
-            if len(calls) == 1:  # most turns: one call, run in the loop's own task
-                await turn.run_one(calls[0])
-            else:
-                await turn.run(calls)
+            with self.interrupt:
+                if len(calls) == 1:  # most turns: one call, run in the loop's own task
+                    await turn.run_one(calls[0])
+                else:
+                    await turn.run(calls)
         except Ended as ended:
             return ended
-        except asyncio.CancelledError:
-            if interrupt.absorb():
-                raise RunCancelled(self.cancel.reason) from None
-            raise
-        except RunCancelled:
-            interrupt.absorb()
-            raise
-        finally:
-            interrupt.armed = False
         return None
 
     # ------------------------------------------------------------------------------- the end
