@@ -373,7 +373,16 @@ class Run:
         )
         if self._checkpointer is not None:
             turn.checkpoint(self._checkpointer, calls, self.progress)
-        ended = await self._run_tools(turn, todo) if todo else None
+        ended: Ended | None = None
+        if todo:
+            try:
+                with self.interrupt:  # the cancel token interrupts the calls
+                    if len(todo) == 1:  # most turns: one call, run in the loop's own task
+                        await turn.run_one(todo[0])
+                    else:
+                        await turn.run(todo)
+            except Ended as end_run:
+                ended = end_run
         if waiting:
             return (), await self._pause(waiting)
         if self._repeats is not None and ended is None:
@@ -391,18 +400,6 @@ class Run:
         for hook in agent.hooks:
             await hook.on_iteration_end(state)
         return events, None
-
-    async def _run_tools(self, turn: ToolTurn, calls: Sequence[ToolCall]) -> Ended | None:
-        """Run the calls while the cancel token may interrupt them; the EndRun, if one came."""
-        try:
-            with self.interrupt:
-                if len(calls) == 1:  # most turns: one call, run in the loop's own task
-                    await turn.run_one(calls[0])
-                else:
-                    await turn.run(calls)
-        except Ended as ended:
-            return ended
-        return None
 
     # ------------------------------------------------------------------------------- the end
 

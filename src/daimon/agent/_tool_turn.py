@@ -219,7 +219,19 @@ class ToolTurn:
                 else:
                     call = replaced
             if output is None:
-                output = await self._execute(call)
+                budget = self._rollup.budget
+                # Runs the tool starts (sub-agents) spend from this run's budget.
+                entered = None if budget is None else budget.ledger.enter()
+                try:
+                    output = await agent.tools.run(
+                        call,
+                        self._context(call),
+                        validate=agent.validate_tool_inputs,
+                        retry_policy=agent.tool_retry_policy,
+                    )
+                finally:
+                    if entered is not None:
+                        Budget.leave(entered)
             for hook in agent.hooks:
                 await hook.on_tool_result(call, output, state)
         except EndRun as end:
@@ -230,10 +242,10 @@ class ToolTurn:
         if self._checkpointer is not None:
             await self._checkpointer.save(self._calls, self.completed, self._progress)
 
-    async def _execute(self, call: ToolCall) -> ToolOutput:
-        """The registry's result for ``call``, with the run's context and budget around it."""
-        agent, state = self._agent, self._state
-        ctx: RunContext[Any] = RunContext(
+    def _context(self, call: ToolCall) -> RunContext[Any]:
+        """What the tool may know of the run that called it."""
+        state = self._state
+        return RunContext(
             run_id=state.run_id,
             deps=state.deps,
             cancel=self._cancel,
@@ -244,19 +256,6 @@ class ToolTurn:
             iteration=state.iteration,
             on_usage=self._rollup.report,
         )
-        budget = self._rollup.budget
-        # Runs the tool starts (sub-agents) spend from this run's budget.
-        entered = None if budget is None else budget.ledger.enter()
-        try:
-            return await agent.tools.run(
-                call,
-                ctx,
-                validate=agent.validate_tool_inputs,
-                retry_policy=agent.tool_retry_policy,
-            )
-        finally:
-            if entered is not None:
-                Budget.leave(entered)
 
 
 def _one_of(failures: BaseExceptionGroup[BaseException]) -> BaseException:
