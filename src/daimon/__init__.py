@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     )
     from daimon.core.errors import (
         AgentRunError,
+        ApprovalRequiredError,
         BudgetExceededError,
         BuilderError,
         CheckpointConflictError,
@@ -121,6 +122,7 @@ _LAZY: dict[str, str] = {
     "AgentHook": "daimon.hooks",
     "AgentResponse": "daimon.core.results",
     "AgentRunError": "daimon.core.errors",
+    "ApprovalRequiredError": "daimon.core.errors",
     "AgentTool": "daimon.multiagent",
     "ApprovalDecision": "daimon.core.results",
     "ApprovalRequest": "daimon.core.results",
@@ -203,6 +205,7 @@ __all__ = (
     "AgentTool",
     "ApprovalDecision",
     "ApprovalRequest",
+    "ApprovalRequiredError",
     "BudgetExceededError",
     "BuilderError",
     "CancelToken",

@@ -53,6 +53,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     MaxIterationsError: (AgentRunError,),
     RepeatedToolCallError: (AgentRunError,),
     BudgetExceededError: (AgentRunError,),
+    errors.ApprovalRequiredError: (AgentRunError,),
     GuardrailBlockedError: (AgentRunError,),
     RunCancelled: (AgentRunError,),
     TimeoutError: (AgentRunError, builtins.TimeoutError),
@@ -228,3 +229,24 @@ def test_output_validation_error_lists_errors_and_attempts() -> None:
     error = OutputValidationError(["city: required"], attempts=3)
     assert error.errors == ("city: required",) and error.attempts == 3
     assert "after 3 attempt(s)" in str(error) and "city: required" in str(error)
+
+
+def test_a_paused_response_refuses_to_pass_as_finished() -> None:
+    from daimon.core.messages import ToolCall
+    from daimon.core.results import AgentResponse, ApprovalRequest
+
+    calls = [ToolCall(id=f"c{n}", name=name) for n, name in enumerate(["wire", "refund", "wire"])]
+    paused = AgentResponse(
+        text="",
+        pending_approvals=tuple(ApprovalRequest(id=c.id, call=c, run_id="r") for c in calls),
+    )
+    with pytest.raises(errors.ApprovalRequiredError) as raised:
+        paused.require_finished("the test")
+    assert raised.value.tool_names == ("refund", "wire")
+    assert len(raised.value.approvals) == 3
+    assert str(raised.value) == (
+        "the run paused: refund, wire need(s) a person's approval, which the test cannot ask "
+        "for; those calls did not run"
+    )
+    finished = AgentResponse(text="done")
+    assert finished.require_finished("the test") is finished

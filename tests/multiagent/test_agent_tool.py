@@ -190,7 +190,7 @@ async def test_a_sub_agent_that_needs_approval_is_an_error_result() -> None:
     await parent.prompt("go")
     message = requests_of(parent)[1].messages[-1]
     assert message.is_error
-    assert "needs a person's approval to run refund" in message.text
+    assert "the run paused: refund need(s) a person's approval" in message.text
     assert ran == []
 
 

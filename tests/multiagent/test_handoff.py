@@ -11,6 +11,7 @@ import pytest
 
 from daimon import (
     Agent,
+    ApprovalRequiredError,
     BuilderError,
     CancelToken,
     ChatRequest,
@@ -374,7 +375,7 @@ async def test_an_agent_pausing_for_approval_stops_the_network() -> None:
         },
         start="triage",
     )
-    with pytest.raises(OrchestrationError, match="'billing' paused for approval of refund"):
+    with pytest.raises(ApprovalRequiredError, match=r"refund need\(s\) a person's approval"):
         await network.prompt("refund me")
 
 

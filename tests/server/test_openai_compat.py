@@ -272,3 +272,38 @@ async def test_the_async_sdk_streams_too(live: Live) -> None:
         pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
     assert "".join(pieces).endswith("It is sunny in Oslo.")
     await asyncio.sleep(0)
+
+
+def refund_agent(calls: Calls) -> Agent:
+    """Asks for a refund, a tool that waits for a person's approval."""
+
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order."""
+        calls.tool_args.append({"order": order})
+        return "refunded"
+
+    def model(request: ChatRequest) -> ChatResponse:
+        calls.requests.append(request)
+        return ChatResponse.tool_use(ToolCall(id="r1", name="refund", arguments={"order": "A"}))
+
+    return Agent(FunctionModel(model), name="refunds", tools=[refund])
+
+
+def test_a_run_that_pauses_for_approval_is_a_409_naming_the_tool(live: Live) -> None:
+    calls = Calls()
+    server = live(refund_agent(calls))
+    body = {"model": "refunds", "messages": [{"role": "user", "content": "Refund A"}]}
+    with server.client() as client:
+        answer = client.post("/v1/chat/completions", json=body)
+        assert answer.status_code == 409, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "approval_required"
+        assert error["message"].startswith("the run paused: refund need(s) a person's approval")
+        assert "use POST /prompt" in error["message"]
+        with client.stream(
+            "POST", "/v1/chat/completions", json={**body, "stream": True}
+        ) as streamed:
+            frames = sse_events(list(streamed.iter_lines()))
+    assert any("approval_required" in data for _, data in frames), frames
+    assert calls.tool_args == []  # the call that waits for approval never ran

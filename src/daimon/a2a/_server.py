@@ -77,7 +77,7 @@ from daimon._http_gate import (
 from daimon.a2a._convert import agent_card_for
 from daimon.agent import Agent
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import BuilderError, DaimonError, RunCancelled
+from daimon.core.errors import ApprovalRequiredError, BuilderError, DaimonError, RunCancelled
 from daimon.core.events import Done, TextDelta
 from daimon.core.lifecycle import serve_until_cancelled
 from daimon.core.results import AgentResponse
@@ -188,10 +188,10 @@ class DaimonAgentExecutor(AgentExecutor):
         except Exception as exc:  # the client reads why in the failed status
             await updater.failed(updater.new_agent_message([Part(text=_failure(exc))]))
             return
-        if response.paused:
-            names = ", ".join(sorted({r.call.name for r in response.pending_approvals}))
-            reason = f"Error: the agent needs a person's approval to run {names}"
-            await updater.failed(updater.new_agent_message([Part(text=reason)]))
+        try:
+            response.require_finished("an A2A task")
+        except ApprovalRequiredError as exc:
+            await updater.failed(updater.new_agent_message([Part(text=f"Error: {exc}")]))
             return
         await updater.add_artifact([Part(text=response.text)], name="answer", last_chunk=True)
         await updater.complete()

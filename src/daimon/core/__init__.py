@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     )
     from daimon.core.errors import (
         AgentRunError,
+        ApprovalRequiredError,
         BrokerError,
         BudgetExceededError,
         BuilderError,
@@ -130,6 +131,7 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "AgentResponse": "daimon.core.results",
     "AgentRunError": "daimon.core.errors",
+    "ApprovalRequiredError": "daimon.core.errors",
     "AgentTask": "daimon.core.tasks",
     "ApprovalDecision": "daimon.core.results",
     "ApprovalRequest": "daimon.core.results",
@@ -224,6 +226,7 @@ __all__ = (
     "AgentTask",
     "ApprovalDecision",
     "ApprovalRequest",
+    "ApprovalRequiredError",
     "BrokerError",
     "BudgetExceededError",
     "BuilderError",

@@ -21,6 +21,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   ├── MaxIterationsError
     │   ├── RepeatedToolCallError     the model repeated an identical call with an identical result
     │   ├── BudgetExceededError
+    │   ├── ApprovalRequiredError     a run paused for approvals where none can be given
     │   ├── GuardrailBlockedError
     │   ├── OutputValidationError     structured output never matched its type
     │   ├── RunCancelled
@@ -47,6 +48,7 @@ from typing import Any
 
 __all__ = (
     "AgentRunError",
+    "ApprovalRequiredError",
     "BrokerError",
     "BudgetExceededError",
     "BuilderError",
@@ -299,6 +301,24 @@ class BudgetExceededError(AgentRunError):
         self.reserved = reserved
         self.detail = detail
         """What the reservation counted and what to change, when known."""
+
+
+class ApprovalRequiredError(AgentRunError):
+    """A run paused for approvals where nobody can give them (a server, a delegated agent).
+
+    Attributes:
+        approvals: The pending :class:`~daimon.core.results.ApprovalRequest` s.
+        tool_names: The names of the tools waiting, sorted, once each.
+    """
+
+    def __init__(self, approvals: Sequence[Any], where: str) -> None:
+        names = sorted({approval.call.name for approval in approvals})
+        super().__init__(
+            f"the run paused: {', '.join(names)} need(s) a person's approval, which {where} "
+            "cannot ask for; those calls did not run"
+        )
+        self.approvals = tuple(approvals)
+        self.tool_names = tuple(names)
 
 
 class GuardrailBlockedError(AgentRunError):

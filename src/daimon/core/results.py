@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 from daimon.core._fastinit import fast_init
 from daimon.core.chat import Usage
 from daimon.core.checkpoints import CheckpointState
+from daimon.core.errors import ApprovalRequiredError
 from daimon.core.messages import Message, ToolCall
 
 __all__ = ("AgentResponse", "ApprovalDecision", "ApprovalRequest")
@@ -86,3 +87,16 @@ class AgentResponse(Generic[OutputT]):
     def paused(self) -> bool:
         """Whether the run is waiting for approvals rather than finished."""
         return bool(self.pending_approvals)
+
+    def require_finished(self, where: str) -> AgentResponse[OutputT]:
+        """This response, if the run finished: the one rule for callers that cannot pause.
+
+        Args:
+            where: Who cannot ask for approvals, for the message ("the MCP server", ...).
+
+        Raises:
+            ApprovalRequiredError: The run paused for approvals.
+        """
+        if self.pending_approvals:
+            raise ApprovalRequiredError(self.pending_approvals, where)
+        return self

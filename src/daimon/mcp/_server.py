@@ -57,7 +57,7 @@ from daimon._http_gate import (
     hosts_for,
 )
 from daimon.agent import Agent
-from daimon.core.errors import BuilderError, RunCancelled
+from daimon.core.errors import ApprovalRequiredError, BuilderError, RunCancelled
 from daimon.core.lifecycle import serve_until_cancelled
 from daimon.core.messages import ToolCall
 from daimon.core.tools import ToolOutput
@@ -92,12 +92,10 @@ class _AskAgent:
 
     async def execute(self, arguments: dict[str, Any], ctx: RunContext[Any]) -> ToolOutput:
         response = await self._agent.prompt(str(arguments["prompt"]), cancel=ctx.cancel)
-        if response.paused:
-            names = ", ".join(sorted({r.call.name for r in response.pending_approvals}))
-            return ToolOutput.error(
-                f"Error: the agent stopped to wait for a person to approve {names}; "
-                "approvals cannot be given over MCP"
-            )
+        try:
+            response.require_finished("an MCP tool call")
+        except ApprovalRequiredError as exc:
+            return ToolOutput.error(f"Error: {exc}")
         return ToolOutput(content=response.text, data=_jsonable(response.output))
 
 

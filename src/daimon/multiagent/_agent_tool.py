@@ -9,7 +9,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from daimon.agent import Agent
-from daimon.core import AgentResponse, BuilderError, Done, RunCancelled, ToolOutput
+from daimon.core import (
+    AgentResponse,
+    ApprovalRequiredError,
+    BuilderError,
+    Done,
+    RunCancelled,
+    ToolOutput,
+)
 from daimon.cost import SpendRecord
 from daimon.tools import RunContext
 
@@ -185,12 +192,10 @@ async def run_sub_agent(
         ctx.report_usage(record.usage, record.cost)
     if response is None:  # pragma: no cover - an agent stream always ends with Done or raises
         return ToolOutput.error(f"Error: agent {label!r} ended without an answer")
-    if response.paused:
-        names = ", ".join(sorted({r.call.name for r in response.pending_approvals}))
-        return ToolOutput.error(
-            f"Error: agent {label!r} needs a person's approval to run {names}, and a delegated "
-            "agent cannot wait for approval; those calls did not run."
-        )
+    try:
+        response.require_finished(f"agent {label!r}, delegated to,")
+    except ApprovalRequiredError as exc:
+        return ToolOutput.error(f"Error: {exc}")
     return ToolOutput(content=response.text)
 
 

@@ -220,7 +220,7 @@ class HandoffNetwork:
 
         Raises:
             MaxHandoffsError: The agents handed off more than ``max_handoffs`` times.
-            OrchestrationError: An agent paused for approvals.
+            ApprovalRequiredError: An agent paused for approvals.
             ValueError: ``agent`` is not one of the network's agents.
         """
         response: AgentResponse | None = None
@@ -299,12 +299,7 @@ class HandoffNetwork:
             cost += response.cost
             iterations += response.iterations
             turn.extend(response.messages)
-            if response.paused:
-                names = ", ".join(sorted({r.call.name for r in response.pending_approvals}))
-                raise OrchestrationError(
-                    f"agent {current!r} paused for approval of {names}; a HandoffNetwork run "
-                    "cannot pause for approvals"
-                )
+            response.require_finished(f"agent {current!r} of a HandoffNetwork")
             transfer = response.output
             if not isinstance(transfer, _Transfer):
                 break

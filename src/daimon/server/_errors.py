@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from daimon.core.errors import (
     AgentRunError,
+    ApprovalRequiredError,
     DaimonError,
     GuardrailBlockedError,
     InvalidIdError,
@@ -63,6 +64,8 @@ def describe_failure(exc: BaseException) -> tuple[int, str, str]:
     """The HTTP status, error type and message for a run that raised ``exc``."""
     if isinstance(exc, RunTimeoutError):
         return 504, "TimeoutError", str(exc)
+    if isinstance(exc, ApprovalRequiredError):
+        return 409, "approval_required", str(exc)
     if isinstance(exc, (GuardrailBlockedError, InvalidIdError)):
         return 400, type(exc).__name__, str(exc)
     if isinstance(exc, ModelError):

@@ -34,6 +34,7 @@ from starlette.responses import Response
 
 from daimon.agent import Agent
 from daimon.core.cancel import CancelToken
+from daimon.core.errors import ApprovalRequiredError
 from daimon.core.events import Done, TextDelta, UsageEvent
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
 from daimon.core.results import AgentResponse
@@ -59,6 +60,8 @@ from daimon.server._sse import EventStreamResponse, sse_frame
 
 __all__ = ("add_openai_routes",)
 
+_NO_APPROVALS_HERE = "the OpenAI-compatible API (use POST /prompt)"
+
 _DONE = b"data: [DONE]\n\n"
 
 
@@ -69,17 +72,6 @@ class _BadConversation(ValueError):
         super().__init__(message)
         self.param = param
         self.code = code
-
-
-class _ApprovalRequired(Exception):
-    """The run paused for approvals, which this API cannot ask for (409)."""
-
-    def __init__(self, response: AgentResponse) -> None:
-        tools = ", ".join(a.call.name for a in response.pending_approvals)
-        super().__init__(
-            f"the run paused: tool call(s) {tools} need a person's approval, which the "
-            "OpenAI-compatible API cannot ask for; use POST /prompt"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +170,7 @@ def _usage(response: AgentResponse) -> dict[str, Any]:
 
 
 def _stream_error(exc: BaseException) -> bytes:
-    if isinstance(exc, _ApprovalRequired):
+    if isinstance(exc, ApprovalRequiredError):
         return sse_frame(dump_json(error_body("approval_required", str(exc))))
     _, kind, message = describe_failure(exc)
     return sse_frame(dump_json(error_body(kind, message)))
@@ -397,7 +389,8 @@ def add_openai_routes(
                 return _openai_error(message, type=kind)
             return error_response(status, kind, message)
         if response.paused:
-            return error_response(409, "approval_required", str(_ApprovalRequired(response)))
+            paused = ApprovalRequiredError(response.pending_approvals, _NO_APPROVALS_HERE)
+            return error_response(409, "approval_required", str(paused))
         completion = {
             "id": f"chatcmpl-{run_id}",
             "object": "chat.completion",
@@ -503,8 +496,7 @@ async def _chunks(
             response = event.response
     if response is None:  # pragma: no cover - agent streams end with Done or raise
         raise RuntimeError("the run ended without a response")
-    if response.paused:
-        raise _ApprovalRequired(response)
+    response.require_finished(_NO_APPROVALS_HERE)
     yield chunk({}, "stop")
     if include_usage:
         yield sse_frame(dump_json({**head, "choices": [], "usage": _usage(response)}))
