@@ -9,8 +9,9 @@ Usage (from the repository root):
 Each round runs the cell of ``benchmarks/peers/cell.py`` (``run``: µs per ReAct run, median of up
 to 3,000 runs) for the floor, then for daimon from each tree with each tool kind, in an order
 rotated each round, every cell in a fresh interpreter (the earlier tree is put first on
-``PYTHONPATH``; so is the later one if ``--after`` names it, else the installed daimon runs). Prints the median over rounds, every round's figure, and the 1-minute load
-average before each round and after the last.
+``PYTHONPATH``; so is the later one if ``--after`` names it, else the installed daimon runs).
+Prints the median over rounds, every round's figure, and the 1-minute load average before each
+round and after the last.
 """
 
 from __future__ import annotations

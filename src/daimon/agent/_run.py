@@ -48,7 +48,7 @@ __all__ = ("Run",)
 _NO_DECISIONS: Mapping[str, ApprovalDecision] = MappingProxyType({})
 _NO_PROGRESS = RunProgress()
 # Built once or more per model call: fast_new skips calling the class; its four uses save
-# 1.0-1.3 µs a run together, 4-5% (benchmarks/micro_ab.py; docs/benchmarks.md).
+# 1.0-1.4 µs a run together, 4-5% (benchmarks/micro_ab.py; docs/benchmarks.md).
 _new_request = fast_new(ChatRequest)
 _new_response = fast_new(AgentResponse)
 

@@ -2,8 +2,8 @@
 
 Kept because it is measured to matter (docs/benchmarks.md, "Micro-optimisations, measured"):
 without :func:`fast_init`, a ReAct run with an async tool takes 4.8 µs more (23.0 -> 27.8 µs,
-+21%; ``benchmarks/tree_ab.py``, 9 interleaved rounds) and a streamed text delta 0.2-0.5 µs more
-(of 1.6-2.1 µs); :func:`fast_new` saves another 1.0-1.3 µs a run (4-5%;
++21%; ``benchmarks/tree_ab.py``, 9 interleaved rounds) and a streamed text delta 0.2-0.35 µs more
+(of 1.6-2.1 µs); :func:`fast_new` saves another 1.0-1.4 µs a run (4-5%;
 ``benchmarks/micro_ab.py``). So it is used only on classes built per run, per model call, per
 tool call or per streamed event (each use says which).
 """
@@ -101,7 +101,7 @@ def fast_new(cls: type[T]) -> Callable[..., T]:
     """A function that builds ``cls(**fields)`` without calling the class.
 
     Calling a class packs its keyword arguments into a dict for ``__init__``; for the loop's hot
-    path (a few objects per model call) this function skips that: 1.0-1.3 µs a run (4-5%) over
+    path (a few objects per model call) this function skips that: 1.0-1.4 µs a run (4-5%) over
     its four uses together, 0.3-0.6 µs each (measured as above).
     It builds exactly ``cls``, never a subclass. ``cls`` must have gone through :func:`fast_init`.
     """
