@@ -171,8 +171,7 @@ class Run:
         self._budget: RunBudget | None = None
         self._rollup: Rollup | None = None
         self._memory: Memory | None = agent.memory if session_id is not None else None
-        # MiddlewareStack.__bool__ is Python code: asked once per run, not at every step.
-        self._middleware = agent.middleware if agent.middleware else None
+        self._middleware = agent.middleware or None  # None: no middleware, nothing to call
         self._repeats: RepeatGuard | None = None  # made at the run's first tool call
         self.pending: tuple[ToolCall, ...] = ()
         """The calls of the last model turn that have no result yet."""

@@ -65,7 +65,7 @@ class CancelToken:
         self._callbacks.append(callback)
 
         def detach() -> None:
-            # Not contextlib.suppress(): it costs 0.7-0.8 µs a run (3%; tree_ab run cell, async).
+            # Not contextlib.suppress(): it costs 0.7-0.8 µs a run (3%; benchmarks/micro_ab.py).
             try:  # noqa: SIM105
                 self._callbacks.remove(callback)
             except ValueError:  # already detached, or the token fired (it empties its list)
