@@ -3,14 +3,15 @@
 Usage (from the repository root):
 
     git archive <commit> src | tar -x -C /tmp/before        # the earlier tree's sources
-    .venv/bin/python benchmarks/tree_ab.py --before /tmp/before/src [--rounds 7]
-        [--tools sync,async]
+    .venv/bin/python benchmarks/tree_ab.py --before /tmp/before/src [--after /tmp/after/src]
+        [--rounds 7] [--tools sync,async]
 
 Each round runs the cell of ``benchmarks/peers/cell.py`` (``run``: µs per ReAct run, median of up
 to 3,000 runs) for the floor, then for daimon from each tree with each tool kind, in an order
 rotated each round, every cell in a fresh interpreter (the earlier tree is put first on
-``PYTHONPATH``). Prints the median over rounds, every round's figure, and the 1-minute load
-average before each round and after the last.
+``PYTHONPATH``; so is the later one if ``--after`` names it, else the installed daimon runs).
+Prints the median over rounds, every round's figure, and the 1-minute load average before each
+round and after the last.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def cell(adapter: str, tool: str, source: str | None) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="the earlier tree's src directory")
+    parser.add_argument(
+        "--after", default=None, help="the later tree's src directory (default: the installed one)"
+    )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--tools", default="sync,async")
     args = parser.parse_args()
@@ -64,7 +68,7 @@ def main() -> None:
         loads.append(os.getloadavg()[0])
         shift = round_ % len(cells)
         for tree, tool, adapter in cells[shift:] + cells[:shift]:
-            source = args.before if tree == "before" else None
+            source = args.before if tree == "before" else args.after
             results[(tree, tool)].append(cell(adapter, tool, source))
     loads.append(os.getloadavg()[0])
     for (tree, tool), samples in results.items():

@@ -319,32 +319,14 @@ class RemoteA2AAgent(AsyncClosing):
         )
         exchange = _Exchange()
         queue: asyncio.Queue[object] = asyncio.Queue()
-
-        async def pump() -> None:
-            try:
-                async for item in client.send_message(SendMessageRequest(message=message)):
-                    queue.put_nowait(item)
-            except Exception as exc:
-                queue.put_nowait(exc)
-            queue.put_nowait(None)
-
         said = False  # whether any text was streamed
-        pumping = asyncio.ensure_future(pump())
+        pumping = asyncio.ensure_future(_pump(client, message, queue))
         detach = cancel.on_cancel(lambda: queue.put_nowait(_STOPPED)) if cancel else None
         # A deadline checked around each wait, never around a yield: the consumer's own time
         # between events must not be cancelled by this generator's timeout.
         deadline = asyncio.get_running_loop().time() + self.timeout
         try:
-            while True:
-                async with asyncio.timeout_at(deadline):
-                    item = await queue.get()
-                if item is None:
-                    break
-                if item is _STOPPED:
-                    raise RunCancelled(cancel.reason if cancel else None)
-                if isinstance(item, Exception):
-                    raise self._failure(item) from item
-                assert isinstance(item, StreamResponse)
+            while (item := await self._next_item(queue, deadline, cancel)) is not None:
                 for delta in exchange.absorb(item):
                     said = True
                     yield TextDelta(text=delta)
@@ -370,6 +352,21 @@ class RemoteA2AAgent(AsyncClosing):
                 session_id=exchange.context_id or session_id,
             )
         )
+
+    async def _next_item(
+        self, queue: asyncio.Queue[object], deadline: float, cancel: CancelToken | None
+    ) -> StreamResponse | None:
+        """The remote's next streamed item (``None`` at the end); its failure or a cancel raises."""
+        async with asyncio.timeout_at(deadline):
+            item = await queue.get()
+        if item is None:
+            return None
+        if item is _STOPPED:
+            raise RunCancelled(cancel.reason if cancel else None)
+        if isinstance(item, Exception):
+            raise self._failure(item) from item
+        assert isinstance(item, StreamResponse)
+        return item
 
     async def _connected(self) -> Client:
         if self._client is None:
@@ -562,3 +559,13 @@ async def _fetch_card(http: httpx.AsyncClient, url: str) -> AgentCard:
         raise AgentRunError(
             f"could not read the agent card at {card_url}: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+async def _pump(client: Client, message: Message, queue: asyncio.Queue[object]) -> None:
+    """Move the remote's stream into ``queue``: each item, a failure, then ``None``."""
+    try:
+        async for item in client.send_message(SendMessageRequest(message=message)):
+            queue.put_nowait(item)
+    except Exception as exc:
+        queue.put_nowait(exc)
+    queue.put_nowait(None)

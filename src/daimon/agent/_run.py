@@ -47,8 +47,8 @@ __all__ = ("Run",)
 
 _NO_DECISIONS: Mapping[str, ApprovalDecision] = MappingProxyType({})
 _NO_PROGRESS = RunProgress()
-# Built once or more per model call: fast_new skips calling the class, about a quarter of each
-# object's cost (benchmarks/peers run metric; docs/benchmarks.md, the session-4 A/B).
+# Built once or more per model call: fast_new skips calling the class; its four uses save
+# 1.0-1.4 µs a run together, 4-5% (benchmarks/micro_ab.py; docs/benchmarks.md).
 _new_request = fast_new(ChatRequest)
 _new_response = fast_new(AgentResponse)
 
@@ -171,8 +171,7 @@ class Run:
         self._budget: RunBudget | None = None
         self._rollup: Rollup | None = None
         self._memory: Memory | None = agent.memory if session_id is not None else None
-        # MiddlewareStack.__bool__ is Python code: asked once per run, not at every step.
-        self._middleware = agent.middleware if agent.middleware else None
+        self._middleware = agent.middleware or None  # None: no middleware, nothing to call
         self._repeats: RepeatGuard | None = None  # made at the run's first tool call
         self.pending: tuple[ToolCall, ...] = ()
         """The calls of the last model turn that have no result yet."""

@@ -36,7 +36,7 @@ __all__ = (
 )
 
 
-# One per tool result: fast_new skips calling the class (see agent/_run.py).
+# One per tool result: fast_new skips calling the class (measured with the others: agent/_run.py).
 _new_message = fast_new(Message)
 
 

@@ -63,23 +63,15 @@ class CancelToken:
             callback()
             return _noop
         self._callbacks.append(callback)
-        return _Detach(self, callback)
 
+        def detach() -> None:
+            # Not contextlib.suppress(): it costs 0.7-0.8 µs a run (3%; benchmarks/micro_ab.py).
+            try:  # noqa: SIM105
+                self._callbacks.remove(callback)
+            except ValueError:  # already detached, or the token fired (it empties its list)
+                pass
 
-class _Detach:
-    """Removes one callback from its token: an object, not a closure (one allocation, not three)."""
-
-    __slots__ = ("_callback", "_token")
-
-    def __init__(self, token: CancelToken, callback: Callable[[], object]) -> None:
-        self._token = token
-        self._callback = callback
-
-    def __call__(self) -> None:
-        try:  # noqa: SIM105 - contextlib.suppress() would build a context manager on every run
-            self._token._callbacks.remove(self._callback)
-        except ValueError:  # already detached, or the token fired (it empties its list)
-            pass
+        return detach
 
 
 def _noop() -> None:

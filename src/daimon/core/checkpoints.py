@@ -13,7 +13,7 @@ from daimon.core.tools import ToolOutput
 __all__ = ("CheckpointState", "RunProgress")
 
 
-@fast_init
+@fast_init  # hot: two per run (figures: core/_fastinit.py)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunProgress:
     """Where an agent run stands in its own messages: the loop's bookkeeping in a checkpoint."""

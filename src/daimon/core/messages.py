@@ -51,7 +51,7 @@ ContentPart: TypeAlias = TextPart | ImagePart
 Content: TypeAlias = str | tuple[ContentPart, ...]
 
 
-@fast_init
+@fast_init  # hot: one per tool call (figures: core/_fastinit.py)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """A model's request to run a tool.
@@ -90,7 +90,7 @@ class ToolCall:
         return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
 
 
-@fast_init
+@fast_init  # hot: one per message (figures: core/_fastinit.py)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """One message of a conversation."""

@@ -54,7 +54,7 @@ class ApprovalDecision:
         return cls(approved=False, reason=reason)
 
 
-@fast_init
+@fast_init  # hot: one per run (figures: core/_fastinit.py)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentResponse(Generic[OutputT]):
     """What a run returns: its answer (``output``, and ``text``), messages, usage and cost.

@@ -33,7 +33,7 @@ class ToolSpec:
     kind: Literal["tool_spec"] = field(default="tool_spec", init=False, repr=False)
 
 
-@fast_init
+@fast_init  # hot: one per tool result (figures: core/_fastinit.py)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolOutput:
     """A tool's result: the text the model reads, plus optional structured data.
@@ -78,10 +78,8 @@ class ToolOutput:
         kind = type(data)
         # An int's or a finite float's JSON is its repr, a string's is quoted by the encoder's
         # own function: skipping the encoder halves the cost of these, the common results.
-        if kind is int:
-            return cls(content=int.__repr__(data), data=data)
-        if kind is float and math.isfinite(data):
-            return cls(content=float.__repr__(data), data=data)
+        if kind is int or (kind is float and math.isfinite(data)):
+            return cls(content=repr(data), data=data)
         if kind is str:
             text = data if data.isascii() else _valid_unicode(data)
             return cls(content=_quote(text), data=text)

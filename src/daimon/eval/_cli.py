@@ -14,6 +14,7 @@ from daimon.eval._dataset import DatasetError, load_dataset
 from daimon.eval._progress import console_progress
 from daimon.eval._report import EvalReport, compare_reports
 from daimon.eval._runner import EvalRunner, Promptable
+from daimon.eval._scenario import EvalScenario
 
 __all__ = ("EXIT_BELOW_THRESHOLD", "EXIT_OK", "EXIT_USAGE", "run_eval_cli")
 
@@ -63,37 +64,69 @@ def run_eval_cli(
     """
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
-
-    def usage(message: str) -> int:
-        print(f"daimon eval: {message}", file=err)
+    try:
+        _check_settings(threshold, report_path)
+        scenarios, baseline = _load(dataset_path, baseline_path, judge)
+        try:
+            runner = EvalRunner(
+                agent, concurrency=concurrency, timeout=timeout, progress=console_progress(err)
+            )
+        except BuilderError as exc:  # a bad concurrency or timeout, or not an agent
+            raise _UsageError(str(exc)) from None
+        report = asyncio.run(runner.run(scenarios))
+        code = _gate(report, baseline, threshold, out, err)
+        if report_path is not None:
+            _save(report, report_path)
+    except _UsageError as exc:
+        print(f"daimon eval: {exc}", file=err)
         return EXIT_USAGE
+    return code
 
+
+class _UsageError(Exception):
+    """A bad argument, dataset or file: the command exits with :data:`EXIT_USAGE`."""
+
+
+def _check_settings(threshold: float, report_path: str | os.PathLike[str] | None) -> None:
+    """Reject a bad threshold or report format, or a call from inside an event loop."""
     if not (isinstance(threshold, int | float) and 0.0 <= threshold <= 1.0):
-        return usage(f"the threshold must be between 0 and 1, got {threshold!r}")
+        raise _UsageError(f"the threshold must be between 0 and 1, got {threshold!r}")
     if report_path is not None and Path(report_path).suffix.lower() not in _REPORT_SUFFIXES:
-        return usage(
+        raise _UsageError(
             f"cannot tell the report format of {str(report_path)!r}: use .json, .md or .html"
         )
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        pass
-    else:
-        return usage("run_eval_cli() cannot run inside an event loop: use EvalRunner")
+        return
+    raise _UsageError("run_eval_cli() cannot run inside an event loop: use EvalRunner")
+
+
+def _load(
+    dataset_path: str | os.PathLike[str],
+    baseline_path: str | os.PathLike[str] | None,
+    judge: Model | str | None,
+) -> tuple[list[EvalScenario], EvalReport | None]:
+    """The dataset's scenarios and the baseline report, if any."""
     try:
         scenarios = load_dataset(dataset_path, judge=judge)
         baseline = EvalReport.load(baseline_path) if baseline_path is not None else None
     except (DatasetError, MissingDependencyError, SerializationError) as exc:
-        return usage(str(exc))
+        raise _UsageError(str(exc)) from None
     except OSError as exc:
-        return usage(f"cannot read the baseline {str(baseline_path)!r}: {exc.strerror or exc}")
-    try:
-        runner = EvalRunner(
-            agent, concurrency=concurrency, timeout=timeout, progress=console_progress(err)
-        )
-    except BuilderError as exc:  # a bad concurrency or timeout, or not an agent
-        return usage(str(exc))
-    report = asyncio.run(runner.run(scenarios))
+        message = f"cannot read the baseline {str(baseline_path)!r}: {exc.strerror or exc}"
+        raise _UsageError(message) from None
+    return scenarios, baseline
+
+
+def _gate(
+    report: EvalReport,
+    baseline: EvalReport | None,
+    threshold: float,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Print the report (and the comparison with the baseline); the exit code they give."""
     print(report.to_markdown(), file=out)
     code = EXIT_OK if report.pass_rate >= threshold else EXIT_BELOW_THRESHOLD
     if baseline is not None:
@@ -106,9 +139,12 @@ def run_eval_cli(
             f"daimon eval: pass rate {report.pass_rate:.0%} is below the threshold {threshold:.0%}",
             file=err,
         )
-    if report_path is not None:
-        try:
-            report.save(report_path)
-        except OSError as exc:
-            return usage(f"cannot write the report {str(report_path)!r}: {exc.strerror or exc}")
     return code
+
+
+def _save(report: EvalReport, report_path: str | os.PathLike[str]) -> None:
+    try:
+        report.save(report_path)
+    except OSError as exc:
+        message = f"cannot write the report {str(report_path)!r}: {exc.strerror or exc}"
+        raise _UsageError(message) from None

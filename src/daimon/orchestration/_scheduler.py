@@ -103,93 +103,145 @@ async def execute(
     """Run ``nodes`` (checked, ``order`` topological) under ``cancel``; tell the observers."""
     if cancel is not None:
         cancel.raise_if_cancelled()
-    successors: dict[str, list[str]] = {name: [] for name in nodes}
-    for name, spec in nodes.items():
-        for dependency in spec.depends_on:
-            successors[dependency].append(name)
-    waiting = {name: len(spec.depends_on) for name, spec in nodes.items()}
-    blocked: set[str] = set()
-    outputs: dict[str, Any] = {}
-    failed: dict[str, Exception] = {}
-    skipped: set[str] = set()
-    timings: list[StepTiming] = []
-    tally = Tally()
-    limit = asyncio.Semaphore(max_concurrency) if max_concurrency is not None else None
-    inputs_view = dict(run_inputs)
+    run = _DagRun(
+        nodes,
+        run_inputs,
+        cancel=cancel,
+        on_error=on_error,
+        max_concurrency=max_concurrency,
+        on_node=on_node,
+        on_agent_event=on_agent_event,
+    )
+    with cancellable(cancel):
+        async with asyncio.TaskGroup() as group:
+            run.group = group
+            for name in order:
+                if not run.waiting[name]:
+                    group.create_task(run.run_node(name))
+    return run.result(order)
 
-    async def run_node(name: str) -> None:
-        spec = nodes[name]
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-        inputs = {d: outputs[d] for d in spec.depends_on} if spec.depends_on else dict(inputs_view)
-        args: tuple[Any, ...] = (inputs,)
-        if spec.wants_context:
-            ctx = NodeContext(
-                name, inputs_view, cancel=cancel, tally=tally, on_agent_event=on_agent_event
-            )
-            args += (ctx,)
+
+class _DagRun:
+    """One DAG run's state: what each node waits for, and what the finished ones left."""
+
+    group: asyncio.TaskGroup
+
+    def __init__(
+        self,
+        nodes: Mapping[str, DagNodeSpec],
+        run_inputs: Mapping[str, Any],
+        *,
+        cancel: CancelToken | None,
+        on_error: OnError,
+        max_concurrency: int | None,
+        on_node: NodeObserver | None,
+        on_agent_event: NodeAgentObserver | None,
+    ) -> None:
+        self.nodes = nodes
+        self.cancel = cancel
+        self.on_error = on_error
+        self.on_node = on_node
+        self.on_agent_event = on_agent_event
+        self.successors: dict[str, list[str]] = {name: [] for name in nodes}
+        for name, spec in nodes.items():
+            for dependency in spec.depends_on:
+                self.successors[dependency].append(name)
+        self.waiting = {name: len(spec.depends_on) for name, spec in nodes.items()}
+        self.blocked: set[str] = set()
+        self.outputs: dict[str, Any] = {}
+        self.failed: dict[str, Exception] = {}
+        self.skipped: set[str] = set()
+        self.timings: list[StepTiming] = []
+        self.tally = Tally()
+        self.limit = asyncio.Semaphore(max_concurrency) if max_concurrency is not None else None
+        self.inputs_view = dict(run_inputs)
+
+    async def run_node(self, name: str) -> None:
+        """Run one node, record its output or its failure, and start what it unblocks."""
+        spec = self.nodes[name]
+        if self.cancel is not None:
+            self.cancel.raise_if_cancelled()
+        args = self.arguments(name, spec)
         started = 0.0
         try:
-            if limit is None:
-                started = begin(name)
+            if self.limit is None:
+                started = self.begin(name)
                 result = await call(spec.fn, *args)
             else:
-                async with limit:
-                    started = begin(name)
+                async with self.limit:
+                    started = self.begin(name)
                     result = await call(spec.fn, *args)
         except RunCancelled:
             raise
         except Exception as exc:
-            if on_node is not None:
-                seconds = time.perf_counter() - started
-                on_node(NodeFailed(node=name, seconds=seconds, error=exc))
-            if on_error == "cancel":
-                raise NodeError(name, exc) from exc
-            failed[name] = exc
-            done(name, ok=False)
+            self.node_failed(name, exc, time.perf_counter() - started)
             return
         seconds = time.perf_counter() - started
-        timings.append(StepTiming(name=name, seconds=seconds))
-        if on_node is not None:
-            on_node(NodeFinished(node=name, seconds=seconds))
-        tally.add_found(result)
-        outputs[name] = result
-        done(name, ok=True)
+        self.timings.append(StepTiming(name=name, seconds=seconds))
+        if self.on_node is not None:
+            self.on_node(NodeFinished(node=name, seconds=seconds))
+        self.tally.add_found(result)
+        self.outputs[name] = result
+        self.done(name, ok=True)
 
-    def begin(name: str) -> float:
-        if on_node is not None:
-            on_node(NodeStarted(node=name))
+    def arguments(self, name: str, spec: DagNodeSpec) -> tuple[Any, ...]:
+        """The node's inputs (its predecessors' outputs, or the run's), and its context if asked."""
+        outputs = self.outputs
+        inputs = (
+            {d: outputs[d] for d in spec.depends_on} if spec.depends_on else dict(self.inputs_view)
+        )
+        if not spec.wants_context:
+            return (inputs,)
+        ctx = NodeContext(
+            name,
+            self.inputs_view,
+            cancel=self.cancel,
+            tally=self.tally,
+            on_agent_event=self.on_agent_event,
+        )
+        return (inputs, ctx)
+
+    def begin(self, name: str) -> float:
+        """Tell the observer a node starts; the start time."""
+        if self.on_node is not None:
+            self.on_node(NodeStarted(node=name))
         return time.perf_counter()
 
-    def done(name: str, *, ok: bool) -> None:
+    def node_failed(self, name: str, exc: Exception, seconds: float) -> None:
+        """Cancel the run (``on_error="cancel"``), or record the failure and block descendants."""
+        if self.on_node is not None:
+            self.on_node(NodeFailed(node=name, seconds=seconds, error=exc))
+        if self.on_error == "cancel":
+            raise NodeError(name, exc) from exc
+        self.failed[name] = exc
+        self.done(name, ok=False)
+
+    def done(self, name: str, *, ok: bool) -> None:
         """Start the successors that have nothing left to wait for; skip the blocked ones."""
         finished = [(name, ok)]
         while finished:
             node, node_ok = finished.pop()
-            for successor in successors[node]:
+            for successor in self.successors[node]:
                 if not node_ok:
-                    blocked.add(successor)
-                waiting[successor] -= 1
-                if waiting[successor]:
+                    self.blocked.add(successor)
+                self.waiting[successor] -= 1
+                if self.waiting[successor]:
                     continue
-                if successor in blocked:
-                    skipped.add(successor)
-                    if on_node is not None:
-                        on_node(NodeSkipped(node=successor))
+                if successor in self.blocked:
+                    self.skipped.add(successor)
+                    if self.on_node is not None:
+                        self.on_node(NodeSkipped(node=successor))
                     finished.append((successor, False))
                 else:
-                    group.create_task(run_node(successor))
+                    self.group.create_task(self.run_node(successor))
 
-    with cancellable(cancel):
-        async with asyncio.TaskGroup() as group:
-            for name in order:
-                if not waiting[name]:
-                    group.create_task(run_node(name))
-    return DagResult(
-        outputs={name: outputs[name] for name in order if name in outputs},
-        failed={name: failed[name] for name in order if name in failed},
-        skipped=tuple(name for name in order if name in skipped),
-        usage=tally.usage,
-        cost=tally.cost,
-        timings=tuple(timings),
-    )
+    def result(self, order: Sequence[str]) -> DagResult:
+        """What the run produced, each part in topological order."""
+        return DagResult(
+            outputs={name: self.outputs[name] for name in order if name in self.outputs},
+            failed={name: self.failed[name] for name in order if name in self.failed},
+            skipped=tuple(name for name in order if name in self.skipped),
+            usage=self.tally.usage,
+            cost=self.tally.cost,
+            timings=tuple(self.timings),
+        )

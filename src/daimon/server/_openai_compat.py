@@ -325,7 +325,12 @@ def add_openai_routes(
     router: APIRouter, served: ServedAgents, settings: ServerSettings, started: int
 ) -> None:
     """Add the OpenAI-compatible routes, under ``/v1``, to ``router``."""
-    timeout = settings.request_timeout
+    _add_model_routes(router, served, started)
+    _add_chat_route(router, served, settings)
+
+
+def _add_model_routes(router: APIRouter, served: ServedAgents, started: int) -> None:
+    """``GET /v1/models`` and ``GET /v1/models/{model_id}``: the served agents, as models."""
 
     def model(name: str) -> dict[str, Any]:
         return {"id": name, "object": "model", "created": started, "owned_by": "daimon"}
@@ -346,6 +351,11 @@ def add_openai_routes(
         if model_id not in served.by_name:
             return error_response(404, "not_found", served.unknown(model_id))
         return Response(dump_json(model(model_id)), media_type="application/json")
+
+
+def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSettings) -> None:
+    """``POST /v1/chat/completions``."""
+    timeout = settings.request_timeout
 
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         """Run an agent on a conversation, as OpenAI Chat Completions would answer it."""

@@ -216,7 +216,13 @@ def add_native_routes(
     router: APIRouter, served: ServedAgents, settings: ServerSettings, ready: Callable[[], bool]
 ) -> None:
     """Add the routes of daimon's own API to ``router`` (the app's own: no nested routers)."""
-    strict_query = [Depends(reject_unknown_query)]
+    _add_prompt_routes(router, served, settings)
+    _add_status_routes(router, served, ready)
+    _add_session_routes(router, served)
+
+
+def _add_prompt_routes(router: APIRouter, served: ServedAgents, settings: ServerSettings) -> None:
+    """``POST /prompt`` and ``POST /prompt/stream``."""
     timeout = settings.request_timeout
 
     @router.post("/prompt", response_model=PromptResponse, responses=error_responses(*_RUN))
@@ -292,6 +298,10 @@ def add_native_routes(
             timeout=timeout,
         )
 
+
+def _add_status_routes(router: APIRouter, served: ServedAgents, ready: Callable[[], bool]) -> None:
+    """``GET /health``, ``GET /ready`` and ``GET /agents``."""
+
     @router.get("/health", response_model=HealthResponse, responses=error_responses(*_GATED))
     async def health() -> Response:
         """Liveness: the process is up."""
@@ -328,6 +338,11 @@ def add_native_routes(
                 )
         body = {"default": served.default, "agents": listed}
         return Response(dump_json(body), media_type="application/json")
+
+
+def _add_session_routes(router: APIRouter, served: ServedAgents) -> None:
+    """``GET /sessions``, ``GET /sessions/{session_id}`` and ``DELETE /sessions/{session_id}``."""
+    strict_query = [Depends(reject_unknown_query)]
 
     @router.get(
         "/sessions",

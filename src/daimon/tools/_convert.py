@@ -48,18 +48,26 @@ class ConverterBuilder:
         if string is not None:  # UUID("..."), datetime.fromisoformat("..."), ...
             return tp if string == "uuid" else tp.fromisoformat  # type: ignore[no-any-return]
         if isinstance(tp, type):
-            if issubclass(tp, Enum):
-                return tp
-            if is_pydantic_model(tp):
-                validate: Converter = getattr(tp, "model_validate")  # noqa: B009 - untyped here
-                return validate
-            if is_dataclass_type(tp) or typing.is_typeddict(tp):
-                return self._named(tp)
-            if tp is tuple:
-                return tuple
-            if tp in SETS:
-                return frozenset if tp is frozenset else set
-            return None
+            return self._class(tp)
+        return self._generic(tp)
+
+    def _class(self, tp: type[Any]) -> Converter | None:
+        """The converter for a bare class (an enum, a model, a container), or ``None``."""
+        if issubclass(tp, Enum):
+            return tp
+        if is_pydantic_model(tp):
+            validate: Converter = getattr(tp, "model_validate")  # noqa: B009 - untyped here
+            return validate
+        if is_dataclass_type(tp) or typing.is_typeddict(tp):
+            return self._named(tp)
+        if tp is tuple:
+            return tuple
+        if tp in SETS:
+            return frozenset if tp is frozenset else set
+        return None
+
+    def _generic(self, tp: Any) -> Converter | None:
+        """The converter for a parameterised form (a union, a container of items), or ``None``."""
         origin, args = get_origin(tp), get_args(tp)
         if origin is None or origin is Literal or (origin in MAPPINGS and not args):
             return None
@@ -69,19 +77,22 @@ class ConverterBuilder:
         if origin is tuple:
             return self._tuple(args)
         if origin in ARRAYS or origin in SETS:
-            item = self.converter(args[0]) if args else None
-            container: Any = list if origin in ARRAYS else set
-            if origin is frozenset:
-                container = frozenset
-            if item is None:
-                return None if container is list else container
-            return lambda value: container(item(v) for v in value)
+            return self._collection(origin, args)
         if origin in MAPPINGS:
             values = self.converter(args[1])
             if values is None:
                 return None
             return lambda value: {k: values(v) for k, v in value.items()}
         return None
+
+    def _collection(self, origin: Any, args: tuple[Any, ...]) -> Converter | None:
+        item = self.converter(args[0]) if args else None
+        container: Any = list if origin in ARRAYS else set
+        if origin is frozenset:
+            container = frozenset
+        if item is None:
+            return None if container is list else container
+        return lambda value: container(item(v) for v in value)
 
     def _tuple(self, args: tuple[Any, ...]) -> Converter:
         if len(args) == 2 and args[1] is Ellipsis:

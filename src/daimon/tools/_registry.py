@@ -46,7 +46,7 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
         registry: dict[str, Tool] = {}
         for item in tools:
-            found = item if type(item) is FunctionTool else _as_tool(item)  # the usual case inline
+            found = _as_tool(item)
             name = found.name
             if name in registry:
                 raise DuplicateToolError(name)

@@ -86,7 +86,7 @@ class SchemaBuilder:
             schema["default"] = default
         return schema
 
-    def _build(self, tp: Any) -> dict[str, Any]:  # one branch per form
+    def _build(self, tp: Any) -> dict[str, Any]:
         if tp is Any or tp is object:
             return {}
         if tp is None or tp is type(None):
@@ -98,18 +98,29 @@ class SchemaBuilder:
         if string is not None:
             return {"type": "string", "format": string}
         if isinstance(tp, type):
-            if issubclass(tp, Enum):
-                return _enum_values([m.value for m in tp], tp)
-            if is_pydantic_model(tp):
-                return self._pydantic(tp)
-            if is_dataclass_type(tp) or typing.is_typeddict(tp):
-                return self._named(tp)
-            if tp in ARRAYS or tp is tuple:
-                return {"type": "array"}
-            if tp in SETS:
-                return {"type": "array", "uniqueItems": True}
-            if tp in MAPPINGS:
-                return {"type": "object"}
+            built = self._class(tp)
+            if built is not None:
+                return built
+        return self._generic(tp)
+
+    def _class(self, tp: type[Any]) -> dict[str, Any] | None:
+        """The schema of a bare class (an enum, a model, a container), or ``None``."""
+        if issubclass(tp, Enum):
+            return _enum_values([m.value for m in tp], tp)
+        if is_pydantic_model(tp):
+            return self._pydantic(tp)
+        if is_dataclass_type(tp) or typing.is_typeddict(tp):
+            return self._named(tp)
+        if tp in ARRAYS or tp is tuple:
+            return {"type": "array"}
+        if tp in SETS:
+            return {"type": "array", "uniqueItems": True}
+        if tp in MAPPINGS:
+            return {"type": "object"}
+        return None
+
+    def _generic(self, tp: Any) -> dict[str, Any]:
+        """The schema of a parameterised form: a union, a literal, a container of items."""
         origin, args = get_origin(tp), get_args(tp)
         if is_union(tp):
             return self._union(args)
