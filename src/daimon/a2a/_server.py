@@ -4,10 +4,14 @@ The agent card is at ``/.well-known/agent-card.json``; JSON-RPC (``SendMessage``
 ``SendStreamingMessage`` over SSE, ``GetTask``, ``CancelTask``, ...) at ``/``. The SDK's
 ``DefaultRequestHandler`` and ``InMemoryTaskStore`` keep the tasks.
 
-Each message is a run of the agent on the message's text, within the conversation its
+Any :class:`~daimon.core.protocols.Promptable` is served (an agent, a supervisor, a handoff
+network, a flow). Each message is a run of it on the message's text, within the conversation its
 ``contextId`` names. While it runs, the agent's text streams as ``working`` status updates (each
 carrying the new text); the final answer is the task's ``answer`` artifact, and the task ends
-``completed``, ``failed`` (with the error as its status message) or ``canceled``.
+``completed``, ``failed`` (with the error as its status message) or ``canceled``. A run that
+pauses for approvals (or a team or flow whose agent does) fails with a message naming the tools
+waiting: the server cannot take the approvals yet (``input-required`` and resuming are issue 21's
+work).
 
 Conversations: the A2A context ``<contextId>`` is the daimon session ``a2a:<contextId>``, so the
 agent's memory carries the earlier turns of the context (a ``SlidingWindowMemory`` by default;
@@ -75,14 +79,15 @@ from daimon._http_gate import (
     hosts_for,
 )
 from daimon.a2a._convert import agent_card_for
-from daimon.agent import Agent
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, BuilderError, DaimonError, RunCancelled
 from daimon.core.events import Done, TextDelta
 from daimon.core.lifecycle import serve_until_cancelled
+from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
 from daimon.telemetry._asgi import TraceContextMiddleware
 from daimon.telemetry._propagation import join_trace
+from daimon.tools import ToolRegistry
 
 __all__ = ("DaimonAgentExecutor", "a2a_app", "agent_card", "serve_a2a")
 
@@ -143,13 +148,13 @@ class _ContextIdCheck(SimpleRequestContextBuilder):
 
 
 class DaimonAgentExecutor(AgentExecutor):
-    """Runs a daimon agent for the A2A SDK's request handler: one run per message.
+    """Runs a daimon agent (any promptable) for the A2A SDK's request handler: one run per message.
 
     Each run is in the session ``a2a:<contextId>`` of the task's context, so runs in one context
     share the agent's memory (see this module's description).
     """
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Promptable) -> None:
         self.agent = agent
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -179,19 +184,18 @@ class DaimonAgentExecutor(AgentExecutor):
         cancel = CancelToken()
         try:
             response = await self._run(context.get_user_input(), session_id, cancel, updater)
+            response.require_finished("an A2A task")
         except asyncio.CancelledError:
             cancel.cancel("the A2A task was cancelled")  # reaches sub-agents sharing the token
             raise
         except RunCancelled:
             await updater.cancel()
             return
+        except ApprovalRequiredError as exc:  # paused, or a team or flow whose agent paused
+            await updater.failed(updater.new_agent_message([Part(text=f"Error: {exc}")]))
+            return
         except Exception as exc:  # the client reads why in the failed status
             await updater.failed(updater.new_agent_message([Part(text=_failure(exc))]))
-            return
-        try:
-            response.require_finished("an A2A task")
-        except ApprovalRequiredError as exc:
-            await updater.failed(updater.new_agent_message([Part(text=f"Error: {exc}")]))
             return
         await updater.add_artifact([Part(text=response.text)], name="answer", last_chunk=True)
         await updater.complete()
@@ -242,7 +246,7 @@ def _failure(exc: Exception) -> str:
 
 
 def agent_card(
-    agent: Agent,
+    agent: Promptable,
     *,
     url: str,
     description: str | None = None,
@@ -258,7 +262,12 @@ def agent_card(
         version: The agent's version (daimon's by default).
         bearer: Announce that requests need a bearer token.
     """
-    tools = [spec for spec, t in zip(agent.tools.specs, agent.tools, strict=True) if _public(t)]
+    own = getattr(agent, "tools", None)  # an Agent's skills are its tools; others show none
+    tools = (
+        [spec for spec, t in zip(own.specs, own, strict=True) if _public(t)]
+        if isinstance(own, ToolRegistry)
+        else []
+    )
     return agent_card_for(
         name=agent.name,
         description=description or f"The {agent.name} agent, built with daimon.",
@@ -274,7 +283,7 @@ def _public(tool: Any) -> bool:
 
 
 def a2a_app(
-    agent: Agent,
+    agent: Promptable,
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
@@ -289,7 +298,8 @@ def a2a_app(
     """The A2A server for ``agent``, as an ASGI app (Starlette).
 
     Args:
-        agent: The agent to serve.
+        agent: The agent to serve: any :class:`~daimon.core.protocols.Promptable` (a
+            Supervisor, a HandoffNetwork, a flow) as well as an Agent.
         host: The address it will be bound to; decides the defaults of the gate.
         port: The port it will listen on (for the card's URL; the default ``Host`` names must
             carry it, any port when 0).
@@ -334,7 +344,7 @@ def a2a_app(
 
 
 async def serve_a2a(
-    agent: Agent,
+    agent: Promptable,
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
