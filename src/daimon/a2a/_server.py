@@ -8,10 +8,15 @@ Any :class:`~daimon.core.protocols.Promptable` is served (an agent, a supervisor
 network, a flow). Each message is a run of it on the message's text, within the conversation its
 ``contextId`` names. While it runs, the agent's text streams as ``working`` status updates (each
 carrying the new text); the final answer is the task's ``answer`` artifact, and the task ends
-``completed``, ``failed`` (with the error as its status message) or ``canceled``. A run that
-pauses for approvals (or a team or flow whose agent does) fails with a message naming the tools
-waiting: the server cannot take the approvals yet (``input-required`` and resuming are issue 21's
-work).
+``completed``, ``failed`` (with the error as its status message) or ``canceled``.
+
+Approvals: a run that pauses for a person's approval ends its turn ``input-required``, its status
+message naming each call waiting (a text part, and a data part ``{"approvals": [{"id", "tool",
+"arguments"}]}``). The task's next message decides them: a data part ``{"approvals": {"<id>":
+true|false}}``, or the text ``approve`` (approves them all; any other text rejects them all and
+tells the agent why); the run then resumes where it paused, in the same task. Paused runs are
+kept in the server's memory (a restart forgets them). A promptable that cannot resume (a handoff
+network, a flow: their agents' pauses raise) fails the task instead, naming the tools waiting.
 
 Conversations: the A2A context ``<contextId>`` is the daimon session ``a2a:<contextId>``, so the
 agent's memory carries the earlier turns of the context (a ``SlidingWindowMemory`` by default;
@@ -50,11 +55,17 @@ from daimon.a2a import _sdk  # noqa: F401  # isort: skip - first: names the extr
 
 import asyncio
 import contextlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from a2a.helpers import new_task_from_user_message
+from a2a.helpers import (
+    get_data_parts,
+    get_text_parts,
+    new_data_part,
+    new_task_from_user_message,
+)
 from a2a.server.agent_execution import (
     AgentExecutor,
     RequestContext,
@@ -65,7 +76,7 @@ from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
-from a2a.types import AgentCard, Part, SendMessageRequest, Task, TaskState
+from a2a.types import AgentCard, Message, Part, SendMessageRequest, Task, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from a2a.utils.errors import InvalidParamsError
 from starlette.applications import Starlette
@@ -83,8 +94,8 @@ from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, BuilderError, DaimonError, RunCancelled
 from daimon.core.events import Done, TextDelta
 from daimon.core.lifecycle import serve_until_cancelled
-from daimon.core.protocols import Promptable
-from daimon.core.results import AgentResponse
+from daimon.core.protocols import Promptable, Resumable
+from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.telemetry._asgi import TraceContextMiddleware
 from daimon.telemetry._propagation import join_trace
 from daimon.tools import ToolRegistry
@@ -156,6 +167,8 @@ class DaimonAgentExecutor(AgentExecutor):
 
     def __init__(self, agent: Promptable) -> None:
         self.agent = agent
+        self._paused: dict[str, AgentResponse] = {}
+        """Runs waiting for approvals, by task id: the task's next message decides them."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run the agent on the message's text, publishing the task's progress and answer.
@@ -182,8 +195,16 @@ class DaimonAgentExecutor(AgentExecutor):
             return
         await updater.start_work()
         cancel = CancelToken()
+        paused = self._paused.pop(task.id, None)
         try:
-            response = await self._run(context.get_user_input(), session_id, cancel, updater)
+            if paused is None:
+                response = await self._run(context.get_user_input(), session_id, cancel, updater)
+            else:
+                response = await self._resume(paused, context.message, cancel)
+            if response.paused and response.state is not None and isinstance(self.agent, Resumable):
+                self._paused[task.id] = response
+                await updater.requires_input(_approvals_asked(updater, response))
+                return
             response.require_finished("an A2A task")
         except asyncio.CancelledError:
             cancel.cancel("the A2A task was cancelled")  # reaches sub-agents sharing the token
@@ -191,7 +212,7 @@ class DaimonAgentExecutor(AgentExecutor):
         except RunCancelled:
             await updater.cancel()
             return
-        except ApprovalRequiredError as exc:  # paused, or a team or flow whose agent paused
+        except ApprovalRequiredError as exc:  # a network or flow, whose runs cannot resume
             await updater.failed(updater.new_agent_message([Part(text=f"Error: {exc}")]))
             return
         except Exception as exc:  # the client reads why in the failed status
@@ -215,8 +236,18 @@ class DaimonAgentExecutor(AgentExecutor):
             raise DaimonError("the agent run ended without a response")
         return response
 
+    async def _resume(
+        self, paused: AgentResponse, message: Message | None, cancel: CancelToken
+    ) -> AgentResponse:
+        """Continue a paused run with the decisions ``message`` carries."""
+        assert isinstance(self.agent, Resumable)  # only their runs are kept paused
+        decisions = _decisions(message, paused)
+        return await self.agent.resume(paused, decisions, cancel=cancel)
+
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Mark the task canceled (the SDK has already cancelled the running ``execute``)."""
+        if context.task_id is not None:
+            self._paused.pop(context.task_id, None)  # a run waiting for approvals ends here
         if context.task_id is None or context.context_id is None:
             return
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
@@ -236,6 +267,53 @@ def _caller_trace(call: ServerCallContext | None) -> contextlib.AbstractContextM
     lowered = {str(key).lower(): value for key, value in headers.items()}
     carrier = {key: lowered[key] for key in _TRACE_KEYS if isinstance(lowered.get(key), str)}
     return join_trace(carrier)
+
+
+_APPROVE = frozenset({"approve", "approved", "yes", "y", "ok"})
+
+
+def _approvals_asked(updater: TaskUpdater, response: AgentResponse) -> Message:
+    """The input-required message: what waits for approval, in words and as data."""
+    pending = response.pending_approvals
+    listed = "; ".join(
+        f"{a.call.name}({json.dumps(a.call.arguments, ensure_ascii=False)}) [id {a.id}]"
+        for a in pending
+    )
+    text = (
+        f"Approval needed before the run goes on: {listed}. Answer 'approve' to let every call "
+        "run (anything else rejects them, your words telling the agent why), or send a data "
+        'part {"approvals": {"<id>": true or false}}.'
+    )
+    data = {
+        "approvals": [
+            {"id": a.id, "tool": a.call.name, "arguments": a.call.arguments} for a in pending
+        ]
+    }
+    return updater.new_agent_message([Part(text=text), new_data_part(data)])
+
+
+def _decisions(message: Message | None, paused: AgentResponse) -> dict[str, ApprovalDecision]:
+    """The decisions a reply to an input-required task carries, for every pending call.
+
+    A data part ``{"approvals": {id: bool}}`` decides the calls it names; otherwise text that
+    says ``approve`` (or yes, ok) approves them all and any other text rejects them all, with
+    that text as the reason. A call no part names is rejected: nothing runs unless approved.
+    """
+    parts = list(message.parts) if message is not None else []
+    given: dict[str, bool] = {}
+    for data in get_data_parts(parts):
+        approvals = data.get("approvals") if isinstance(data, dict) else None
+        if isinstance(approvals, dict):
+            given.update({str(k): v for k, v in approvals.items() if isinstance(v, bool)})
+    text = " ".join(get_text_parts(parts)).strip()
+    approve_all = not given and text.lower().rstrip(".!") in _APPROVE
+    reason = text or "not approved"
+    return {
+        a.id: ApprovalDecision.approve()
+        if given.get(a.id, approve_all)
+        else ApprovalDecision.reject(reason)
+        for a in paused.pending_approvals
+    }
 
 
 def _failure(exc: Exception) -> str:

@@ -21,6 +21,7 @@ from daimon.orchestration._promptable import Flow, FlowResult
 
 __all__ = ("Flow", "FlowAnswer", "FlowResult", "ServedFlow")
 
+
 class ServedFlow(PromptableFlow):
     """A flow that answers prompts: a :class:`daimon.orchestration.PromptableFlow`.
 

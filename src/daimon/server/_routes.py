@@ -23,6 +23,7 @@ from starlette.responses import Response
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.core.events import ErrorEvent
+from daimon.orchestration import FlowAnswer, PromptableFlow
 from daimon.server._agents import ServedAgents
 from daimon.server._encode import (
     dump_json,
@@ -33,7 +34,6 @@ from daimon.server._encode import (
     usage_body,
 )
 from daimon.server._errors import describe_failure, error_response
-from daimon.server._flows import FlowAnswer, ServedFlow
 from daimon.server._runs import ClientDisconnected, run_supervised
 from daimon.server._schemas import (
     SESSION_PATTERN,
@@ -162,7 +162,7 @@ def flow_body(name: str, answer: FlowAnswer) -> dict[str, Any]:
 
 
 async def flow_frames(
-    name: str, flow: ServedFlow, text: str, token: CancelToken
+    name: str, flow: PromptableFlow, text: str, token: CancelToken
 ) -> AsyncGenerator[bytes, None]:
     """A flow's run as SSE frames: its node events as they happen, then ``done``."""
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
