@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
+from a2a.helpers import get_data_parts, new_data_part
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
@@ -29,8 +30,13 @@ from a2a.types import (
 from a2a.utils.errors import InvalidParamsError
 from starlette.applications import Starlette
 
+from daimon import Agent, ChatRequest, ChatResponse, ToolCall, tool
+from daimon import Role as ChatRole
 from daimon.a2a import DaimonAgentExecutor, a2a_app, agent_card, serve_a2a
 from daimon.core.errors import BuilderError
+from daimon.models import FunctionModel
+from daimon.multiagent import HandoffNetwork
+from daimon.orchestration import WorkflowBuilder, workflow_node
 
 from .conftest import Gate, counting_agent, free_port, serving, streaming_agent
 
@@ -357,5 +363,127 @@ async def test_the_executor_with_a_handler_of_your_own_rejects_a_malformed_conte
             assert status.state == TaskState.TASK_STATE_REJECTED
             assert status.message.parts[0].text.startswith("Error: contextId 'has space'")
             assert await _ask(client, "fine", "ok") == ("1: fine", "ok")
+        finally:
+            await client.close()
+
+
+# ------------------------------------------------------------------------------ promptables
+
+
+def _refunder() -> Agent:
+    """Calls ``refund`` (it needs a person's approval), then answers with its result."""
+
+    @tool(requires_approval=True)
+    def refund(amount: int) -> str:
+        """Refund money."""
+        return f"refunded {amount}"
+
+    def model(request: ChatRequest) -> ChatResponse:
+        last = request.messages[-1]
+        if last.role is ChatRole.TOOL:
+            return ChatResponse.reply(f"done: {last.text}")
+        return ChatResponse.tool_use(ToolCall(id="r1", name="refund", arguments={"amount": 5}))
+
+    return Agent(FunctionModel(model), name="refunder", tools=[refund])
+
+
+def _reply(task_id: str, *parts: Part) -> SendMessageRequest:
+    message = Message(
+        message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=parts, task_id=task_id
+    )
+    return SendMessageRequest(message=message)
+
+
+async def test_a_paused_run_asks_for_input_and_resumes_when_the_user_approves() -> None:
+    agent = _refunder()
+    async with serving(lambda port: a2a_app(agent, port=port)) as base:
+        client = await create_client(base, ClientConfig(streaming=False))
+        try:
+            (event,) = await _events(client, _message("refund me"))
+            task = event.task
+            assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            asked = task.status.message.parts
+            assert 'refund({"amount": 5}) [id r1]' in asked[0].text
+            assert get_data_parts(asked) == [
+                {"approvals": [{"id": "r1", "tool": "refund", "arguments": {"amount": 5.0}}]}
+            ]
+            assert not task.artifacts  # nothing ran yet
+
+            (event,) = await _events(client, _reply(task.id, Part(text="approve")))
+            assert event.task.id == task.id
+            assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
+            assert event.task.artifacts[-1].parts[0].text == "done: refunded 5"
+        finally:
+            await client.close()
+
+
+async def test_a_streamed_paused_run_is_rejected_by_text_or_decided_by_a_data_part() -> None:
+    agent = _refunder()
+    async with serving(lambda port: a2a_app(agent, port=port)) as base:
+        client = await create_client(base, ClientConfig(streaming=True))
+        try:
+            events = await _events(client, _message("refund me"))
+            assert events[-1].status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            task_id = events[0].task.id
+            events = await _events(client, _reply(task_id, Part(text="no, not today")))
+            assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+            (answer,) = [
+                e.artifact_update.artifact for e in events if e.HasField("artifact_update")
+            ]
+            assert answer.parts[0].text.startswith("done: ")
+            assert "no, not today" in answer.parts[0].text  # the model was told why
+
+            events = await _events(client, _message("refund me again"))
+            task_id = events[0].task.id
+            decided = new_data_part({"approvals": {"r1": True}})
+            events = await _events(client, _reply(task_id, decided))
+            (answer,) = [
+                e.artifact_update.artifact for e in events if e.HasField("artifact_update")
+            ]
+            assert answer.parts[0].text == "done: refunded 5"
+        finally:
+            await client.close()
+
+
+async def test_a_network_and_a_workflow_are_served_and_a_pause_they_cannot_resume_fails() -> None:
+    def billing_model(request: ChatRequest) -> ChatResponse:
+        return ChatResponse.reply(f"billing: {request.messages[-1].text[:10]}")
+
+    def triage_model(request: ChatRequest) -> ChatResponse:
+        call = ToolCall(id="h1", name="transfer_to_billing", arguments={"reason": "money"})
+        return ChatResponse.tool_use(call)
+
+    network = HandoffNetwork(
+        {
+            "triage": Agent(FunctionModel(triage_model), name="triage"),
+            "billing": Agent(FunctionModel(billing_model), name="billing"),
+        },
+        start="triage",
+        name="desk",
+    )
+
+    @workflow_node(output="loud")
+    def shout(text: str) -> str:
+        return text.upper() + "!"
+
+    workflow = WorkflowBuilder("shout", inputs={"text": str}).add(shout).build()
+    pausing = HandoffNetwork({"refunder": _refunder()}, start="refunder", name="refunds")
+    for served, expected in [(network, "billing: [handoff] "), (workflow, "HEY!")]:
+        async with serving(lambda port, served=served: a2a_app(served, port=port)) as base:
+            client = await create_client(base, ClientConfig(streaming=True))
+            try:
+                assert (await _ask(client, "hey"))[0] == expected
+            finally:
+                await client.close()
+    async with serving(lambda port: a2a_app(pausing, port=port)) as base:
+        client = await create_client(base, ClientConfig(streaming=False))
+        try:
+            (event,) = await _events(client, _message("refund me"))
+            status = event.task.status
+            assert status.state == TaskState.TASK_STATE_FAILED
+            assert status.message.parts[0].text.startswith(
+                "Error: the run paused: refund need(s) a person's approval, which agent "
+                "'refunder' of a HandoffNetwork cannot ask for"
+            )
         finally:
             await client.close()

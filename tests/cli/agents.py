@@ -12,6 +12,8 @@ from pathlib import Path
 from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, ToolCall
 from daimon.cli.demo import calculator
 from daimon.models import FunctionModel
+from daimon.multiagent import Supervisor
+from daimon.orchestration import WorkflowBuilder, workflow_node
 
 
 def _calculating(request: ChatRequest) -> ChatResponse:
@@ -59,3 +61,28 @@ not_an_agent = 42
 def make_agent() -> Agent:
     """A factory, as ``--agent agents:make_agent``."""
     return Agent(FunctionModel(_calculating), tools=[calculator], name="made")
+
+
+def _leading(request: ChatRequest) -> ChatResponse:
+    """Delegates the prompt to ``calculating``, then answers ``team: <its answer>``."""
+    last = request.messages[-1]
+    if last.role is Role.TOOL:
+        return ChatResponse.reply(f"team: {last.text}")
+    task = {"agent": "calculating", "task": last.text}
+    return ChatResponse.tool_use(ToolCall(id="d-1", name="delegate", arguments=task))
+
+
+team = Supervisor(FunctionModel(_leading), {"calculating": calculating}, name="team")
+
+
+@workflow_node(output="loud")
+def _shout(text: str) -> str:
+    return text.upper() + "!"
+
+
+shout = WorkflowBuilder("shout", inputs={"text": str}).add(_shout, name="shout").build()
+
+
+def make_team() -> Supervisor:
+    """A factory of a promptable that is not an Agent, as ``agents:make_team``."""
+    return Supervisor(FunctionModel(_leading), {"calculating": calculating}, name="made-team")

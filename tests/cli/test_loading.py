@@ -15,6 +15,7 @@ from daimon.cli.loading import (
     import_object,
     is_agent_file,
     load_agent_file,
+    load_promptable,
     load_tool,
 )
 from daimon.memory import SlidingWindowMemory, TokenWindowMemory
@@ -170,6 +171,36 @@ def test_import_paths() -> None:
         import_object("daimon.cli.demo:nothing", "tool")
     with pytest.raises(ConfigError, match="is a str, not a function or tool"):
         load_tool("daimon.cli.loading:DEFAULT_LOCAL_MODEL")
+
+
+def test_anything_promptable_loads_from_an_import_path(
+    monkeypatch: pytest.MonkeyPatch, two_inputs: None
+) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    from daimon.multiagent import Supervisor
+    from daimon.orchestration import PromptableFlow
+
+    team = load_promptable("agents:team")
+    assert isinstance(team, Supervisor) and team.name == "team"
+    assert load_promptable("agents:make_team").name == "made-team"  # a factory's
+    flow = load_promptable("agents:shout")  # a bare workflow gets the defaults
+    assert isinstance(flow, PromptableFlow) and flow.name == "shout"
+    assert load_promptable("agents:calculating").name == "calculating"
+    with pytest.raises(ConfigError, match="is a int, not a daimon Agent"):
+        load_promptable("agents:not_an_agent")
+    with pytest.raises(ConfigError, match=r"2 input fields \(a, b\)"):
+        load_promptable("daimon_test_two_inputs:two")
+
+
+@pytest.fixture
+def two_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "daimon_test_two_inputs.py").write_text(
+        "from daimon.orchestration import WorkflowBuilder, workflow_node\n"
+        "two = (WorkflowBuilder('two', inputs={'a': str, 'b': str})\n"
+        "       .add(workflow_node(output='c')(lambda a, b: a + b), name='join').build())\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
 
 
 def test_a_module_that_fails_to_import_is_reported(

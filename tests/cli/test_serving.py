@@ -276,3 +276,15 @@ def test_worker_lease_must_be_a_positive_number_of_seconds(cli: CLI) -> None:
         assert "Invalid value for '--lease': must be a positive number of seconds" in (
             refused.stderr
         ), refused.stderr
+
+
+async def test_the_official_mcp_client_asks_a_supervisor_served_over_stdio(tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+
+    command, *args = daimon_command("mcp", "serve", "agents:team")
+    params = StdioServerParameters(command=command, args=args, env=cli_env(), cwd=str(tmp_path))
+    async with Client(params) as client:
+        assert [tool.name for tool in (await client.list_tools()).tools] == ["ask_team"]
+        result = await client.call_tool("ask_team", {"prompt": "what is 12.5 * 4 + 3?"})
+        assert not result.is_error
+        assert result.content[0].text == "team: 12.5 * 4 + 3 = 53.0"  # type: ignore[union-attr]

@@ -1,5 +1,8 @@
 """A run that pauses for approval, through a worker: a paused status, decisions, a resume.
 
+An agent's or a supervisor's run pauses and resumes; a handoff network's or a flow's, which
+cannot resume, fails for good.
+
 Against Redis and NATS (real services) and the memory broker: the broker-level rules are in
 :class:`daimon.testing.brokers.BrokerConformance`; these check the worker end to end.
 """
@@ -17,12 +20,14 @@ import nats
 import pytest
 
 from daimon import Agent, ApprovalDecision, ChatRequest, ChatResponse, Role, ToolCall, tool
-from daimon.core import TaskState, TaskStatus
-from daimon.distributed import Broker, Worker, new_task, wait_for_task
+from daimon.core import ApprovalRequiredError, TaskState, TaskStatus
+from daimon.distributed import Broker, Worker, default_should_retry, new_task, wait_for_task
 from daimon.distributed.brokers.memory import MemoryBroker
 from daimon.distributed.brokers.nats import NatsBroker
 from daimon.distributed.brokers.redis import RedisBroker
 from daimon.models import FunctionModel
+from daimon.multiagent import HandoffNetwork, Supervisor
+from daimon.orchestration import NodeContext, WorkflowBuilder, workflow_node
 
 ran: Counter[str] = Counter()
 
@@ -132,3 +137,61 @@ async def test_a_paused_run_waits_for_decisions_then_resumes(broker: Broker) -> 
     finally:
         worker.stop()
         await asyncio.wait_for(running, 10)
+
+
+async def test_a_supervisor_pauses_and_resumes_through_the_worker(broker: Broker) -> None:
+    """A Supervisor resumes: its own approval-gated tool pauses the task, decisions resume it."""
+    team = Supervisor(FunctionModel(support), {"echo": Agent(FunctionModel(echo))}, tools=[refund])
+    worker = Worker(team, broker, poll=0.05)
+    running = asyncio.create_task(worker.run())
+    try:
+        task_id = await broker.submit(new_task("refund both orders"))
+        paused = await settled(broker, task_id)
+        assert paused.state is TaskState.PAUSED, paused
+        assert [a.id for a in paused.approvals] == ["r-1", "r-2"]
+        assert await broker.decide(task_id, {"r-1": True, "r-2": True}) is True
+        done = await settled(broker, task_id)
+        assert done.state is TaskState.COMPLETED, done
+        assert done.result is not None
+        assert done.result.output == "refunded A-1 | refunded B-2"
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, 10)
+
+
+async def test_a_network_or_flow_whose_agent_pauses_fails_for_good(broker: Broker) -> None:
+    """They cannot resume: the pause is ApprovalRequiredError, a failure no retry can mend."""
+    agent = Agent(FunctionModel(support), name="support", tools=[refund])
+    network = HandoffNetwork({"support": agent}, start="support", name="desk")
+
+    async def ask(ctx: NodeContext, text: str) -> str:
+        return (await ctx.prompt(agent, text)).text
+
+    flow = (
+        WorkflowBuilder("refunds", inputs={"text": str})
+        .add(workflow_node(output="answer")(ask), name="ask")
+        .build()
+    )
+    for promptable, where in [
+        (network, "agent 'support' of a HandoffNetwork"),
+        (flow, "node 'ask' of flow 'refunds'"),
+    ]:
+        worker = Worker(promptable, broker, poll=0.05, retry_delay=0)
+        running = asyncio.create_task(worker.run())
+        try:
+            failed = await settled(broker, await broker.submit(new_task("refund both orders")))
+        finally:
+            worker.stop()
+            await asyncio.wait_for(running, 10)
+        assert failed.state is TaskState.FAILED, failed
+        assert failed.error == (
+            "ApprovalRequiredError: the run paused: refund need(s) a person's approval, which "
+            f"{where} cannot ask for; those calls did not run"
+        )
+        assert (worker.failed, worker.paused) == (1, 0)
+        assert ran == Counter()
+    assert not default_should_retry(ApprovalRequiredError((), "a test"))
+
+
+def echo(request: ChatRequest) -> ChatResponse:
+    return ChatResponse.reply(f"echo: {request.messages[-1].text}")

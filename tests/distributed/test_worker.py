@@ -34,6 +34,8 @@ from daimon.distributed import (
 )
 from daimon.distributed.brokers.memory import MemoryBroker
 from daimon.models import FunctionModel
+from daimon.multiagent import HandoffNetwork
+from daimon.orchestration import WorkflowBuilder, workflow_node
 
 
 def echo_agent(**options: Any) -> Agent:
@@ -127,6 +129,29 @@ async def test_permanent_error_fails_at_once(broker: MemoryBroker) -> None:
     assert status.state is TaskState.FAILED
     assert status.error == "ModelError: invalid request"
     assert calls == 1
+
+
+async def test_serves_a_handoff_network_and_a_workflow(broker: MemoryBroker) -> None:
+    def triage(request: ChatRequest) -> ChatResponse:
+        call = ToolCall(id="h1", name="transfer_to_billing", arguments={"reason": "money"})
+        return ChatResponse.tool_use(call)
+
+    network = HandoffNetwork(
+        {"triage": Agent(FunctionModel(triage)), "billing": echo_agent()}, start="triage"
+    )
+
+    @workflow_node(output="loud")
+    def shout(text: str) -> str:
+        return text.upper() + "!"
+
+    workflow = WorkflowBuilder("shout", inputs={"text": str}).add(shout).build()
+    for promptable, expected in [(network, "echo: [handoff] The triage"), (workflow, "HEY!")]:
+        worker = Worker(promptable, broker.handle(), poll=0.05)
+        running = await start(worker)
+        status = await settled(broker, await broker.submit(new_task("hey")))
+        await stop(worker, running)
+        assert status.state is TaskState.COMPLETED, status
+        assert status.result is not None and status.result.output.startswith(expected)
 
 
 def test_default_should_retry() -> None:

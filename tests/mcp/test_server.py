@@ -16,8 +16,12 @@ import httpx2
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
+from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, tool
 from daimon.core.errors import BuilderError
 from daimon.mcp import create_mcp_server, mcp_http_app, serve_mcp
+from daimon.models import FunctionModel
+from daimon.multiagent import HandoffNetwork, Supervisor
+from daimon.orchestration import Workflow, WorkflowBuilder, workflow_node
 from mcp import Client, StdioServerParameters
 
 from .conftest import EXAMPLE_SERVER, PYTHON, Probe, make_agent, serving
@@ -309,3 +313,75 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+# ------------------------------------------------------------------------------ promptables
+
+
+def _lead(helper: Agent) -> Supervisor:
+    """Delegates the prompt to ``helper``, then answers ``lead: <its answer>``."""
+
+    def model(request: ChatRequest) -> ChatResponse:
+        last = request.messages[-1]
+        if last.role is Role.TOOL:
+            return ChatResponse.reply(f"lead: {last.text}")
+        task = {"agent": "helper", "task": last.text}
+        return ChatResponse.tool_use(ToolCall(id="d1", name="delegate", arguments=task))
+
+    return Supervisor(FunctionModel(model), {"helper": helper}, name="lead")
+
+
+def _pausing(name: str = "deleter") -> Agent:
+    """Calls ``delete_everything``, which needs a person's approval: its runs pause."""
+
+    @tool(requires_approval=True)
+    def delete_everything() -> str:
+        """Needs a person's approval."""
+        return "deleted"
+
+    call = ToolCall(id="x1", name="delete_everything", arguments={})
+    model = FunctionModel(lambda request: ChatResponse.tool_use(call))
+    return Agent(model, name=name, tools=[delete_everything])
+
+
+def _shout() -> Workflow:
+    @workflow_node(output="loud")
+    def shout(text: str) -> str:
+        return text.upper() + "!"
+
+    return WorkflowBuilder("shout", inputs={"text": str}).add(shout).build()
+
+
+async def test_a_supervisor_and_a_workflow_are_served_as_ask_tools() -> None:
+    lead = _lead(make_agent(Probe()))
+    async with serving(mcp_http_app(lead)) as base, Client(f"{base}/mcp") as client:
+        # A team offers itself only: its own agent's delegate tool is not for remote callers.
+        assert [t.name for t in (await client.list_tools()).tools] == ["ask_lead"]
+        asked = await client.call_tool("ask_lead", {"prompt": "what is 40 + 2?"})
+        assert (_text(asked), asked.is_error) == ("lead: the answer is 42", False)
+    async with serving(mcp_http_app(_shout())) as base, Client(f"{base}/mcp") as client:
+        assert [t.name for t in (await client.list_tools()).tools] == ["ask_shout"]
+        shouted = await client.call_tool("ask_shout", {"prompt": "hey"})
+        assert (_text(shouted), shouted.is_error) == ("HEY!", False)
+
+
+async def test_a_paused_run_is_an_error_result_naming_the_tool_waiting() -> None:
+    async with (
+        serving(mcp_http_app(_pausing())) as base,
+        Client(f"{base}/mcp") as client,
+    ):
+        paused = await client.call_tool("ask_deleter", {"prompt": "clean up"})
+        assert paused.is_error
+        assert _text(paused) == (
+            "Error: the run paused: delete_everything need(s) a person's approval, which an MCP "
+            "tool call cannot ask for; those calls did not run"
+        )
+    # A network cannot pause: its agent's pause raises, and is answered the same way.
+    network = HandoffNetwork({"deleter": _pausing()}, start="deleter", name="desk")
+    async with serving(mcp_http_app(network)) as base, Client(f"{base}/mcp") as client:
+        raised = await client.call_tool("ask_desk", {"prompt": "clean up"})
+        assert raised.is_error
+        assert _text(raised).startswith(
+            "Error: the run paused: delete_everything need(s) a person's approval, which agent "
+            "'deleter' of a HandoffNetwork cannot ask for"
+        )

@@ -22,8 +22,10 @@ from daimon import (
     ToolCall,
     tool,
 )
+from daimon.core import BuilderError
 from daimon.models import FunctionModel, ScriptedModel
-from daimon.multiagent import AgentTool
+from daimon.multiagent import AgentTool, Supervisor
+from daimon.orchestration import NodeContext, Workflow, WorkflowBuilder, workflow_node
 from daimon.tools import Tool
 
 from .support import PRICES, calls, other_tasks, reply, requests_of, scripted, used
@@ -375,3 +377,80 @@ async def test_a_cancelled_sub_agents_spending_still_reaches_the_parent() -> Non
     with pytest.raises(asyncio.CancelledError):
         await run
     assert seen == [pytest.approx(5.0)]
+
+
+async def test_a_supervisor_as_a_sub_agent_answers_and_its_teams_usage_reaches_the_parent() -> None:
+    worker = scripted(reply("owls hunt at night", 5, 3), name="worker")
+    lead = Supervisor(
+        ScriptedModel(
+            [
+                calls(("delegate", {"agent": "worker", "task": "owls?"}), input_tokens=2),
+                reply("the team says: at night", 3, 1),
+            ],
+            model_name="m",
+        ),
+        {"worker": worker},
+        cost_model=PRICES,
+    )
+    parent = scripted(
+        calls(("research", {"task": "when do owls hunt?"})),
+        reply("At night."),
+        tools=[AgentTool(lead, name="research", description="A research team.")],
+    )
+    response = await parent.prompt("Tell me about owls")
+    tool_message = requests_of(parent)[1].messages[-1]
+    assert (tool_message.text, tool_message.is_error) == ("the team says: at night", False)
+    # parent 1+1 in, 1+1 out; lead 2+3 in, 1+1 out; worker 5 in, 3 out
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 7)
+    assert response.usage.requests == 5
+    assert response.cost == pytest.approx(12 + 2 * 7)
+
+
+def _asking(agent: Agent, name: str = "flow") -> Workflow:
+    async def ask(ctx: NodeContext, text: str) -> str:
+        return (await ctx.prompt(agent, text)).text.upper()
+
+    return (
+        WorkflowBuilder(name, inputs={"text": str})
+        .add(workflow_node(output="answer")(ask), name="ask")
+        .build()
+    )
+
+
+async def test_a_workflow_as_a_sub_agent_gets_the_task_and_answers_with_its_output() -> None:
+    inner = scripted(reply("owls hunt at night", 5, 3), name="inner")
+    parent = scripted(
+        calls(("research", {"task": "owls?"})),
+        reply("At night."),
+        tools=[AgentTool(_asking(inner), name="research", description="A research flow.")],
+    )
+    response = await parent.prompt("Tell me about owls")
+    tool_message = requests_of(parent)[1].messages[-1]
+    assert (tool_message.text, tool_message.is_error) == ("OWLS HUNT AT NIGHT", False)
+    assert [m.text for m in requests_of(inner)[0].messages] == ["owls?"]
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (7, 5)
+
+
+async def test_a_flow_whose_agent_pauses_is_an_error_result_naming_the_node() -> None:
+    @tool(requires_approval=True)
+    def refund(amount: int) -> str:
+        """Refund money."""
+        return "refunded"
+
+    inner = scripted(calls(("refund", {"amount": 5})), tools=[refund], name="inner")
+    flow = AgentTool(_asking(inner, "refunds"), name="research", description="A flow.")
+    parent = scripted(calls(("research", {"task": "t"})), reply("ok"), tools=[flow])
+    await parent.prompt("go")
+    message = requests_of(parent)[1].messages[-1]
+    assert message.is_error
+    assert message.text == (
+        "Error: the run paused: refund need(s) a person's approval, which node 'ask' of flow "
+        "'refunds' cannot ask for; those calls did not run"
+    )
+
+
+def test_anything_promptable_can_be_wrapped_and_nothing_else() -> None:
+    with pytest.raises(BuilderError, match=r"needs an Agent \(or anything promptable\), not int"):
+        AgentTool(42, name="x", description="d")  # type: ignore[arg-type]
+    with pytest.raises(BuilderError, match="not type"):
+        AgentTool(Agent, name="x", description="d")  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ from daimon import (
     Usage,
     tool,
 )
+from daimon.core import Promptable as CorePromptable
 from daimon.memory import SlidingWindowMemory
 from daimon.models import FunctionModel
 from daimon.multiagent import (
@@ -265,6 +266,27 @@ async def test_descriptions_show_in_the_handoff_tools() -> None:
     d = desk(descriptions={"billing": "invoices and refunds"})
     await d.network.prompt("I was charged twice")
     assert "invoices and refunds" in requests_of(d.triage)[0].tools[0].description
+
+
+async def test_history_instructions_and_run_id_are_taken_as_an_agent_takes_them() -> None:
+    d = desk(name="desk")
+    assert isinstance(d.network, CorePromptable) and d.network.name == "desk"
+    earlier = [Message.user("hello"), Message.assistant("Hi, how can I help?")]
+    response = await d.network.prompt(
+        "I was charged twice", history=earlier, instructions="Be brief.", run_id="turn-1"
+    )
+    assert response.run_id == "turn-1"
+    assert seen_by(d.triage)[:4] == [
+        (Role.SYSTEM, "You triage.\n\nBe brief."),
+        (Role.USER, "hello"),
+        (Role.ASSISTANT, "Hi, how can I help?"),
+        (Role.USER, "I was charged twice"),
+    ]
+    assert seen_by(d.billing)[0] == (Role.SYSTEM, "You do billing.\n\nBe brief.")
+    assert seen_by(d.billing)[1] == (Role.USER, "hello")
+    assert d.network.memory is d.triage.memory
+    with pytest.raises(BuilderError, match="history or a session_id, not both"):
+        await d.network.prompt("x", history=earlier, session_id="s1")
 
 
 def test_configuration_mistakes_are_refused() -> None:

@@ -22,9 +22,11 @@ from daimon import (
     ToolCall,
     ToolResult,
     Usage,
+    tool,
 )
+from daimon.core import Promptable as CorePromptable
 from daimon.models import FunctionModel, ScriptedModel
-from daimon.multiagent import DELEGATE_TOOL, Supervisor
+from daimon.multiagent import DELEGATE_TOOL, HandoffNetwork, Supervisor
 from daimon.orchestration import Promptable
 
 from .support import PRICES, calls, other_tasks, reply, requests_of, scripted, used
@@ -299,6 +301,37 @@ async def test_streaming_shows_each_delegation_as_a_tool_result() -> None:
 async def test_a_supervisor_plugs_into_orchestration_like_an_agent() -> None:
     supervisor, _, _ = team(reply("hi"))
     assert isinstance(supervisor, Promptable)
+
+
+async def test_a_supervisor_delegates_to_any_promptable_and_resumes_its_own_pauses() -> None:
+    @tool(requires_approval=True)
+    def publish(text: str) -> str:
+        """Publish a text."""
+        return f"published {text}"
+
+    billing = scripted(reply("billing handled it"), name="billing")
+    desk = HandoffNetwork({"billing": billing}, start="billing", name="desk")
+    supervisor = Supervisor(
+        ScriptedModel(
+            [
+                calls((DELEGATE_TOOL, {"agent": "desk", "task": "charged twice"})),
+                calls(("publish", {"text": "fixed"})),
+                reply("all done"),
+            ],
+            model_name="m",
+        ),
+        {"desk": desk},
+        tools=[publish],
+        name="lead",
+    )
+    assert isinstance(supervisor, CorePromptable) and supervisor.name == "lead"
+    paused = await supervisor.prompt("help")
+    assert [a.call.name for a in paused.pending_approvals] == ["publish"]
+    delegated = [m for m in paused.messages if m.role is Role.TOOL]
+    assert [m.text for m in delegated] == ["billing handled it"]
+    done = await supervisor.resume(paused, {paused.pending_approvals[0].id: True})
+    assert done.text == "all done"
+    assert supervisor.memory is supervisor.agent.memory
 
 
 def test_configuration_mistakes_are_refused() -> None:

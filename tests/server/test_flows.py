@@ -395,17 +395,21 @@ def test_input_and_output_functions_that_fail_are_named(live: Live) -> None:
     )
 
 
-def test_flows_are_not_chat_models_and_keep_no_sessions(live: Live) -> None:
+def test_flows_answer_chat_requests_of_one_message_and_keep_no_sessions(live: Live) -> None:
     server = live({"research": research(), "echo": echo(Calls())})
     client = server.client()
     models = client.get("/v1/models").json()["data"]
-    assert [model["id"] for model in models] == ["echo"]
+    assert [model["id"] for model in models] == ["research", "echo"]
     chat = client.post(
         "/v1/chat/completions",
         json={"model": "research", "messages": [{"role": "user", "content": "hi"}]},
     )
-    assert chat.status_code == 404
-    assert "'research' is a flow, not an agent" in chat.json()["error"]["message"]
+    assert chat.status_code == 200
+    assert chat.json()["choices"][0]["message"]["content"] == "draft: hi"
+    earlier = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    chat = client.post("/v1/chat/completions", json={"model": "research", "messages": earlier})
+    assert chat.status_code == 400
+    assert chat.json()["error"]["code"] == "flow_takes_one_message"
     session = client.get("/sessions/s1")  # the default is the flow
     assert session.status_code == 404
     assert "keep no sessions" in session.json()["error"]["message"]

@@ -23,6 +23,27 @@ def test_the_documented_types_are_inferred() -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_every_promptable_conforms_to_the_protocol() -> None:
+    checked = mypy(HERE / "promptable_types.py")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_look_alike_with_a_wrong_signature_is_caught(tmp_path: Path) -> None:
+    wrong = tmp_path / "wrong_promptable.py"
+    wrong.write_text(
+        "from daimon.core import AgentResponse, Promptable\n\n"
+        "class NoKeywords:\n"
+        "    name = 'x'\n"
+        "    async def prompt(self, input: str) -> AgentResponse:\n"
+        "        return AgentResponse(text=input)\n"
+        "    def prompt_stream(self, input: str) -> None: ...\n\n"
+        "p: Promptable = NoKeywords()\n"
+    )
+    checked = mypy(wrong)
+    assert checked.returncode == 1
+    assert 'has type "NoKeywords", variable has type "Promptable"' in checked.stdout
+
+
 def test_a_wrong_expectation_is_caught(tmp_path: Path) -> None:
     wrong = tmp_path / "wrong.py"
     wrong.write_text(

@@ -4,10 +4,19 @@ The agent card is at ``/.well-known/agent-card.json``; JSON-RPC (``SendMessage``
 ``SendStreamingMessage`` over SSE, ``GetTask``, ``CancelTask``, ...) at ``/``. The SDK's
 ``DefaultRequestHandler`` and ``InMemoryTaskStore`` keep the tasks.
 
-Each message is a run of the agent on the message's text, within the conversation its
+Any :class:`~daimon.core.protocols.Promptable` is served (an agent, a supervisor, a handoff
+network, a flow). Each message is a run of it on the message's text, within the conversation its
 ``contextId`` names. While it runs, the agent's text streams as ``working`` status updates (each
 carrying the new text); the final answer is the task's ``answer`` artifact, and the task ends
 ``completed``, ``failed`` (with the error as its status message) or ``canceled``.
+
+Approvals: a run that pauses for a person's approval ends its turn ``input-required``, its status
+message naming each call waiting (a text part, and a data part ``{"approvals": [{"id", "tool",
+"arguments"}]}``). The task's next message decides them: a data part ``{"approvals": {"<id>":
+true|false}}``, or the text ``approve`` (approves them all; any other text rejects them all and
+tells the agent why); the run then resumes where it paused, in the same task. Paused runs are
+kept in the server's memory (a restart forgets them). A promptable that cannot resume (a handoff
+network, a flow: their agents' pauses raise) fails the task instead, naming the tools waiting.
 
 Conversations: the A2A context ``<contextId>`` is the daimon session ``a2a:<contextId>``, so the
 agent's memory carries the earlier turns of the context (a ``SlidingWindowMemory`` by default;
@@ -46,11 +55,17 @@ from daimon.a2a import _sdk  # noqa: F401  # isort: skip - first: names the extr
 
 import asyncio
 import contextlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from a2a.helpers import new_task_from_user_message
+from a2a.helpers import (
+    get_data_parts,
+    get_text_parts,
+    new_data_part,
+    new_task_from_user_message,
+)
 from a2a.server.agent_execution import (
     AgentExecutor,
     RequestContext,
@@ -61,7 +76,7 @@ from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
-from a2a.types import AgentCard, Part, SendMessageRequest, Task, TaskState
+from a2a.types import AgentCard, Message, Part, SendMessageRequest, Task, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from a2a.utils.errors import InvalidParamsError
 from starlette.applications import Starlette
@@ -75,14 +90,15 @@ from daimon._http_gate import (
     hosts_for,
 )
 from daimon.a2a._convert import agent_card_for
-from daimon.agent import Agent
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, BuilderError, DaimonError, RunCancelled
 from daimon.core.events import Done, TextDelta
 from daimon.core.lifecycle import serve_until_cancelled
-from daimon.core.results import AgentResponse
+from daimon.core.protocols import Promptable, Resumable
+from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.telemetry._asgi import TraceContextMiddleware
 from daimon.telemetry._propagation import join_trace
+from daimon.tools import ToolRegistry
 
 __all__ = ("DaimonAgentExecutor", "a2a_app", "agent_card", "serve_a2a")
 
@@ -143,14 +159,16 @@ class _ContextIdCheck(SimpleRequestContextBuilder):
 
 
 class DaimonAgentExecutor(AgentExecutor):
-    """Runs a daimon agent for the A2A SDK's request handler: one run per message.
+    """Runs a daimon agent (any promptable) for the A2A SDK's request handler: one run per message.
 
     Each run is in the session ``a2a:<contextId>`` of the task's context, so runs in one context
     share the agent's memory (see this module's description).
     """
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Promptable) -> None:
         self.agent = agent
+        self._paused: dict[str, AgentResponse] = {}
+        """Runs waiting for approvals, by task id: the task's next message decides them."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run the agent on the message's text, publishing the task's progress and answer.
@@ -177,21 +195,28 @@ class DaimonAgentExecutor(AgentExecutor):
             return
         await updater.start_work()
         cancel = CancelToken()
+        paused = self._paused.pop(task.id, None)
         try:
-            response = await self._run(context.get_user_input(), session_id, cancel, updater)
+            if paused is None:
+                response = await self._run(context.get_user_input(), session_id, cancel, updater)
+            else:
+                response = await self._resume(paused, context.message, cancel)
+            if response.paused and response.state is not None and isinstance(self.agent, Resumable):
+                self._paused[task.id] = response
+                await updater.requires_input(_approvals_asked(updater, response))
+                return
+            response.require_finished("an A2A task")
         except asyncio.CancelledError:
             cancel.cancel("the A2A task was cancelled")  # reaches sub-agents sharing the token
             raise
         except RunCancelled:
             await updater.cancel()
             return
+        except ApprovalRequiredError as exc:  # a network or flow, whose runs cannot resume
+            await updater.failed(updater.new_agent_message([Part(text=f"Error: {exc}")]))
+            return
         except Exception as exc:  # the client reads why in the failed status
             await updater.failed(updater.new_agent_message([Part(text=_failure(exc))]))
-            return
-        try:
-            response.require_finished("an A2A task")
-        except ApprovalRequiredError as exc:
-            await updater.failed(updater.new_agent_message([Part(text=f"Error: {exc}")]))
             return
         await updater.add_artifact([Part(text=response.text)], name="answer", last_chunk=True)
         await updater.complete()
@@ -211,8 +236,18 @@ class DaimonAgentExecutor(AgentExecutor):
             raise DaimonError("the agent run ended without a response")
         return response
 
+    async def _resume(
+        self, paused: AgentResponse, message: Message | None, cancel: CancelToken
+    ) -> AgentResponse:
+        """Continue a paused run with the decisions ``message`` carries."""
+        assert isinstance(self.agent, Resumable)  # only their runs are kept paused
+        decisions = _decisions(message, paused)
+        return await self.agent.resume(paused, decisions, cancel=cancel)
+
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Mark the task canceled (the SDK has already cancelled the running ``execute``)."""
+        if context.task_id is not None:
+            self._paused.pop(context.task_id, None)  # a run waiting for approvals ends here
         if context.task_id is None or context.context_id is None:
             return
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
@@ -234,6 +269,53 @@ def _caller_trace(call: ServerCallContext | None) -> contextlib.AbstractContextM
     return join_trace(carrier)
 
 
+_APPROVE = frozenset({"approve", "approved", "yes", "y", "ok"})
+
+
+def _approvals_asked(updater: TaskUpdater, response: AgentResponse) -> Message:
+    """The input-required message: what waits for approval, in words and as data."""
+    pending = response.pending_approvals
+    listed = "; ".join(
+        f"{a.call.name}({json.dumps(a.call.arguments, ensure_ascii=False)}) [id {a.id}]"
+        for a in pending
+    )
+    text = (
+        f"Approval needed before the run goes on: {listed}. Answer 'approve' to let every call "
+        "run (anything else rejects them, your words telling the agent why), or send a data "
+        'part {"approvals": {"<id>": true or false}}.'
+    )
+    data = {
+        "approvals": [
+            {"id": a.id, "tool": a.call.name, "arguments": a.call.arguments} for a in pending
+        ]
+    }
+    return updater.new_agent_message([Part(text=text), new_data_part(data)])
+
+
+def _decisions(message: Message | None, paused: AgentResponse) -> dict[str, ApprovalDecision]:
+    """The decisions a reply to an input-required task carries, for every pending call.
+
+    A data part ``{"approvals": {id: bool}}`` decides the calls it names; otherwise text that
+    says ``approve`` (or yes, ok) approves them all and any other text rejects them all, with
+    that text as the reason. A call no part names is rejected: nothing runs unless approved.
+    """
+    parts = list(message.parts) if message is not None else []
+    given: dict[str, bool] = {}
+    for data in get_data_parts(parts):
+        approvals = data.get("approvals") if isinstance(data, dict) else None
+        if isinstance(approvals, dict):
+            given.update({str(k): v for k, v in approvals.items() if isinstance(v, bool)})
+    text = " ".join(get_text_parts(parts)).strip()
+    approve_all = not given and text.lower().rstrip(".!") in _APPROVE
+    reason = text or "not approved"
+    return {
+        a.id: ApprovalDecision.approve()
+        if given.get(a.id, approve_all)
+        else ApprovalDecision.reject(reason)
+        for a in paused.pending_approvals
+    }
+
+
 def _failure(exc: Exception) -> str:
     # daimon's own errors are written to be read; anything else may carry internals.
     if isinstance(exc, DaimonError):
@@ -242,7 +324,7 @@ def _failure(exc: Exception) -> str:
 
 
 def agent_card(
-    agent: Agent,
+    agent: Promptable,
     *,
     url: str,
     description: str | None = None,
@@ -258,7 +340,12 @@ def agent_card(
         version: The agent's version (daimon's by default).
         bearer: Announce that requests need a bearer token.
     """
-    tools = [spec for spec, t in zip(agent.tools.specs, agent.tools, strict=True) if _public(t)]
+    own = getattr(agent, "tools", None)  # an Agent's skills are its tools; others show none
+    tools = (
+        [spec for spec, t in zip(own.specs, own, strict=True) if _public(t)]
+        if isinstance(own, ToolRegistry)
+        else []
+    )
     return agent_card_for(
         name=agent.name,
         description=description or f"The {agent.name} agent, built with daimon.",
@@ -274,7 +361,7 @@ def _public(tool: Any) -> bool:
 
 
 def a2a_app(
-    agent: Agent,
+    agent: Promptable,
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
@@ -289,7 +376,8 @@ def a2a_app(
     """The A2A server for ``agent``, as an ASGI app (Starlette).
 
     Args:
-        agent: The agent to serve.
+        agent: The agent to serve: any :class:`~daimon.core.protocols.Promptable` (a
+            Supervisor, a HandoffNetwork, a flow) as well as an Agent.
         host: The address it will be bound to; decides the defaults of the gate.
         port: The port it will listen on (for the card's URL; the default ``Host`` names must
             carry it, any port when 0).
@@ -334,7 +422,7 @@ def a2a_app(
 
 
 async def serve_a2a(
-    agent: Agent,
+    agent: Promptable,
     *,
     host: str = "127.0.0.1",
     port: int = 8000,

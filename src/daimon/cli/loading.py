@@ -1,5 +1,9 @@
 """What the ``daimon`` command runs: agents from ``module:attr`` or agent files, tools, models.
 
+The serving commands (``serve``, ``worker``, ``mcp serve``, ``a2a serve``) take anything
+promptable at ``module:attr`` (:func:`load_promptable`): a Supervisor, a HandoffNetwork or a flow
+as well as an Agent.
+
 An agent file (YAML or TOML) describes an agent as data::
 
     name: calculator
@@ -26,12 +30,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeGuard
 
 from daimon.agent import Agent
 from daimon.core.errors import BuilderError
 from daimon.core.optional import require
-from daimon.core.protocols import Memory
+from daimon.core.protocols import Memory, Promptable
 from daimon.memory import SlidingWindowMemory, TokenWindowMemory
 
 __all__ = (
@@ -45,6 +49,7 @@ __all__ = (
     "is_agent_file",
     "load_agent_file",
     "load_agent_object",
+    "load_promptable",
     "load_tool",
 )
 
@@ -155,6 +160,46 @@ def load_agent_object(path: str) -> Agent:
     if not isinstance(value, Agent):
         raise ConfigError(f"{path!r} is a {type(value).__name__}, not a daimon Agent")
     return value
+
+
+def load_promptable(path: str) -> Promptable:
+    """What ``module:attr`` names, or the function there returns: anything that can be prompted.
+
+    An :class:`Agent`, a ``Supervisor``, a ``HandoffNetwork``, a graph, DAG or workflow (made a
+    :class:`~daimon.orchestration.PromptableFlow` with its defaults), a ``ServedFlow``, or any
+    :class:`~daimon.core.protocols.Promptable` of your own.
+
+    Raises:
+        ConfigError: It does not import, is not promptable, or a flow cannot take a prompt as
+            its input (a workflow of several input fields: wrap it in ``PromptableFlow``).
+    """
+    from daimon.orchestration import Dag, Graph, PromptableFlow, Workflow
+
+    value = import_object(path, "agent")
+    if not _is_promptable(value) and callable(value):
+        try:
+            value = value()
+        except BuilderError as exc:
+            raise ConfigError(f"agent factory {path!r} failed: {exc}") from None
+    if isinstance(value, (Graph, Dag, Workflow)):
+        try:
+            value = PromptableFlow(value)
+        except BuilderError as exc:
+            raise ConfigError(f"{path!r}: {exc}") from None
+    if not _is_promptable(value):
+        raise ConfigError(
+            f"{path!r} is a {type(value).__name__}, not a daimon Agent (nor a Supervisor, "
+            "HandoffNetwork, flow or other promptable)"
+        )
+    return value
+
+
+def _is_promptable(value: object) -> TypeGuard[Promptable]:
+    return (
+        not isinstance(value, type)
+        and isinstance(value, Promptable)
+        and isinstance(getattr(value, "name", None), str)
+    )
 
 
 # ---------------------------------------------------------------------------- agent files

@@ -22,7 +22,7 @@ from daimon.cli.render import TerminalRenderer
 from daimon.core.errors import DaimonError
 
 if TYPE_CHECKING:
-    from daimon.server import ServedFlow
+    from daimon.core.protocols import Promptable
 
 __all__ = ("a2a_app", "mcp_app")
 
@@ -67,27 +67,26 @@ def load_served_agent(spec: str) -> Agent:
         raise _Exit(EXIT_USAGE) from None
 
 
-def load_served(spec: str) -> Agent | ServedFlow:
-    """An agent, or a flow (a ``ServedFlow``, or a bare Graph, Dag or Workflow) to serve."""
-    from daimon.cli.loading import import_object, is_agent_file
+def load_served(spec: str) -> Promptable:
+    """What to serve: an agent file's agent, or anything promptable at ``module:attr``.
 
-    if not is_agent_file(spec):
-        from daimon.orchestration import Dag, Graph, Workflow
-        from daimon.server import ServedFlow
+    A Supervisor, a HandoffNetwork, a graph, DAG or workflow (or a ``ServedFlow``) as well as an
+    Agent; exit code 2, with why on stderr, if it is wrong.
+    """
+    from daimon.cli.loading import is_agent_file, load_promptable
 
-        try:
-            value = import_object(spec, "agent")
-        except DaimonError:
-            value = None  # load_served_agent says what is wrong
-        if isinstance(value, ServedFlow):
-            return value
-        if isinstance(value, (Graph, Dag, Workflow)):
-            try:
-                return ServedFlow(value)
-            except DaimonError as exc:
-                TerminalRenderer().error(str(exc), type(exc).__name__)
-                raise _Exit(EXIT_USAGE) from None
-    return load_served_agent(spec)
+    if is_agent_file(spec):
+        return load_served_agent(spec)
+    renderer = TerminalRenderer()
+    try:
+        served = load_promptable(spec)
+    except DaimonError as exc:
+        renderer.error(str(exc), type(exc).__name__)
+        raise _Exit(EXIT_USAGE) from None
+    model = getattr(getattr(served, "model", None), "model_name", None)
+    shown = f" (model: {model})" if isinstance(model, str) else f" ({type(served).__name__})"
+    renderer.note(f"agent: {spec}{shown}")
+    return served
 
 
 def _serve(coroutine: object) -> None:
@@ -111,7 +110,7 @@ def mcp_serve(
     token: TokenOption = None,
 ) -> None:
     """Serve the agent's tools, and the agent itself as a tool, over MCP."""
-    served = load_served_agent(agent)
+    served = load_served(agent)
     from daimon.mcp import serve_mcp
 
     _serve(serve_mcp(served, transport=transport, host=host, port=port, token=token))
@@ -128,7 +127,7 @@ def a2a_serve(
     ] = None,
 ) -> None:
     """Serve the agent as an A2A agent (agent card at /.well-known/agent-card.json)."""
-    served = load_served_agent(agent)
+    served = load_served(agent)
     from daimon.a2a import serve_a2a
 
     _serve(serve_a2a(served, host=host, port=port, token=token, url=url))
@@ -207,7 +206,7 @@ def worker(
     ] = None,
 ) -> None:
     """Run tasks from a broker on the agent until SIGTERM, losing none."""
-    served = load_served_agent(agent)
+    served = load_served(agent)
     from daimon.distributed import run_worker
 
     options: dict[str, Any] = {"queue": queue}
@@ -238,7 +237,7 @@ def serve(
     """Serve agents over HTTP: REST, SSE, OpenAI-compatible /v1, and a web playground at /."""
     hosts = _allowed_hosts(allowed_host)
     _refuse_unnamed_wildcard(host, hosts, token)
-    served: dict[str, Agent | ServedFlow] = {}
+    served: dict[str, Promptable] = {}
     for spec in agents:
         agent = load_served(spec)
         served[agent.name if agent.name not in served else spec] = agent

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from daimon.core.cancel import CancelToken
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.checkpoints import CheckpointState
 from daimon.core.documents import Document, ScoredDocument
 from daimon.core.events import StreamEvent
 from daimon.core.messages import Message
+from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
 
 __all__ = (
@@ -22,6 +24,8 @@ __all__ = (
     "KnowledgeBase",
     "Memory",
     "Model",
+    "Promptable",
+    "Resumable",
     "Retriever",
     "TaskBroker",
     "TokenCounter",
@@ -225,4 +229,78 @@ class TokenCounter(Protocol):
 
     def count_tokens(self, text: str) -> int:
         """How many tokens ``text`` is."""
+        ...
+
+
+# ------------------------------------------------------------------------------ promptables
+
+
+@runtime_checkable
+class Promptable(Protocol):
+    """Something that answers a prompt: what every front end serves.
+
+    :class:`~daimon.Agent`, :class:`~daimon.multiagent.Supervisor`,
+    :class:`~daimon.multiagent.HandoffNetwork` and the orchestration flows (``Graph``, ``Dag``,
+    ``Workflow``, or a :class:`~daimon.orchestration.PromptableFlow` mapping text to their input
+    and their result to text) implement it, and ``daimon serve``, ``daimon worker``, the MCP and
+    A2A servers and :class:`~daimon.multiagent.AgentTool` accept any of them.
+
+    A run answers an :class:`~daimon.core.results.AgentResponse` (streamed: events ending with a
+    ``Done`` carrying it). A response may be paused for approvals; a front end that cannot ask
+    a person calls ``response.require_finished(where)``, the one rule that turns a pause into
+    :class:`~daimon.core.errors.ApprovalRequiredError`. A keyword a promptable cannot honour
+    (history for a flow, which keeps no conversation) raises
+    :class:`~daimon.core.errors.BuilderError`; ``session_id`` is accepted by all (a flow ignores
+    it).
+    """
+
+    @property
+    def name(self) -> str:
+        """The name servers, tools and traces show."""
+        ...
+
+    async def prompt(
+        self,
+        input: str | Message,
+        /,
+        *,
+        session_id: str | None = None,
+        history: Sequence[Message] | None = None,
+        instructions: str | None = None,
+        run_id: str | None = None,
+        deps: Any = None,
+        cancel: CancelToken | None = None,
+    ) -> AgentResponse[Any]:
+        """Run to the final answer (or to a pause for approvals)."""
+        ...
+
+    def prompt_stream(
+        self,
+        input: str | Message,
+        /,
+        *,
+        session_id: str | None = None,
+        history: Sequence[Message] | None = None,
+        instructions: str | None = None,
+        run_id: str | None = None,
+        deps: Any = None,
+        cancel: CancelToken | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Run, streaming events; the last is ``Done``, carrying the response."""
+        ...
+
+
+@runtime_checkable
+class Resumable(Promptable, Protocol):
+    """A promptable whose paused runs can be continued (an agent, a supervisor)."""
+
+    async def resume(
+        self,
+        paused: AgentResponse[Any] | str,
+        approvals: Mapping[str, ApprovalDecision | bool] | None = None,
+        *,
+        deps: Any = None,
+        cancel: CancelToken | None = None,
+    ) -> AgentResponse[Any]:
+        """Continue a paused run with the decisions given (by approval id)."""
         ...

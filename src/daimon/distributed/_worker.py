@@ -9,10 +9,11 @@ import random
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import (
+    ApprovalRequiredError,
     BudgetExceededError,
     BuilderError,
     DaimonError,
@@ -24,23 +25,24 @@ from daimon.core.errors import (
     RunCancelled,
     SerializationError,
 )
+from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse
 from daimon.core.tasks import AgentTask, TaskPause, TaskResult
 from daimon.distributed._protocols import Broker, Delivery
 from daimon.distributed._trace import _CURRENT, TRACEPARENT, child_traceparent
 from daimon.distributed._urls import broker_from_url
 
-if TYPE_CHECKING:
-    from daimon.agent import Agent
-
 __all__ = ("Worker", "default_should_retry", "run_worker")
 
 _log = logging.getLogger("daimon.distributed")
+
+_CANNOT_RESUME = "a worker whose agent has no resume()"
 
 _STOP_WAIT = 5.0
 """Seconds a cancelled run gets to stop before its task is cancelled outright."""
 
 _PERMANENT = (
+    ApprovalRequiredError,  # the same prompt pauses again where nobody can approve
     BuilderError,
     SerializationError,
     GuardrailBlockedError,
@@ -72,6 +74,11 @@ def _backoff(attempt: int) -> float:
 class Worker:
     """Runs ``agent`` on tasks from ``broker``, up to ``concurrency`` at a time.
 
+    ``agent`` is any :class:`~daimon.core.protocols.Promptable`: an Agent, a Supervisor, a
+    HandoffNetwork, a flow. Only a :class:`~daimon.core.protocols.Resumable` one (an Agent, a
+    Supervisor) can pause for approvals; for the others a pause fails the task (for good) with
+    :class:`~daimon.core.errors.ApprovalRequiredError`, the one rule of callers that cannot ask.
+
     Delivery is at least once: a task whose worker dies is leased again after the broker's
     ``lease`` and runs again as a new attempt (with a checkpoint on the agent, it resumes where
     the lost attempt stopped: the task's ``run_id``, or else its task id, is the run id). Only
@@ -90,7 +97,7 @@ class Worker:
     ``grace`` seconds to finish, then cancels them and hands them back to the broker.
 
     Args:
-        agent: The agent that runs every task.
+        agent: The agent (any promptable) that runs every task.
         broker: Where tasks come from.
         concurrency: How many tasks run at once.
         grace: Seconds in-flight tasks get to finish after :meth:`stop`.
@@ -102,7 +109,7 @@ class Worker:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Promptable,
         broker: Broker,
         *,
         concurrency: int = 4,
@@ -250,16 +257,22 @@ class Worker:
 
     async def _run_agent(self, task: AgentTask, cancel: CancelToken) -> AgentResponse:
         """Run the task's prompt, or resume its paused run with the decisions it carries."""
+        agent = self.agent
         if task.resume is None:
-            return await self.agent.prompt(
+            response = await agent.prompt(
                 task.input,
                 run_id=task.run_id or task.task_id,
                 session_id=task.session_id,
                 cancel=cancel,
             )
+            if isinstance(agent, Resumable):
+                return response
+            return response.require_finished(_CANNOT_RESUME)
+        if not isinstance(agent, Resumable):
+            raise BuilderError(f"a task to resume needs an agent that can resume: {_CANNOT_RESUME}")
         state = task.resume.state
         paused = AgentResponse(text="", run_id=state.run_id, state=state)
-        return await self.agent.resume(paused, task.resume.decisions, cancel=cancel)
+        return await agent.resume(paused, task.resume.decisions, cancel=cancel)
 
     async def _record(self, run: _Run, response: AgentResponse) -> None:
         """Record the run's result, or its pause when it waits for approvals."""
@@ -366,7 +379,7 @@ class _Run:
 
 
 async def run_worker(
-    agent: Agent,
+    agent: Promptable,
     broker: str | Broker,
     *,
     concurrency: int = 4,
@@ -381,7 +394,7 @@ async def run_worker(
     """Run a :class:`Worker` until SIGTERM or SIGINT (or until its task is cancelled).
 
     Args:
-        agent: The agent that runs every task.
+        agent: The agent (any promptable) that runs every task.
         broker: A broker, or a URL naming one (``redis://...``, ``nats://...``, ``amqp://...``,
             ``memory://``); a broker made from a URL is closed on return.
         concurrency: How many tasks run at once.

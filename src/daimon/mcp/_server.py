@@ -56,10 +56,10 @@ from daimon._http_gate import (
     check_limit,
     hosts_for,
 )
-from daimon.agent import Agent
 from daimon.core.errors import ApprovalRequiredError, BuilderError, RunCancelled
 from daimon.core.lifecycle import serve_until_cancelled
 from daimon.core.messages import ToolCall
+from daimon.core.protocols import Promptable
 from daimon.core.tools import ToolOutput
 from daimon.mcp._convert import call_tool_result, mcp_tool
 from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
@@ -72,11 +72,11 @@ _TRACE_KEYS = ("traceparent", "tracestate", "baggage")  # SEP-414: W3C names, in
 
 
 class _AskAgent:
-    """The agent itself, as a tool: one prompt in, the final answer out."""
+    """The agent (any promptable) itself, as a tool: one prompt in, the final answer out."""
 
     __slots__ = ("_agent", "description", "name", "parameters_schema")
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Promptable) -> None:
         self._agent = agent
         self.name = ("ask_" + _NAME_CHARS.sub("_", agent.name))[:64]
         self.description = (
@@ -91,10 +91,10 @@ class _AskAgent:
         }
 
     async def execute(self, arguments: dict[str, Any], ctx: RunContext[Any]) -> ToolOutput:
-        response = await self._agent.prompt(str(arguments["prompt"]), cancel=ctx.cancel)
         try:
+            response = await self._agent.prompt(str(arguments["prompt"]), cancel=ctx.cancel)
             response.require_finished("an MCP tool call")
-        except ApprovalRequiredError as exc:
+        except ApprovalRequiredError as exc:  # paused, or a network or flow that cannot pause
             return ToolOutput.error(f"Error: {exc}")
         return ToolOutput(content=response.text, data=_jsonable(response.output))
 
@@ -103,18 +103,19 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, dict) else None
 
 
-def _exposed(agent: Agent, *, expose_tools: bool, expose_agent: bool) -> ToolRegistry:
+def _exposed(agent: Promptable, *, expose_tools: bool, expose_agent: bool) -> ToolRegistry:
     tools: list[Tool] = []
-    if expose_tools:
+    own = getattr(agent, "tools", None)
+    if expose_tools and isinstance(own, ToolRegistry):  # an agent's; a team or flow has none
         # A tool that needs a person's approval is never handed to a remote caller.
-        tools.extend(t for t in agent.tools if not getattr(t, "requires_approval", False))
+        tools.extend(t for t in own if not getattr(t, "requires_approval", False))
     if expose_agent:
         tools.append(_AskAgent(agent))
     return ToolRegistry(tools)
 
 
 def create_mcp_server(
-    agent: Agent,
+    agent: Promptable,
     *,
     expose_tools: bool = True,
     expose_agent: bool = True,
@@ -123,13 +124,16 @@ def create_mcp_server(
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) offering ``agent``'s tools.
 
-    Tools that need approval are left out. Arguments are validated against each tool's schema
-    before it runs; every failure (invalid arguments, a tool that raises, a timeout, an agent
-    run that fails) is an ``isError`` result the caller can read.
+    ``agent`` is any :class:`~daimon.core.protocols.Promptable`: an Agent offers its tools and
+    itself; a Supervisor, a HandoffNetwork or a flow offers itself only (``ask_<name>``). A run
+    that pauses for approvals (or a team or flow whose agent does) answers an error result
+    naming the tools. Tools that need approval are left out. Arguments are validated against
+    each tool's schema before it runs; every failure (invalid arguments, a tool that raises, a
+    timeout, an agent run that fails) is an ``isError`` result the caller can read.
 
     Args:
-        agent: The agent to serve.
-        expose_tools: Offer the agent's own tools.
+        agent: The agent (or any promptable) to serve.
+        expose_tools: Offer the agent's own tools (an Agent's; other promptables have none).
         expose_agent: Offer the agent itself as ``ask_<agent name>``.
         name: The server's name (the agent's by default).
         instructions: Told to clients that read server instructions.
@@ -219,7 +223,7 @@ def _caller_trace(ctx: Any) -> contextlib.AbstractContextManager[None]:
 
 
 def mcp_http_app(
-    agent: Agent,
+    agent: Promptable,
     *,
     host: str = "127.0.0.1",
     port: int | None = None,
@@ -284,7 +288,7 @@ def mcp_http_app(
 
 
 async def serve_mcp(
-    agent: Agent,
+    agent: Promptable,
     *,
     transport: Literal["stdio", "http"] = "stdio",
     host: str = "127.0.0.1",

@@ -8,12 +8,12 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from daimon.agent import Agent
 from daimon.core import (
     AgentResponse,
     ApprovalRequiredError,
     BuilderError,
     Done,
+    Promptable,
     RunCancelled,
     ToolOutput,
 )
@@ -48,6 +48,10 @@ TASK_SCHEMA: Mapping[str, Any] = {
 class AgentTool:
     """An agent as a tool: calling the tool prompts the agent and returns its answer.
 
+    Any :class:`~daimon.core.protocols.Promptable` can be the sub-agent: a Supervisor, a
+    HandoffNetwork or a flow (a graph, DAG or workflow, given the task as its prompt) as well as
+    an Agent.
+
     The sub-agent runs as its own conversation: it sees only the task (no history of the calling
     run, and no session unless ``session_id`` asks for one). It gets the caller's ``deps`` and
     cancel token, so cancelling the caller stops it at once. It spends from the caller's budget:
@@ -57,11 +61,11 @@ class AgentTool:
 
     A sub-agent that fails gives the calling model an error result naming it and the error; the
     calling run goes on. A sub-agent cannot pause for approvals: if one of its tools needs
-    approval, the call returns an error result saying so and those calls do not run (give the
-    approval-gated tools to the calling agent instead).
+    approval (or an agent of a team or flow it is), the call returns an error result saying so
+    and those calls do not run (give the approval-gated tools to the calling agent instead).
 
     Args:
-        agent: The agent to run.
+        agent: The agent (or any promptable) to run.
         name: The tool's name, as the calling model sees it.
         description: What the agent does, for the calling model.
         input_schema: JSON Schema of the tool's arguments; by default ``{"task": string}``, and the
@@ -91,7 +95,7 @@ class AgentTool:
         "parameters_schema",
     )
 
-    agent: Agent
+    agent: Promptable
     """The sub-agent."""
     name: str
     """The tool's name."""
@@ -102,15 +106,17 @@ class AgentTool:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Promptable,
         *,
         name: str,
         description: str,
         input_schema: Mapping[str, Any] | None = None,
         session_id: SessionId = None,
     ) -> None:
-        if not isinstance(agent, Agent):
-            raise BuilderError(f"AgentTool needs an Agent, not {type(agent).__name__}")
+        if isinstance(agent, type) or not isinstance(agent, Promptable):
+            raise BuilderError(
+                f"AgentTool needs an Agent (or anything promptable), not {type(agent).__name__}"
+            )
         if not isinstance(name, str) or _TOOL_NAME.fullmatch(name) is None:
             raise BuilderError(
                 f"AgentTool name {name!r} is not a valid tool name: use 1 to 64 letters, "
@@ -149,7 +155,7 @@ class AgentTool:
 
 
 async def run_sub_agent(
-    agent: Agent,
+    agent: Promptable,
     label: str,
     prompt: str,
     ctx: RunContext[Any],
@@ -174,6 +180,10 @@ async def run_sub_agent(
         ):
             if type(event) is Done:
                 response = event.response
+        if response is not None:
+            response.require_finished(f"agent {label!r}, delegated to,")
+    except ApprovalRequiredError as exc:  # it paused (or a team or flow whose agent did)
+        return ToolOutput.error(f"Error: {exc}")
     except RunCancelled as exc:
         if not ctx.cancel.cancelled:  # raised by a tool of its own accord: just a failure
             return _failed(label, exc)
@@ -192,10 +202,6 @@ async def run_sub_agent(
         ctx.report_usage(record.usage, record.cost)
     if response is None:  # pragma: no cover - an agent stream always ends with Done or raises
         return ToolOutput.error(f"Error: agent {label!r} ended without an answer")
-    try:
-        response.require_finished(f"agent {label!r}, delegated to,")
-    except ApprovalRequiredError as exc:
-        return ToolOutput.error(f"Error: {exc}")
     return ToolOutput(content=response.text)
 
 

@@ -108,10 +108,16 @@ class HandoffNetwork:
     a handoff shows as the ``ToolResult`` of a tool whose name starts with
     :data:`HANDOFF_PREFIX`.
 
+    A network is a :class:`~daimon.core.protocols.Promptable`: every front end (``daimon serve``,
+    the worker, MCP, A2A, :class:`~daimon.multiagent.AgentTool`) serves it. ``history`` given to
+    a prompt is the conversation so far (instead of a session's); ``instructions`` reach every
+    agent of the turn.
+
     Limitations: a run of the network cannot pause for approvals (an agent that stops for one
-    raises :class:`~daimon.core.OrchestrationError`), and it is not resumable from checkpoints
-    as a whole. Without a ``session_id``, the tools of an agent that took over see the network
-    run's id as ``ctx.session_id`` (the history reaches the agent through a session).
+    raises :class:`~daimon.core.ApprovalRequiredError`, which every front end maps as it maps
+    a paused run), and it is not resumable from checkpoints as a whole. Without a
+    ``session_id``, the tools of an agent that took over see the network run's id as
+    ``ctx.session_id`` (the history reaches the agent through a session).
 
     Args:
         agents: The agents, by name; a name must fit in a tool name (letters, digits, ``_``,
@@ -123,6 +129,7 @@ class HandoffNetwork:
         history_filter: What of the conversation so far the next agent sees.
         max_handoffs: Handoffs allowed in one turn; one more raises :class:`MaxHandoffsError`.
         memory: Where sessions are kept; by default the start agent's memory.
+        name: The network's name, as servers and tools show it.
 
     Raises:
         BuilderError: An unknown or invalid name, a self-route, a negative ``max_handoffs``, a
@@ -138,7 +145,19 @@ class HandoffNetwork:
         print(response.output.agent, response.text)
     """
 
-    __slots__ = ("_agents", "_filter", "_memory", "_prepared", "max_handoffs", "routes", "start")
+    __slots__ = (
+        "_agents",
+        "_filter",
+        "_memory",
+        "_prepared",
+        "max_handoffs",
+        "name",
+        "routes",
+        "start",
+    )
+
+    name: str
+    """The network's name."""
 
     start: str
     """The agent that answers first."""
@@ -157,6 +176,7 @@ class HandoffNetwork:
         history_filter: HistoryFilter | None = None,
         max_handoffs: int = 5,
         memory: Memory | None = None,
+        name: str = "handoffs",
     ) -> None:
         if not isinstance(agents, Mapping) or not agents:
             raise BuilderError("HandoffNetwork needs a mapping of at least one agent by name")
@@ -179,6 +199,7 @@ class HandoffNetwork:
         if unknown:
             raise BuilderError(f"descriptions name unknown agents: {', '.join(unknown)}")
         self._agents = dict(agents)
+        self.name = name
         self.start = start
         self.routes = _routes(agents, routes)
         self.max_handoffs = max_handoffs
@@ -196,6 +217,11 @@ class HandoffNetwork:
         return f"HandoffNetwork(agents={list(self._agents)!r}, start={self.start!r})"
 
     @property
+    def memory(self) -> Memory:
+        """Where sessions are kept: the memory given, else the start agent's."""
+        return self._memory if self._memory is not None else self._agents[self.start].memory
+
+    @property
     def agents(self) -> Mapping[str, Agent]:
         """The agents as given, by name (the network runs copies with handoff tools added)."""
         return dict(self._agents)
@@ -205,6 +231,9 @@ class HandoffNetwork:
         input: str | Message,
         *,
         session_id: str | None = None,
+        history: Sequence[Message] | None = None,
+        instructions: str | None = None,
+        run_id: str | None = None,
         agent: str | None = None,
         deps: Any = None,
         cancel: CancelToken | None = None,
@@ -214,6 +243,9 @@ class HandoffNetwork:
         Args:
             input: The user's message.
             session_id: Continue (and keep) this conversation in the network's memory.
+            history: The conversation so far, given directly (not with ``session_id``).
+            instructions: Added to every agent's system prompt for this turn.
+            run_id: The turn's id (a new one by default).
             agent: The agent that takes this turn first; default ``start``.
             deps: Dependencies for every agent's tools.
             cancel: Cancels the run, whichever agent is answering.
@@ -222,11 +254,11 @@ class HandoffNetwork:
             MaxHandoffsError: The agents handed off more than ``max_handoffs`` times.
             ApprovalRequiredError: An agent paused for approvals.
             ValueError: ``agent`` is not one of the network's agents.
+            BuilderError: Both ``history`` and ``session_id`` were given.
         """
         response: AgentResponse | None = None
-        async for event in self._run(
-            input, stream=False, session_id=session_id, agent=agent, deps=deps, cancel=cancel
-        ):
+        turn = _Turn(session_id, history, instructions, run_id, deps, cancel)
+        async for event in self._run(input, turn, stream=False, agent=agent):
             if type(event) is Done:
                 response = event.response
         if response is None:  # pragma: no cover - the run always ends with Done or raises
@@ -238,6 +270,9 @@ class HandoffNetwork:
         input: str | Message,
         *,
         session_id: str | None = None,
+        history: Sequence[Message] | None = None,
+        instructions: str | None = None,
+        run_id: str | None = None,
         agent: str | None = None,
         deps: Any = None,
         cancel: CancelToken | None = None,
@@ -247,29 +282,24 @@ class HandoffNetwork:
         Only the network's own ``Done`` (carrying its response) is yielded, not the ones that end
         each agent's part. Arguments as for :meth:`prompt`.
         """
-        return self._run(
-            input, stream=True, session_id=session_id, agent=agent, deps=deps, cancel=cancel
-        )
+        turn = _Turn(session_id, history, instructions, run_id, deps, cancel)
+        return self._run(input, turn, stream=True, agent=agent)
 
     async def _run(
-        self,
-        input: str | Message,
-        *,
-        stream: bool,
-        session_id: str | None,
-        agent: str | None,
-        deps: Any,
-        cancel: CancelToken | None,
+        self, input: str | Message, options: _Turn, *, stream: bool, agent: str | None
     ) -> AsyncGenerator[StreamEvent, None]:
         current = self.start if agent is None else agent
         if current not in self._prepared:
             raise ValueError(f"no agent {current!r} in the network; the agents are: {self._names}")
+        session_id, deps, cancel = options.session_id, options.deps, options.cancel
         memory: Memory | None = None
-        history: list[Message] = []
+        history: list[Message] = list(options.history or ())
         if session_id is not None:
-            memory = self._memory if self._memory is not None else self._agents[self.start].memory
+            if options.history is not None:
+                raise BuilderError("give a turn history or a session_id, not both")
+            memory = self.memory
             history = list(await memory.get_messages(session_id))
-        run_id = uuid.uuid4().hex
+        run_id = options.run_id or uuid.uuid4().hex
         turn: list[Message] = []
         handoffs: list[Handoff] = []
         usage = Usage()
@@ -283,7 +313,13 @@ class HandoffNetwork:
             if stream:
                 events = cast(
                     AsyncGenerator[StreamEvent, None],
-                    runner.prompt_stream(prompt, history=seen, deps=deps, cancel=cancel),
+                    runner.prompt_stream(
+                        prompt,
+                        history=seen,
+                        instructions=options.instructions,
+                        deps=deps,
+                        cancel=cancel,
+                    ),
                 )
                 async with contextlib.aclosing(events):
                     async for event in events:
@@ -292,7 +328,13 @@ class HandoffNetwork:
                         else:
                             yield event
             else:
-                response = await runner.prompt(prompt, history=seen, deps=deps, cancel=cancel)
+                response = await runner.prompt(
+                    prompt,
+                    history=seen,
+                    instructions=options.instructions,
+                    deps=deps,
+                    cancel=cancel,
+                )
             if response is None:  # pragma: no cover - an agent run always ends with Done
                 raise OrchestrationError(f"agent {current!r} ended without a response")
             usage = usage + response.usage
@@ -331,6 +373,18 @@ class HandoffNetwork:
     @property
     def _names(self) -> str:
         return ", ".join(repr(k) for k in self._agents)
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """What one prompt of the network was given (internal)."""
+
+    session_id: str | None
+    history: Sequence[Message] | None
+    instructions: str | None
+    run_id: str | None
+    deps: Any
+    cancel: CancelToken | None
 
 
 @dataclass(frozen=True, slots=True)

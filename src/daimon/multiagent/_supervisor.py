@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from daimon.agent import Agent, SystemPrompt
 from daimon.core import (
     AgentResponse,
+    ApprovalDecision,
     BuilderError,
     CancelToken,
+    Memory,
     Message,
     Model,
+    Promptable,
     StreamEvent,
     ToolOutput,
 )
@@ -46,6 +49,11 @@ class Supervisor:
     With ``output_type``, the supervisor's final answer is typed (``response.output``), as for
     any agent: structured output and tools work together.
 
+    A supervisor is a :class:`~daimon.core.protocols.Resumable` promptable: every front end
+    serves it, and a run that pauses for an approval of one of its own ``tools`` is resumed with
+    :meth:`resume` (a sub-agent cannot pause: its delegation answers an error). A sub-agent may
+    be any promptable (an Agent, another Supervisor, a HandoffNetwork, a flow).
+
     Args:
         model: The supervisor's model (a Model or a model string).
         agents: The sub-agents, by the name the supervisor calls them.
@@ -60,8 +68,8 @@ class Supervisor:
             ``max_budget``, ``memory``, ``hooks``, ``middleware``, ``temperature``, ...).
 
     Raises:
-        BuilderError: No agents, a name that is not a non-empty string, an agent that is not an
-            Agent, a description for an unknown agent, or an invalid Agent option.
+        BuilderError: No agents, a name that is not a non-empty string, an agent that is not
+            promptable, a description for an unknown agent, or an invalid Agent option.
 
     Example::
 
@@ -77,13 +85,13 @@ class Supervisor:
 
     agent: Agent
     """The supervisor's own agent, with the ``delegate`` tool."""
-    agents: Mapping[str, Agent]
+    agents: Mapping[str, Promptable]
     """The sub-agents, by name."""
 
     def __init__(
         self,
         model: Model | str,
-        agents: Mapping[str, Agent],
+        agents: Mapping[str, Promptable],
         *,
         name: str = "supervisor",
         system_prompt: SystemPrompt = None,
@@ -112,18 +120,39 @@ class Supervisor:
     def __repr__(self) -> str:
         return f"Supervisor(agents={list(self.agents)!r})"
 
+    @property
+    def name(self) -> str:
+        """The supervisor agent's name."""
+        return self.agent.name
+
+    @property
+    def memory(self) -> Memory:
+        """Where the supervisor's sessions live (its agent's memory)."""
+        return self.agent.memory
+
     async def prompt(
         self,
         input: str | Message,
         *,
         session_id: str | None = None,
+        history: Sequence[Message] | None = None,
+        instructions: str | None = None,
         run_id: str | None = None,
         deps: Any = None,
         cancel: CancelToken | None = None,
     ) -> AgentResponse:
-        """Run the supervisor to its final answer (usage and cost include the sub-agents')."""
+        """Run the supervisor to its final answer (usage and cost include the sub-agents').
+
+        Takes the arguments of :meth:`Agent.prompt <daimon.agent.Agent.prompt>`.
+        """
         return await self.agent.prompt(
-            input, session_id=session_id, run_id=run_id, deps=deps, cancel=cancel
+            input,
+            session_id=session_id,
+            history=history,
+            instructions=instructions,
+            run_id=run_id,
+            deps=deps,
+            cancel=cancel,
         )
 
     def prompt_stream(
@@ -131,14 +160,33 @@ class Supervisor:
         input: str | Message,
         *,
         session_id: str | None = None,
+        history: Sequence[Message] | None = None,
+        instructions: str | None = None,
         run_id: str | None = None,
         deps: Any = None,
         cancel: CancelToken | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Run the supervisor, streaming its events (each delegation ends in a ``ToolResult``)."""
         return self.agent.prompt_stream(
-            input, session_id=session_id, run_id=run_id, deps=deps, cancel=cancel
+            input,
+            session_id=session_id,
+            history=history,
+            instructions=instructions,
+            run_id=run_id,
+            deps=deps,
+            cancel=cancel,
         )
+
+    async def resume(
+        self,
+        paused: AgentResponse | str,
+        approvals: Mapping[str, ApprovalDecision | bool] | None = None,
+        *,
+        deps: Any = None,
+        cancel: CancelToken | None = None,
+    ) -> AgentResponse:
+        """Continue a run paused for approvals, as :meth:`daimon.agent.Agent.resume` does."""
+        return await self.agent.resume(paused, approvals, deps=deps, cancel=cancel)
 
 
 class _DelegateTool:
@@ -146,7 +194,7 @@ class _DelegateTool:
 
     __slots__ = ("_agents", "description", "name", "parameters_schema")
 
-    def __init__(self, agents: Mapping[str, Agent], roster: str) -> None:
+    def __init__(self, agents: Mapping[str, Promptable], roster: str) -> None:
         self._agents = agents
         self.name = DELEGATE_TOOL
         self.description = (
@@ -180,7 +228,7 @@ class _DelegateTool:
 
 
 def _check_team(
-    agents: Mapping[str, Agent], descriptions: Mapping[str, str] | None
+    agents: Mapping[str, Promptable], descriptions: Mapping[str, str] | None
 ) -> dict[str, str]:
     """Each agent's description by name, after checking the team; ``BuilderError`` if wrong."""
     if not isinstance(agents, Mapping) or not agents:
@@ -188,8 +236,10 @@ def _check_team(
     for key, agent in agents.items():
         if not isinstance(key, str) or not key.strip():
             raise BuilderError(f"agent names must be non-empty strings, got {key!r}")
-        if not isinstance(agent, Agent):
-            raise BuilderError(f"agent {key!r} is a {type(agent).__name__}, not an Agent")
+        if isinstance(agent, type) or not isinstance(agent, Promptable):
+            raise BuilderError(
+                f"agent {key!r} is a {type(agent).__name__}, not an Agent (nor promptable)"
+            )
     described = dict(descriptions or {})
     unknown = sorted(set(described) - set(agents))
     if unknown:

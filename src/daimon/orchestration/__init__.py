@@ -10,6 +10,8 @@ Agents plug in structurally (:class:`Promptable`): usage and cost roll up into e
 the run's :class:`~daimon.core.CancelToken` reaches each agent call. Graph, DAG and workflow runs
 tell an optional ``on_node`` observer each node's start, end and failure (:data:`NodeEvent`), and
 an optional ``on_agent_event`` observer what the agents a node prompts do (:class:`NodeAgentEvent`).
+A graph, DAG or workflow is itself a :class:`~daimon.core.protocols.Promptable` (text in, its
+answer out; :class:`PromptableFlow` chooses the mapping), so every front end serves it.
 Only the standard library and :mod:`daimon.core` are imported here.
 """
 
@@ -49,6 +51,7 @@ from daimon.orchestration._observe import (
     NodeSkipped,
     NodeStarted,
 )
+from daimon.orchestration._promptable import FlowAnswer, PromptableFlow
 from daimon.orchestration._reducers import Reducer, append, merge
 from daimon.orchestration._scheduler import DagResult, NodeContext, OnError
 from daimon.orchestration._workflow import Workflow, WorkflowBuilder, WorkflowResult
@@ -64,6 +67,7 @@ __all__ = (
     "DagBuilder",
     "DagResult",
     "END",
+    "FlowAnswer",
     "Graph",
     "GraphBuilder",
     "GraphContext",
@@ -85,6 +89,7 @@ __all__ = (
     "OnError",
     "OrchestrationBuildError",
     "Promptable",
+    "PromptableFlow",
     "Reducer",
     "Renderable",
     "Router",

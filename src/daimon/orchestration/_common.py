@@ -124,6 +124,9 @@ class ContextBase:
     async def prompt(self, agent: Promptable, text: str) -> AgentResponse:
         """Prompt ``agent`` with the run's cancel token, and count its usage and cost.
 
+        An agent that pauses for approvals raises
+        :class:`~daimon.core.errors.ApprovalRequiredError` (its usage counted first).
+
         When the run was given ``on_agent_event``, an agent with ``prompt_stream`` (such as
         :class:`daimon.Agent`) is streamed instead, and each of its events is reported.
         """
@@ -135,7 +138,8 @@ class ContextBase:
             events = cast(AsyncIterator[StreamEvent], stream(text, cancel=self.cancel))
             response = await _drain(events, tell)
         self._tally.add(response)
-        return response
+        # A node cannot pause: a paused agent fails it, the one rule of callers that cannot ask.
+        return response.require_finished("a flow's node")
 
 
 async def _drain(

@@ -12,6 +12,7 @@ from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError
 from daimon.orchestration import _drawing
 from daimon.orchestration._errors import OrchestrationBuildError
+from daimon.orchestration._flow_prompt import PromptsAsFlow
 from daimon.orchestration._observe import NodeAgentObserver, NodeObserver
 from daimon.orchestration._scheduler import DagNodeSpec, DagResult, OnError, execute
 
@@ -134,7 +135,7 @@ class DagBuilder:
         return Dag(self.name, MappingProxyType(dict(self._nodes)), order)
 
 
-class Dag:
+class Dag(PromptsAsFlow):
     """A checked DAG, built by :class:`DagBuilder`. Holds no run state: run it concurrently."""
 
     __slots__ = ("name", "nodes", "order")

@@ -10,6 +10,7 @@ from daimon.core.cancel import CancelToken
 from daimon.core.protocols import Checkpoint
 from daimon.orchestration import _drawing
 from daimon.orchestration._errors import OrchestrationBuildError
+from daimon.orchestration._flow_prompt import PromptsAsFlow
 from daimon.orchestration._graph import (
     END,
     START,
@@ -199,7 +200,7 @@ def _reachable(successors: Mapping[str, set[str]]) -> set[str]:
     return seen
 
 
-class Graph:
+class Graph(PromptsAsFlow):
     """A checked graph, built by :class:`GraphBuilder`. Holds no run state: run it concurrently."""
 
     __slots__ = ("spec",)

@@ -16,6 +16,7 @@ from daimon.orchestration._common import END, START, StepTiming, call
 from daimon.orchestration._dag import check_run_options, topological_order
 from daimon.orchestration._errors import OrchestrationBuildError, WiringError
 from daimon.orchestration._fields import compatible, matches, type_name
+from daimon.orchestration._flow_prompt import PromptsAsFlow
 from daimon.orchestration._observe import NodeAgentObserver, NodeObserver
 from daimon.orchestration._scheduler import DagNodeSpec, NodeContext, OnError, execute
 from daimon.orchestration._workflow_node import WorkflowNode
@@ -136,7 +137,7 @@ class WorkflowBuilder:
         return Workflow(self.name, MappingProxyType(dict(self.inputs)), self._nodes, sources, order)
 
 
-class Workflow:
+class Workflow(PromptsAsFlow):
     """A wired workflow, built by :class:`WorkflowBuilder`; runs like a :class:`Dag`."""
 
     __slots__ = ("_dag", "inputs", "name", "nodes", "order", "sources")

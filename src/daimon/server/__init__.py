@@ -25,9 +25,11 @@ Routes (all JSON unless said; every error is ``{"error": {"type", "message"}}``)
                                 which ``daimon serve`` sets; the files load without a token)
 ==============================  =========================================================
 
-A graph, DAG or workflow is served like an agent through :class:`ServedFlow`
-(``serve({"research": ServedFlow(graph)})``): ``/prompt`` runs it, and ``/prompt/stream`` sends
-``node_started``/``node_finished``/``node_failed``/``node_skipped`` events as its nodes run.
+Anything promptable (:class:`daimon.core.Promptable`) is served like an agent: a ``Supervisor``,
+a ``HandoffNetwork``, a graph, DAG or workflow (bare, or through :class:`ServedFlow` to choose how
+text becomes its input: ``serve({"research": ServedFlow(graph)})``). A flow's ``/prompt/stream``
+sends ``node_started``/``node_finished``/``node_failed``/``node_skipped`` events as its nodes run,
+and it answers ``/v1/chat/completions`` with one user message only (it keeps no conversation).
 
 Secure by default: it binds 127.0.0.1 and refuses any other address without a bearer token;
 ``Host`` and ``Origin`` are checked against allowlists on every request; bodies over

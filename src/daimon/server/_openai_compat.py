@@ -1,9 +1,11 @@
 """An OpenAI-compatible face: ``POST /v1/chat/completions`` and ``GET /v1/models``.
 
 Point the official ``openai`` SDK at ``<server>/v1`` (the token as ``api_key``) and each served
-agent is a model. The request's messages become the conversation: system and developer messages
-are added to the agent's own instructions, earlier user and assistant turns are the history, and
-the last message (the user's) is the prompt. The agent runs with its own tools, on the server,
+agent (any promptable: a supervisor, a handoff network, a flow) is a model. The request's
+messages become the conversation: system and developer messages are added to the agent's own
+instructions, earlier user and assistant turns are the history, and the last message (the
+user's) is the prompt; a flow keeps no conversation, so it answers one user message only (400
+otherwise). The agent runs with its own tools, on the server,
 and its final answer is the completion. Streamed, every text delta of the run is sent as it comes
 (text the model writes before calling a tool too, one blank line between turns); the non-streamed
 ``content`` is the final answer only.
@@ -32,11 +34,11 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from daimon.agent import Agent
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError
 from daimon.core.events import Done, TextDelta, UsageEvent
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
+from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
 from daimon.server._agents import ServedAgents
 from daimon.server._encode import dump_json
@@ -337,7 +339,7 @@ def _add_model_routes(router: APIRouter, served: ServedAgents, started: int) -> 
 
     @router.get("/v1/models", response_model=ModelList, responses=error_responses(401, 403))
     async def list_models() -> Response:
-        """The served agents, one model each."""
+        """The served agents (and other promptables), one model each."""
         body = {"object": "list", "data": [model(name) for name in served.by_name]}
         return Response(dump_json(body), media_type="application/json")
 
@@ -347,7 +349,7 @@ def _add_model_routes(router: APIRouter, served: ServedAgents, started: int) -> 
         responses=error_responses(401, 403, 404, 422),
     )
     async def get_model(model_id: str) -> Response:
-        """One served agent, as a model."""
+        """One served agent (or other promptable), as a model."""
         if model_id not in served.by_name:
             return error_response(404, "not_found", served.unknown(model_id))
         return Response(dump_json(model(model_id)), media_type="application/json")
@@ -366,6 +368,9 @@ def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSet
             instructions, history, prompt = _conversation(body.messages)
         except _BadConversation as exc:
             return _openai_error(str(exc), param=exc.param, code=exc.code)
+        if served.flow(body.model) is not None and (history or instructions):
+            message = f"model {body.model!r} is a flow: send one user message, nothing before it"
+            return _openai_error(message, param="messages", code="flow_takes_one_message")
         conversation = _Conversation(prompt, history, instructions or None)
         run_id = uuid.uuid4().hex
         created = int(time.time())
@@ -391,16 +396,14 @@ def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSet
                 request.receive,
                 timeout,
             )
+            response.require_finished(_NO_APPROVALS_HERE)
         except ClientDisconnected:
             return Response(status_code=CLIENT_CLOSED)
-        except Exception as exc:
+        except Exception as exc:  # a paused run (ApprovalRequiredError) is 409
             status, kind, message = describe_failure(exc)
             if status == 400:  # a prompt the agent refused: 400s here are all OpenAI-shaped
                 return _openai_error(message, type=kind)
             return error_response(status, kind, message)
-        if response.paused:
-            paused = ApprovalRequiredError(response.pending_approvals, _NO_APPROVALS_HERE)
-            return error_response(409, "approval_required", str(paused))
         completion = {
             "id": f"chatcmpl-{run_id}",
             "object": "chat.completion",
@@ -459,7 +462,7 @@ _COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 async def _chunks(
-    agent: Agent,
+    agent: Promptable,
     model: str,
     conversation: _Conversation,
     run_id: str,

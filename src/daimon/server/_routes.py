@@ -1,5 +1,8 @@
 """daimon's own routes: prompts (whole or streamed), sessions, agents, health and readiness.
 
+Any promptable answers ``/prompt`` and ``/prompt/stream`` (an agent, a supervisor, a handoff
+network; its stream is its events); sessions are those of the promptables that keep some.
+
 A served flow (graph, DAG or workflow) answers ``/prompt`` and ``/prompt/stream`` like an agent;
 its stream carries ``node_started``/``node_finished``/``node_failed``/``node_skipped`` events,
 ``node_event`` for each stream event of an agent a node prompts, and ends with ``done`` (data:
@@ -20,16 +23,17 @@ from starlette.responses import Response
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.core.events import ErrorEvent
+from daimon.orchestration import FlowAnswer, PromptableFlow
 from daimon.server._agents import ServedAgents
 from daimon.server._encode import (
     dump_json,
     event_data,
+    jsonable,
     node_event_body,
     prompt_body,
     usage_body,
 )
 from daimon.server._errors import describe_failure, error_response
-from daimon.server._flows import FlowAnswer, ServedFlow
 from daimon.server._runs import ClientDisconnected, run_supervised
 from daimon.server._schemas import (
     SESSION_PATTERN,
@@ -152,13 +156,13 @@ def flow_body(name: str, answer: FlowAnswer) -> dict[str, Any]:
         "iterations": answer.usage.requests,
         "usage": usage_body(answer.usage),
         "cost": answer.cost,
-        "output": answer.output,
+        "output": None if answer.output is None else jsonable(answer.output),
         "pending_approvals": [],
     }
 
 
 async def flow_frames(
-    name: str, flow: ServedFlow, text: str, token: CancelToken
+    name: str, flow: PromptableFlow, text: str, token: CancelToken
 ) -> AsyncGenerator[bytes, None]:
     """A flow's run as SSE frames: its node events as they happen, then ``done``."""
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -325,17 +329,7 @@ def _add_status_routes(router: APIRouter, served: ServedAgents, ready: Callable[
     @router.get("/agents", response_model=AgentsResponse, responses=error_responses(*_GATED))
     async def agents() -> Response:
         """The served agents and flows: names, models and tools; for a flow, its drawing."""
-        listed: list[dict[str, Any]] = []
-        for name in served.names:
-            agent = served.by_name.get(name)
-            if agent is not None:
-                model = str(getattr(agent.model, "model_name", type(agent.model).__name__))
-                listed.append({"name": name, "model": model, "tools": list(agent.tools.names)})
-            else:
-                flow = served.flows[name]
-                listed.append(
-                    {"name": name, "model": flow.kind, "tools": [], "flow": flow.drawing()}
-                )
+        listed = [served.describe(name) for name in served.names]
         body = {"default": served.default, "agents": listed}
         return Response(dump_json(body), media_type="application/json")
 
@@ -352,12 +346,12 @@ def _add_session_routes(router: APIRouter, served: ServedAgents) -> None:
     )
     async def list_sessions(agent: ListedAgent = None, limit: SessionLimit = 100) -> Response:
         """The conversations the agent's memory holds, sorted by id (the first `limit`)."""
-        found = served.get(agent)
-        if found is None:
+        memory = served.memory(agent)
+        if memory is None:
             return error_response(404, "not_found", served.unknown(agent or served.default))
-        lister = getattr(found.memory, "list_sessions", None)
+        lister = getattr(memory, "list_sessions", None)
         if lister is None:  # a Memory written before the protocol gained list_sessions
-            kind = type(found.memory).__name__
+            kind = type(memory).__name__
             return error_response(501, "not_implemented", f"{kind} cannot list its sessions")
         try:
             ids = await lister()
@@ -378,10 +372,10 @@ def _add_session_routes(router: APIRouter, served: ServedAgents) -> None:
     )
     async def get_session(session_id: SessionId, agent: AgentName = None) -> Response:
         """A conversation's messages, as the agent's memory keeps them (its window)."""
-        found = served.get(agent)
-        if found is None:
+        memory = served.memory(agent)
+        if memory is None:
             return error_response(404, "not_found", served.unknown(agent or served.default))
-        messages = await found.memory.get_messages(session_id)
+        messages = await memory.get_messages(session_id)
         body = {
             "session_id": session_id,
             "agent": agent or served.default,
@@ -398,8 +392,8 @@ def _add_session_routes(router: APIRouter, served: ServedAgents) -> None:
     )
     async def delete_session(session_id: SessionId, agent: AgentName = None) -> Response:
         """Forget a conversation."""
-        found = served.get(agent)
-        if found is None:
+        memory = served.memory(agent)
+        if memory is None:
             return error_response(404, "not_found", served.unknown(agent or served.default))
-        await found.memory.clear(session_id)
+        await memory.clear(session_id)
         return Response(status_code=204)
