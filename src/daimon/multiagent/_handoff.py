@@ -292,13 +292,7 @@ class HandoffNetwork:
         if current not in self._prepared:
             raise ValueError(f"no agent {current!r} in the network; the agents are: {self._names}")
         session_id, deps, cancel = options.session_id, options.deps, options.cancel
-        memory: Memory | None = None
-        history: list[Message] = list(options.history or ())
-        if session_id is not None:
-            if options.history is not None:
-                raise BuilderError("give a turn history or a session_id, not both")
-            memory = self.memory
-            history = list(await memory.get_messages(session_id))
+        memory, history = await self._conversation(options)
         run_id = options.run_id or uuid.uuid4().hex
         turn: list[Message] = []
         handoffs: list[Handoff] = []
@@ -369,6 +363,14 @@ class HandoffNetwork:
                 ),
             )
         )
+
+    async def _conversation(self, options: _Turn) -> tuple[Memory | None, list[Message]]:
+        """The memory a turn writes to (with a session) and the conversation so far."""
+        if options.session_id is None:
+            return None, list(options.history or ())
+        if options.history is not None:
+            raise BuilderError("give a turn history or a session_id, not both")
+        return self.memory, list(await self.memory.get_messages(options.session_id))
 
     @property
     def _names(self) -> str:
