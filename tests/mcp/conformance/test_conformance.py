@@ -13,6 +13,7 @@ Without the suite installed the tests skip on a laptop and FAIL when ``CI`` is s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -35,13 +36,13 @@ ROOT = HERE.parents[2]
 BASELINE = HERE / "baseline.yml"
 SERVER_APP = HERE / "server_app.py"
 CLIENT_APP = HERE / "client_app.py"
+CLIENT_LAUNCHER = HERE / "client_launcher.py"
 ARTIFACTS = ROOT / "test-artifacts" / "mcp-conformance"
 SUITE_VERSION = "0.1.16"
-CLIENT_TIMEOUT_MS = 60_000  # per client run; generous, as a loaded machine starts Python slowly
+CLIENT_TIMEOUT_MS = 60_000  # per client scenario; generous for a loaded machine
 
-# The client scenarios, in the order they run: each group's suite runs its scenarios in
-# parallel (one Python process each), the groups one after another so two cores are not
-# swamped. sse-retry runs alone, last: it times the client's reconnection (500 ms, +200 ms).
+# The client scenarios: each group's suite runs its scenarios in parallel, a few groups at a
+# time. sse-retry runs alone, last: it times the client's reconnection (500 ms, +200 ms).
 CLIENT_GROUPS: tuple[tuple[str, ...], ...] = (
     ("--suite", "auth"),
     ("--suite", "backcompat"),
@@ -183,12 +184,15 @@ def _report(runs: list[subprocess.CompletedProcess[str]]) -> str:
     )
 
 
-@pytest.fixture
-def server_url() -> Iterator[str]:
-    """server_app.py serving on a free port; stopped by closing its stdin."""
+@contextlib.contextmanager
+def _started(*args: str, expect: str) -> Iterator[str]:
+    """A Python program of this folder, running until the block ends (its stdin closes).
+
+    Yields the first line it prints, which must start with ``expect``.
+    """
     with tempfile.TemporaryFile("w+") as errors:
         process = subprocess.Popen(
-            [sys.executable, str(SERVER_APP)],
+            [sys.executable, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errors,
@@ -197,11 +201,11 @@ def server_url() -> Iterator[str]:
         assert process.stdin is not None and process.stdout is not None
         try:
             ready, _, _ = select.select([process.stdout], [], [], 60)
-            url = process.stdout.readline().strip() if ready else ""
-            if not url.startswith("http://"):
+            first = process.stdout.readline().strip() if ready else ""
+            if not first.startswith(expect):
                 errors.seek(0)
-                pytest.fail(f"server_app.py did not start: {errors.read()}", pytrace=False)
-            yield url
+                pytest.fail(f"{args[0]} did not start: {errors.read()}", pytrace=False)
+            yield first
         finally:
             process.stdin.close()
             try:
@@ -210,6 +214,25 @@ def server_url() -> Iterator[str]:
                 process.kill()
                 process.wait()
             process.stdout.close()
+
+
+@pytest.fixture
+def server_url() -> Iterator[str]:
+    """server_app.py serving on a free port."""
+    with _started(str(SERVER_APP), expect="http://") as url:
+        yield url
+
+
+@pytest.fixture
+def client_command() -> Iterator[str]:
+    """The client command for the suite: the launcher, handing scenarios to client_app.py."""
+    with tempfile.TemporaryDirectory(prefix="daimon-mcp-") as directory:
+        path = os.path.join(directory, "client.sock")
+        with _started(str(CLIENT_APP), "--serve", path, expect="ready"):
+            # -S -I: the launcher needs only the standard library, so it starts in milliseconds.
+            parts = (sys.executable, "-S", "-I", str(CLIENT_LAUNCHER), path)
+            assert not any(" " in part for part in parts), "the suite splits its command on spaces"
+            yield " ".join(parts)
 
 
 @pytest.mark.timeout(300)
@@ -234,16 +257,14 @@ def test_server_scenarios(suite: Suite, server_url: str, tmp_path: Path) -> None
 
 
 @pytest.mark.timeout(600)
-def test_client_scenarios(suite: Suite, tmp_path: Path) -> None:
+def test_client_scenarios(suite: Suite, client_command: str, tmp_path: Path) -> None:
     """Every client scenario (26) against client_app.py, against the baseline."""
-    command = f"{sys.executable} {CLIENT_APP}"
-    assert " " not in sys.executable and " " not in str(CLIENT_APP), "the suite splits on spaces"
 
     def client(group: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
         return suite.run(
             "client",
             "--command",
-            command,
+            client_command,
             *group,
             "--timeout",
             str(CLIENT_TIMEOUT_MS),
@@ -254,8 +275,7 @@ def test_client_scenarios(suite: Suite, tmp_path: Path) -> None:
             timeout=CLIENT_TIMEOUT_MS / 1000 * 3,
         )
 
-    # Two groups at a time: one starting its Python clients while the other's run.
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=4) as pool:
         runs = list(pool.map(client, CLIENT_GROUPS))
     runs += [client(group) for group in TIMED_CLIENT_GROUPS]
     outcome = _results(tmp_path)
