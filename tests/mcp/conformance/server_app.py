@@ -1,0 +1,195 @@
+"""The conformance suite's "everything server", written with daimon's public API only.
+
+    python tests/mcp/conformance/server_app.py
+
+Serves streamable HTTP on a free loopback port, prints its endpoint URL as the first line of
+stdout once it accepts requests, and stops when its stdin closes (so it never outlives the test
+that started it). The server scenarios of ``@modelcontextprotocol/conformance`` call tools,
+resources and prompts by fixed names (``test_simple_text``, ``test://static-text``, ...); each
+is written here the way a daimon user would write it today. Where daimon has no way to express
+what a scenario asks for (image results, logging, progress, elicitation, resources, prompts,
+...), the tool does the nearest thing daimon can and the scenario fails: ``baseline.yml`` lists
+those scenarios and what daimon lacks for each, so this file and the baseline change together
+as daimon's MCP server grows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from daimon import Agent, ChatRequest, ChatResponse, ToolOutput, tool
+from daimon.mcp import mcp_http_app
+from daimon.models import FunctionModel
+from daimon.testing import serving
+from daimon.tools import RunContext
+
+RED_PIXEL_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
+    "rkJggg=="
+)
+SILENT_WAV = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA="
+
+
+@tool
+def test_simple_text() -> str:
+    """Returns a fixed text."""
+    return "This is a simple text response for testing."
+
+
+@tool
+def test_error_handling() -> str:
+    """Always fails."""
+    raise RuntimeError("This tool intentionally returns an error for testing")
+
+
+@tool
+def test_image_content() -> dict[str, str]:
+    """Returns a 1x1 red PNG.
+
+    daimon tools return text or JSON, so this can only be the image's data as JSON (no image
+    content block).
+    """
+    return {"mimeType": "image/png", "data": RED_PIXEL_PNG}
+
+
+@tool
+def test_audio_content() -> dict[str, str]:
+    """Returns a tiny WAV file (as JSON: daimon has no audio results)."""
+    return {"mimeType": "audio/wav", "data": SILENT_WAV}
+
+
+@tool
+def test_embedded_resource() -> dict[str, str]:
+    """Returns a resource (as JSON: daimon has no embedded-resource results)."""
+    return {
+        "uri": "test://embedded-resource",
+        "mimeType": "text/plain",
+        "text": "This is an embedded resource content.",
+    }
+
+
+@tool
+def test_multiple_content_types() -> dict[str, Any]:
+    """Returns text, an image and a resource (as one JSON value: daimon has one text per result)."""
+    return {
+        "text": "Multiple content types test:",
+        "image": {"mimeType": "image/png", "data": RED_PIXEL_PNG},
+        "resource": {"uri": "test://mixed-content-resource", "text": '{"test":"data","value":123}'},
+    }
+
+
+@tool
+async def test_tool_with_logging() -> str:
+    """Works in three steps (daimon's RunContext cannot send MCP log messages)."""
+    for _ in range(2):
+        await asyncio.sleep(0.05)
+    return "Tool with logging executed successfully"
+
+
+@tool
+async def test_tool_with_progress(ctx: RunContext[Any]) -> str:
+    """Works in three steps (daimon's RunContext cannot report MCP progress)."""
+    for _ in range(2):
+        await asyncio.sleep(0.05)
+    return f"Progress test completed (call {ctx.call_id})"
+
+
+@tool
+def test_sampling(prompt: str) -> ToolOutput:
+    """Would ask the client's model to answer ``prompt``."""
+    return ToolOutput.error("Error: a daimon tool cannot ask the MCP client for sampling")
+
+
+@tool
+def test_elicitation(message: str) -> ToolOutput:
+    """Would ask the client's user for a username and an email."""
+    return ToolOutput.error("Error: a daimon tool cannot ask the MCP client for input")
+
+
+@tool
+def test_elicitation_sep1034_defaults() -> ToolOutput:
+    """Would ask the client's user, with default values."""
+    return ToolOutput.error("Error: a daimon tool cannot ask the MCP client for input")
+
+
+@tool
+def test_elicitation_sep1330_enums() -> ToolOutput:
+    """Would ask the client's user to pick from enums."""
+    return ToolOutput.error("Error: a daimon tool cannot ask the MCP client for input")
+
+
+@tool
+async def test_reconnection() -> str:
+    """Answers after a pause (SEP-1699 wants the server to close the SSE stream meanwhile)."""
+    await asyncio.sleep(0.1)
+    return "Reconnection test completed successfully"
+
+
+class JsonSchema2020Tool:
+    """A tool with a hand-written JSON Schema 2020-12 (``$schema``, ``$defs``, ``$ref``).
+
+    Any object with a name, a description, a ``parameters_schema`` and ``execute`` is a daimon
+    tool (:class:`daimon.tools.Tool`), so a schema can be given as is.
+    """
+
+    name = "json_schema_2020_12_tool"
+    description = "Tool with JSON Schema 2020-12 features"
+    parameters_schema: Mapping[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {
+            "address": {
+                "type": "object",
+                "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+            }
+        },
+        "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+        "additionalProperties": False,
+    }
+
+    async def execute(self, arguments: dict[str, Any], ctx: RunContext[Any]) -> ToolOutput:
+        return ToolOutput.json(arguments)
+
+
+TOOLS = [
+    test_simple_text,
+    test_error_handling,
+    test_image_content,
+    test_audio_content,
+    test_embedded_resource,
+    test_multiple_content_types,
+    test_tool_with_logging,
+    test_tool_with_progress,
+    test_sampling,
+    test_elicitation,
+    test_elicitation_sep1034_defaults,
+    test_elicitation_sep1330_enums,
+    test_reconnection,
+    JsonSchema2020Tool(),
+]
+# Not expressible in daimon today, so not here: resources (test://static-text,
+# test://static-binary, the template test://template/{id}/data, test://watched-resource),
+# prompts (test_simple_prompt, test_prompt_with_arguments, test_prompt_with_embedded_resource,
+# test_prompt_with_image) and completions.
+
+
+def _no_model(request: ChatRequest) -> ChatResponse:
+    return ChatResponse.reply("The conformance server serves tools only.")
+
+
+agent = Agent(FunctionModel(_no_model), name="everything", tools=TOOLS)
+
+
+async def main() -> None:
+    """Serve until stdin closes."""
+    app = lambda port: mcp_http_app(agent, port=port, expose_agent=False)  # noqa: E731
+    async with serving(app_for_port=app) as base:
+        print(f"{base}/mcp", flush=True)
+        await asyncio.to_thread(sys.stdin.read)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
