@@ -110,13 +110,11 @@ _PROVIDERS: Mapping[str, _Provider] = MappingProxyType(
     {
         "anthropic": _Provider("daimon.models.anthropic", "AnthropicModel", "anthropic"),
         "azure": _Provider("daimon.models.openai", "AzureOpenAIModel", "openai"),
-        "azure-responses": _Provider("daimon.models.openai", "AzureOpenAIResponsesModel", "openai"),
         "bedrock": _Provider("daimon.models.bedrock", "BedrockModel", "bedrock"),
         "gemini": _Provider("daimon.models.gemini", "GeminiModel", "gemini"),
         "local": _Provider("daimon.models.local", "LlamaCppModel", "local"),
         "ollama": _Provider("daimon.models.ollama", "OllamaModel", "ollama"),
         "openai": _Provider("daimon.models.openai", "OpenAIModel", "openai"),
-        "openai-responses": _Provider("daimon.models.openai", "OpenAIResponsesModel", "openai"),
         "openai-compatible": _Provider(
             "daimon.models.openai",
             "OpenAIModel",
@@ -124,6 +122,8 @@ _PROVIDERS: Mapping[str, _Provider] = MappingProxyType(
             defaults=MappingProxyType({"max_tokens_param": "max_tokens"}),
             parse=_model_at_url,
         ),
+        "openai-responses": _Provider("daimon.models.openai", "OpenAIResponsesModel", "openai"),
+        "azure-responses": _Provider("daimon.models.openai", "AzureOpenAIResponsesModel", "openai"),
         "vertex": _Provider(
             "daimon.models.gemini",
             "GeminiModel",

@@ -56,7 +56,9 @@ from daimon.server._agents import ServedAgents
 from daimon.server._encode import dump_json
 from daimon.server._errors import describe_failure, error_response
 from daimon.server._openai_compat import _OpenAIRoute
+from daimon.server._routes import error_responses
 from daimon.server._runs import ClientDisconnected, run_supervised
+from daimon.server._schemas import ErrorResponse, OpenAIErrorResponse
 from daimon.server._settings import ServerSettings
 from daimon.server._sse import EventStreamResponse, sse_frame
 
@@ -184,6 +186,81 @@ class ResponsesRequest(BaseModel):
     text: TextOptions | None = None
     conversation: Any = None
     metadata: dict[str, str] | None = None
+
+
+# ------------------------------------------------------------------------------ the document
+
+
+class OutputText(BaseModel):
+    """The text of a message."""
+
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Any]
+
+
+class OutputMessage(BaseModel):
+    """One model turn's text."""
+
+    id: str
+    type: Literal["message"]
+    status: Literal["in_progress", "completed"]
+    role: Literal["assistant"]
+    content: list[OutputText]
+
+
+class ResponseError(BaseModel):
+    """Why a response failed."""
+
+    code: str
+    message: str
+
+
+class InputTokensDetails(BaseModel):
+    """Input tokens detail."""
+
+    cached_tokens: int
+
+
+class OutputTokensDetails(BaseModel):
+    """Output tokens detail."""
+
+    reasoning_tokens: int
+
+
+class ResponseUsage(BaseModel):
+    """Tokens used by the whole run (every model call)."""
+
+    input_tokens: int
+    input_tokens_details: InputTokensDetails
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails
+    total_tokens: int
+
+
+class ResponseObject(BaseModel):
+    """An OpenAI ``response`` object (its sampling fields are placeholders: the agent's rule)."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: Literal["queued", "in_progress", "completed", "failed", "cancelled"]
+    background: bool
+    error: ResponseError | None
+    model: str
+    output: list[OutputMessage]
+    previous_response_id: str | None
+    store: bool
+    usage: ResponseUsage | None
+    metadata: dict[str, str]
+
+
+class DeletedResponse(BaseModel):
+    """What ``DELETE /v1/responses/{id}`` answers."""
+
+    id: str
+    object: Literal["response.deleted"]
+    deleted: bool
 
 
 # ------------------------------------------------------------------------------ stored responses
@@ -514,7 +591,8 @@ def add_responses_routes(
     def accept(body: ResponsesRequest) -> _Job | Response:
         agent = served.get(body.model)
         if agent is None:
-            return error_response(404, "not_found", served.unknown(body.model))
+            unknown = _BadRequest(served.unknown(body.model), "model", "model_not_found", 404)
+            return _openai_error(unknown)
         try:
             _check_options(body)
             earlier: list[Message] = []
@@ -594,43 +672,59 @@ def add_responses_routes(
         body = {"id": response_id, "object": "response.deleted", "deleted": True}
         return _json(body)
 
-    route = _OpenAIRoute
-    router.add_api_route(
-        "/v1/responses",
-        create_response,
-        methods=["POST"],
-        route_class_override=route,
-        responses=_RESPONSES,
-    )
-    router.add_api_route(
-        "/v1/responses/{response_id}",
-        get_response,
-        methods=["GET"],
-        route_class_override=route,
-        responses=_RESPONSES,
-    )
-    router.add_api_route(
-        "/v1/responses/{response_id}",
-        delete_response,
-        methods=["DELETE"],
-        route_class_override=route,
-        responses=_RESPONSES,
-    )
-    router.add_api_route(
+    def add(path: str, endpoint: Any, method: str, model: Any, codes: tuple[int, ...]) -> None:
+        responses: dict[int | str, dict[str, Any]] = {code: _DOCUMENTED[code] for code in codes}
+        router.add_api_route(
+            path,
+            endpoint,
+            methods=[method],
+            response_model=model,
+            responses={**responses, "4XX": _DOCUMENTED["4XX"]},
+            route_class_override=_OpenAIRoute,
+        )
+
+    stored_codes = (401, 403, 404, 413)
+    add("/v1/responses", create_response, "POST", ResponseObject, (200, 400, 409, *_RUN_CODES))
+    add("/v1/responses/{response_id}", get_response, "GET", ResponseObject, stored_codes)
+    add("/v1/responses/{response_id}", delete_response, "DELETE", DeletedResponse, stored_codes)
+    add(
         "/v1/responses/{response_id}/cancel",
         cancel_response,
-        methods=["POST"],
-        route_class_override=route,
-        responses=_RESPONSES,
+        "POST",
+        ResponseObject,
+        (400, *stored_codes),
     )
     return kept
 
 
-_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"description": "A `response` object; with `stream: true`, its server-sent events."},
-    400: {"description": "A request OpenAI would refuse; `param` names the field at fault."},
-    404: {"description": "No such agent, or no such response kept."},
-    409: {"description": "The run paused for an approval."},
+_RUN_CODES = (401, 403, 404, 413, 500, 502, 504)
+_DOCUMENTED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "A `response` object; with `stream: true`, server-sent events "
+        "(`response.created` ... `response.completed` or `response.failed`).",
+        "content": {
+            "text/event-stream": {
+                "schema": {
+                    "type": "object",
+                    "description": "One server-sent event: its type, then its JSON data.",
+                    "required": ["data"],
+                    "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
+                }
+            }
+        },
+    },
+    400: {
+        "model": OpenAIErrorResponse,
+        "description": "A request OpenAI would refuse (a missing or mistyped field, client "
+        "tools, an unknown `previous_response_id`, malformed JSON); `param` names the field.",
+    },
+    409: {"model": ErrorResponse, "description": "The run paused for an approval."},
+    "4XX": {"model": ErrorResponse, "description": "Any other client error."},
+}
+_DOCUMENTED.update(error_responses(401, 403, 413, 500, 502, 504))
+_DOCUMENTED[404] = {
+    "model": OpenAIErrorResponse,
+    "description": "No such agent, or no such response kept.",
 }
 
 
