@@ -585,19 +585,49 @@ def add_responses_routes(
     store: ResponseStore | None = None,
 ) -> ResponseStore:
     """Add ``/v1/responses`` (create, retrieve, cancel, delete) to ``router``; the store used."""
-    kept = store if store is not None else ResponseStore()
-    timeout = settings.request_timeout
+    routes = _Routes(served, settings, store if store is not None else ResponseStore())
 
-    def accept(body: ResponsesRequest) -> _Job | Response:
-        agent = served.get(body.model)
+    def add(path: str, endpoint: Any, method: str, model: Any, codes: tuple[int, ...]) -> None:
+        responses: dict[int | str, dict[str, Any]] = {code: _DOCUMENTED[code] for code in codes}
+        router.add_api_route(
+            path,
+            endpoint,
+            methods=[method],
+            response_model=model,
+            responses={**responses, "4XX": _DOCUMENTED["4XX"]},
+            route_class_override=_OpenAIRoute,
+        )
+
+    one = "/v1/responses/{response_id}"
+    kept = (401, 403, 404, 413)
+    add("/v1/responses", routes.create, "POST", ResponseObject, (200, 400, 409, *_RUN_CODES))
+    add(one, routes.retrieve, "GET", ResponseObject, kept)
+    add(one, routes.delete, "DELETE", DeletedResponse, kept)
+    add(one + "/cancel", routes.cancel, "POST", ResponseObject, (400, *kept))
+    return routes.kept
+
+
+class _Routes:
+    """The handlers of ``/v1/responses``, sharing the served agents and the kept responses."""
+
+    __slots__ = ("kept", "served", "settings")
+
+    def __init__(self, served: ServedAgents, settings: ServerSettings, kept: ResponseStore) -> None:
+        self.served = served
+        self.settings = settings
+        self.kept = kept
+
+    def _accept(self, body: ResponsesRequest) -> _Job | Response:
+        """The job a request asks for, or the error answer that refuses it."""
+        agent = self.served.get(body.model)
         if agent is None:
-            unknown = _BadRequest(served.unknown(body.model), "model", "model_not_found", 404)
+            unknown = _BadRequest(self.served.unknown(body.model), "model", "model_not_found", 404)
             return _openai_error(unknown)
         try:
             _check_options(body)
             earlier: list[Message] = []
             if body.previous_response_id is not None:
-                previous = kept.get(body.previous_response_id)
+                previous = self.kept.get(body.previous_response_id)
                 if previous is None or previous.body["status"] != "completed":
                     raise _BadRequest(
                         f"Previous response with id '{body.previous_response_id[:100]}' not "
@@ -612,17 +642,19 @@ def add_responses_routes(
         status = "queued" if body.background else "in_progress"
         return _Job(agent, conversation, _new_response(body, status), bool(body.store))
 
-    async def create_response(body: ResponsesRequest, request: Request) -> Response:
+    async def create(self, body: ResponsesRequest, request: Request) -> Response:
         """Run an agent on a conversation, as the OpenAI Responses API would answer it."""
-        job = accept(body)
+        job = self._accept(body)
         if isinstance(job, Response):
             return job
+        timeout = self.settings.request_timeout
         if body.background:
-            return _json(_start_background(job, kept, timeout))
+            return _json(_start_background(job, self.kept, timeout))
         if body.stream:
-            on_error, source = _event_stream(job, kept)
+            on_error, source = _event_stream(job, self.kept)
+            heartbeat = self.settings.heartbeat_interval
             return EventStreamResponse(
-                source, on_error=on_error, heartbeat=settings.heartbeat_interval, timeout=timeout
+                source, on_error=on_error, heartbeat=heartbeat, timeout=timeout
             )
         try:
             response = await run_supervised(job.run, request.receive, timeout)
@@ -638,17 +670,17 @@ def add_responses_routes(
             return error_response(409, "approval_required", str(paused))
         _finish(job.obj, response, _output(response))
         if job.keep:
-            kept.put(StoredResponse(job.obj, _conversation_after(job.conversation, response)))
+            self.kept.put(StoredResponse(job.obj, _conversation_after(job.conversation, response)))
         return _json(job.obj)
 
-    async def get_response(response_id: str) -> Response:
+    async def retrieve(self, response_id: str) -> Response:
         """A kept response (a background one as it is now)."""
-        stored = kept.get(response_id)
+        stored = self.kept.get(response_id)
         return _not_found(response_id) if stored is None else _json(stored.body)
 
-    async def cancel_response(response_id: str) -> Response:
+    async def cancel(self, response_id: str) -> Response:
         """Stop a background response; a finished one is returned as it is."""
-        stored = kept.get(response_id)
+        stored = self.kept.get(response_id)
         if stored is None:
             return _not_found(response_id)
         if not stored.body["background"]:
@@ -662,39 +694,14 @@ def add_responses_routes(
             await asyncio.gather(stored.task, return_exceptions=True)
         return _json(stored.body)
 
-    async def delete_response(response_id: str) -> Response:
+    async def delete(self, response_id: str) -> Response:
         """Forget a kept response (stopping it if it runs)."""
-        stored = kept.delete(response_id)
+        stored = self.kept.delete(response_id)
         if stored is None:
             return _not_found(response_id)
         if stored.task is not None:
             stored.task.cancel()
-        body = {"id": response_id, "object": "response.deleted", "deleted": True}
-        return _json(body)
-
-    def add(path: str, endpoint: Any, method: str, model: Any, codes: tuple[int, ...]) -> None:
-        responses: dict[int | str, dict[str, Any]] = {code: _DOCUMENTED[code] for code in codes}
-        router.add_api_route(
-            path,
-            endpoint,
-            methods=[method],
-            response_model=model,
-            responses={**responses, "4XX": _DOCUMENTED["4XX"]},
-            route_class_override=_OpenAIRoute,
-        )
-
-    stored_codes = (401, 403, 404, 413)
-    add("/v1/responses", create_response, "POST", ResponseObject, (200, 400, 409, *_RUN_CODES))
-    add("/v1/responses/{response_id}", get_response, "GET", ResponseObject, stored_codes)
-    add("/v1/responses/{response_id}", delete_response, "DELETE", DeletedResponse, stored_codes)
-    add(
-        "/v1/responses/{response_id}/cancel",
-        cancel_response,
-        "POST",
-        ResponseObject,
-        (400, *stored_codes),
-    )
-    return kept
+        return _json({"id": response_id, "object": "response.deleted", "deleted": True})
 
 
 _RUN_CODES = (401, 403, 404, 413, 500, 502, 504)
