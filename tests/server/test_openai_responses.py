@@ -17,7 +17,7 @@ from daimon.models import FunctionModel
 from daimon.server._openai_responses import ResponseStore, StoredResponse
 
 from .conftest import TOKEN, Calls, LiveServer, echo, sse_events
-from .test_openai_compat import weather_agent
+from .test_openai_compat import refund_agent, weather_agent
 
 Live = Callable[..., LiveServer]
 
@@ -440,3 +440,44 @@ async def test_the_route_over_an_asgi_transport() -> None:
         )
         response = await client.responses.create(model="thinker", input="hi")
     assert response.output_text == "thought: hi (1 messages)"
+
+
+# ------------------------------------------------------------------------------ approvals
+
+
+def test_a_run_that_pauses_for_approval_is_refused_every_way(live: Live) -> None:
+    calls = Calls()
+    server = live(refund_agent(calls), token=TOKEN)
+    client = sdk(server)
+    with pytest.raises(openai.ConflictError, match="refund need"):
+        client.responses.create(model="refunds", input="Refund A")
+    events = list(client.responses.create(model="refunds", input="Refund A", stream=True))
+    assert events[-1].type == "response.failed"
+    assert events[-1].response.error is not None
+    assert events[-1].response.error.code == "approval_required"
+    started = client.responses.create(model="refunds", input="Refund A", background=True)
+    finished = _poll(client, started.id)
+    assert finished.status == "failed"
+    assert finished.error is not None
+    assert finished.error.code == "approval_required"
+    assert calls.tool_args == []  # the call that waits for approval never ran
+
+
+# ------------------------------------------------------------------------------ both ways
+
+
+async def test_daimons_provider_talks_to_daimons_server(live: Live) -> None:
+    """The Responses provider, streamed and not, against this server's Responses route."""
+    from daimon.core.events import Done, TextDelta
+    from daimon.models import OpenAIResponsesModel
+
+    server = live(weather_agent(Calls()), token=TOKEN)
+    model = OpenAIResponsesModel("weather", api_key=TOKEN, base_url=f"{server.url}/v1")
+    asker = Agent(model)
+    answer = await asker.prompt("Oslo?")
+    assert answer.text == "Let me check.It is sunny in Oslo."
+    assert answer.usage.input_tokens == 14
+    events = [e async for e in asker.prompt_stream("Oslo?")]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == answer.text
+    assert isinstance(events[-1], Done)
+    await model.aclose()
