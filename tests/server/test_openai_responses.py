@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, Usage
+from daimon.core.cancel import CancelToken
 from daimon.core.messages import Message
 from daimon.models import FunctionModel
 from daimon.server._openai_responses import ResponseStore, StoredResponse
@@ -422,11 +423,14 @@ def test_only_background_responses_cancel(live: Live) -> None:
 
 def test_the_store_keeps_the_newest() -> None:
     store = ResponseStore(limit=2)
-    for n in range(3):
+    running = CancelToken()
+    store.put(StoredResponse({"id": "resp_0", "status": "in_progress"}, token=running))
+    for n in range(1, 3):
         store.put(StoredResponse({"id": f"resp_{n}", "status": "completed"}))
     assert len(store) == 2
     assert store.get("resp_0") is None
     assert store.get("resp_2") is not None
+    assert running.cancelled  # a background run nobody can reach any more stops
 
 
 async def test_the_route_over_an_asgi_transport() -> None:

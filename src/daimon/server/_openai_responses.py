@@ -292,7 +292,9 @@ class ResponseStore:
         self._items[stored.body["id"]] = stored
         self._items.move_to_end(stored.body["id"])
         while len(self._items) > self.limit:
-            self._items.popitem(last=False)
+            _, gone = self._items.popitem(last=False)
+            if gone.token is not None:  # a background run nobody can reach any more stops
+                gone.token.cancel("forgotten")
 
     def get(self, response_id: str) -> StoredResponse | None:
         """The response with ``response_id``, if kept."""
