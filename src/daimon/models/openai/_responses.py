@@ -209,14 +209,14 @@ class EventDecoder:
     either was cut short, and ``response.failed`` or ``error`` raise :class:`ModelError`.
     """
 
-    __slots__ = ("_calls", "_end", "_model", "_provider", "_saw_calls")
+    __slots__ = ("_call_count", "_calls", "_end", "_model", "_provider")
 
     def __init__(self, *, provider: str) -> None:
         self._provider = provider
         self._calls: dict[str, PendingToolCall] = {}
         self._model: str | None = None
         self._end: Mapping[str, Any] | None = None
-        self._saw_calls = 0
+        self._call_count = 0
 
     def feed(self, event: Mapping[str, Any]) -> Iterator[StreamEvent]:
         """The daimon events one stream event carries."""
@@ -245,11 +245,11 @@ class EventDecoder:
         if item.get("type") != "function_call":
             return
         call = PendingToolCall(
-            id=item.get("call_id") or item.get("id") or f"call_{self._saw_calls}",
+            id=item.get("call_id") or item.get("id") or f"call_{self._call_count}",
             name=item.get("name") or "",
-            index=self._saw_calls,
+            index=self._call_count,
         )
-        self._saw_calls += 1
+        self._call_count += 1
         self._calls[item.get("id") or call.id] = call
         yield call.start()
         if item.get("arguments"):
@@ -280,5 +280,5 @@ class EventDecoder:
         for call in self._calls.values():  # calls the stream never closed
             yield call.end()
         yield UsageEvent(usage=usage_from_wire(end.get("usage")))
-        stop = _stop_reason(end, has_calls=bool(self._saw_calls))
+        stop = _stop_reason(end, has_calls=bool(self._call_count))
         yield Done(stop_reason=stop, model=end.get("model") or self._model)
