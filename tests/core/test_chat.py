@@ -46,3 +46,8 @@ def test_request_defaults() -> None:
 
 def test_stop_reason_values_are_the_wire_strings() -> None:
     assert [r.value for r in StopReason] == ["end_turn", "tool_use", "max_tokens", "content_filter"]
+
+
+def test_reasoning_tokens_add_up() -> None:
+    one = Usage(output_tokens=10, reasoning_tokens=4, requests=1)
+    assert (one + one).reasoning_tokens == 8

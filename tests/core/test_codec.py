@@ -108,6 +108,7 @@ def test_envelope_and_kind_are_written() -> None:
             "tool_call_id": None,
             "name": None,
             "is_error": False,
+            "reasoning": [],
             "kind": "message",
         },
     }
@@ -309,7 +310,7 @@ def test_bad_data_is_refused(cls: Any, data: Any, match: str) -> None:
     [
         (
             {"kind": "bogus"},
-            r"at \$: unknown kind 'bogus'; expected one of done, error, text_delta",
+            r"at \$: unknown kind 'bogus'; expected one of done, error, reasoning, text_delta",
         ),
         ({"text": "no kind"}, r"at \$: missing field 'kind'"),
         ({"kind": 3}, r"at \$: unknown kind 3"),

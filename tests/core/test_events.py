@@ -7,6 +7,7 @@ import typing
 from daimon.core import (
     Done,
     ErrorEvent,
+    ReasoningEvent,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -27,6 +28,7 @@ def test_every_variant_has_a_distinct_kind() -> None:
         ToolCallDelta,
         ToolCallEnd,
         ToolResult,
+        ReasoningEvent,
         UsageEvent,
         ErrorEvent,
         Done,
@@ -44,7 +46,7 @@ def test_match_is_exhaustive_by_class() -> None:
                 return "call"
             case ToolResult(output=output):
                 return f"result {output.content}"
-            case UsageEvent() | ErrorEvent() | Done():
+            case ReasoningEvent() | UsageEvent() | ErrorEvent() | Done():
                 return event.kind
 
     assert describe(TextDelta(text="a")) == "text a"

@@ -101,3 +101,17 @@ def test_arguments_json_parses_back(call: ToolCall) -> None:
 def test_non_json_constants_keep_arguments_raw(raw: str) -> None:
     # Python's json accepts NaN and Infinity; JSON does not, and the codec could not store them.
     assert ToolCall.from_json("c", "f", raw).arguments == raw
+
+
+def test_reasoning_rides_on_the_assistant_message_and_persists() -> None:
+    from daimon.core import Reasoning
+    from daimon.core.codec import dumps, loads
+
+    reasoning = Reasoning(provider="openai-responses", data={"encrypted_content": "gAAA"})
+    message = Message.assistant("", [ToolCall(id="c", name="t")], reasoning=[reasoning])
+    assert message.reasoning == (reasoning,)
+    assert Message.assistant("x").reasoning == ()
+    assert loads(dumps(message), Message) == message
+    # Messages written before reasoning existed read back without it.
+    old = '{"daimon":1,"data":{"role":"assistant","content":"x","kind":"message"}}'
+    assert loads(old, Message) == Message.assistant("x")

@@ -182,3 +182,19 @@ async def test_stream_from_response() -> None:
     response = ChatResponse(message=Message.assistant("hi"), model="m")
     events = [event async for event in stream_from_response(response)]
     assert events == list(events_from_response(response))
+
+
+def test_reasoning_joins_the_message_and_round_trips() -> None:
+    from daimon.core import Reasoning, ReasoningEvent
+
+    reasoning = Reasoning(provider="openai-responses", text="hm", data={"id": "rs_1"})
+    response = ChatResponse(
+        message=Message.assistant("ok", reasoning=[reasoning]),
+        usage=Usage(output_tokens=9, reasoning_tokens=7, requests=1),
+    )
+    events = list(events_from_response(response))
+    assert events[0] == ReasoningEvent(reasoning=reasoning)
+    accumulator = StreamAccumulator()
+    for event in events:
+        accumulator.add(event)
+    assert accumulator.response() == response

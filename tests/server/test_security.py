@@ -39,6 +39,15 @@ def test_every_route_but_health_needs_the_token(live: Live) -> None:
         body: dict[str, Any] | None = {"input": "x"} if path.startswith("/prompt") else None
         if path == "/v1/chat/completions":
             body = {"model": "echo", "messages": [{"role": "user", "content": "x"}]}
+        if path == "/v1/responses":
+            body = {"model": "echo", "input": "x"}
+        if "{response_id}" in path:  # a background response of its own: cancel answers it too
+            made = client.post(
+                "/v1/responses",
+                json={"model": "echo", "input": "x", "background": True},
+                headers={"authorization": f"Bearer {TOKEN}"},
+            )
+            path = path.replace("{response_id}", made.json()["id"])
         missing = client.request(method, path, json=body)
         wrong = client.request(method, path, json=body, headers={"authorization": "Bearer nope"})
         scheme = client.request(

@@ -63,6 +63,8 @@ def test_tiktoken_and_the_pure_encoder_agree(
         ("openai:gpt-4o", "o200k_base"),
         ("openai:gpt-4.1-nano", "o200k_base"),
         ("openai:gpt-5-mini", "o200k_base"),
+        ("openai-responses:gpt-5-mini", "o200k_base"),
+        ("azure-responses:o4-mini", "o200k_base"),
         ("openai:o3-mini", "o200k_base"),
         ("azure:gpt-4o", "o200k_base"),
         ("gpt-4", "cl100k_base"),

@@ -37,6 +37,8 @@ class Usage:
     """Input tokens served from the provider's prompt cache (a subset of ``input_tokens``)."""
     requests: int = 0
     """How many model calls this usage covers."""
+    reasoning_tokens: int = 0
+    """Output tokens the model spent reasoning (a subset of ``output_tokens``, billed as output)."""
     kind: Literal["usage"] = field(default="usage", init=False, repr=False)
 
     @property
@@ -50,6 +52,7 @@ class Usage:
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
             requests=self.requests + other.requests,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 

@@ -1,6 +1,7 @@
 """Stream events, shared by model streams and agent streams.
 
-A model stream yields text deltas, tool-call start/delta/end, usage and ends with :class:`Done`.
+A model stream yields text deltas, tool-call start/delta/end, reasoning items, usage and ends
+with :class:`Done`.
 An agent stream adds :class:`ToolResult` events and ends with a :class:`Done` carrying the
 :class:`~daimon.core.results.AgentResponse`.
 """
@@ -12,13 +13,14 @@ from typing import Literal, TypeAlias
 
 from daimon.core._fastinit import fast_init
 from daimon.core.chat import StopReason, Usage
-from daimon.core.messages import ToolCall
+from daimon.core.messages import Reasoning, ToolCall
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
 
 __all__ = (
     "Done",
     "ErrorEvent",
+    "ReasoningEvent",
     "StreamEvent",
     "TextDelta",
     "ToolCallDelta",
@@ -89,6 +91,17 @@ class ToolResult:
         return self.output.is_error
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningEvent:
+    """A reasoning item the model finished (model streams only; it joins the assistant message).
+
+    Agent streams leave it out: it is the provider's to read back, not an answer.
+    """
+
+    reasoning: Reasoning
+    kind: Literal["reasoning"] = field(default="reasoning", init=False, repr=False)
+
+
 @fast_init  # hot: one per streamed model call (figures: core/_fastinit.py)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UsageEvent:
@@ -128,6 +141,7 @@ StreamEvent: TypeAlias = (
     | ToolCallDelta
     | ToolCallEnd
     | ToolResult
+    | ReasoningEvent
     | UsageEvent
     | ErrorEvent
     | Done

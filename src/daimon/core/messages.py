@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
 from daimon.core._fastinit import fast_init
 
-__all__ = ("Content", "ContentPart", "ImagePart", "Message", "Role", "TextPart", "ToolCall")
+__all__ = (
+    "Content",
+    "ContentPart",
+    "ImagePart",
+    "Message",
+    "Reasoning",
+    "Role",
+    "TextPart",
+    "ToolCall",
+)
 
 
 class Role(StrEnum):
@@ -90,6 +99,24 @@ class ToolCall:
         return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reasoning:
+    """A model's reasoning as its provider returned it, kept to be given back on later turns.
+
+    Reasoning models (OpenAI's through the Responses API) want their earlier reasoning back
+    beside the tool calls it led to; the item is opaque (often encrypted) and only the provider
+    that wrote it reads it. Other providers leave it out of their requests.
+    """
+
+    provider: str
+    """The wire format ``data`` is in, e.g. ``"openai-responses"``."""
+    text: str = ""
+    """A readable summary of the reasoning, when the provider gives one."""
+    data: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    """The provider's own item (ids, encrypted content), sent back as it came."""
+    kind: Literal["reasoning"] = field(default="reasoning", init=False, repr=False)
+
+
 @fast_init  # hot: one per message (figures: core/_fastinit.py)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
@@ -107,6 +134,8 @@ class Message:
     """For a tool message: the name of the tool that produced it."""
     is_error: bool = False
     """For a tool message: whether the tool failed."""
+    reasoning: tuple[Reasoning, ...] = ()
+    """For an assistant message: the model's reasoning before it, for the provider to reread."""
     kind: Literal["message"] = field(default="message", init=False, repr=False)
 
     @property
@@ -127,8 +156,21 @@ class Message:
         return cls(role=Role.USER, content=content if isinstance(content, str) else tuple(content))
 
     @classmethod
-    def assistant(cls, text: str = "", tool_calls: Sequence[ToolCall] = ()) -> Message:
-        """An assistant message, with the tool calls it makes."""
+    def assistant(
+        cls,
+        text: str = "",
+        tool_calls: Sequence[ToolCall] = (),
+        *,
+        reasoning: Sequence[Reasoning] = (),
+    ) -> Message:
+        """An assistant message, with the tool calls it makes (and the reasoning behind it)."""
+        if reasoning:
+            return cls(
+                role=Role.ASSISTANT,
+                content=text,
+                tool_calls=tuple(tool_calls),
+                reasoning=tuple(reasoning),
+            )
         return cls(role=Role.ASSISTANT, content=text, tool_calls=tuple(tool_calls))
 
     @classmethod

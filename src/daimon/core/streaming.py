@@ -8,6 +8,7 @@ from daimon.core.chat import ChatResponse, StopReason, Usage
 from daimon.core.errors import StreamClosedError
 from daimon.core.events import (
     Done,
+    ReasoningEvent,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -15,7 +16,7 @@ from daimon.core.events import (
     ToolCallStart,
     UsageEvent,
 )
-from daimon.core.messages import Message, ToolCall
+from daimon.core.messages import Message, Reasoning, ToolCall
 
 __all__ = ("PendingToolCall", "StreamAccumulator", "events_from_response", "stream_from_response")
 
@@ -57,7 +58,7 @@ _CallKey = tuple[str, int]
 class StreamAccumulator:
     """Collects a model stream's events into the :class:`ChatResponse` they describe."""
 
-    __slots__ = ("_arguments", "_calls", "_names", "_order", "_text", "done", "usage")
+    __slots__ = ("_arguments", "_calls", "_names", "_order", "_reasoning", "_text", "done", "usage")
 
     def __init__(self) -> None:
         self._text: list[str] = []
@@ -67,6 +68,7 @@ class StreamAccumulator:
         self._names: dict[_CallKey, str] = {}
         self._arguments: dict[_CallKey, list[str]] = {}
         self._order: list[_CallKey] = []
+        self._reasoning: list[Reasoning] = []
         self.usage = Usage()
         self.done: Done | None = None
 
@@ -91,6 +93,8 @@ class StreamAccumulator:
             self.usage = event.usage
         elif isinstance(event, Done):
             self.done = event
+        elif isinstance(event, ReasoningEvent):
+            self._reasoning.append(event.reasoning)
 
     def _track(self, key: _CallKey) -> None:
         if key not in self._arguments:
@@ -118,7 +122,7 @@ class StreamAccumulator:
         if calls and stop is StopReason.END_TURN:
             stop = StopReason.TOOL_USE
         return ChatResponse(
-            message=Message.assistant(self.text, calls),
+            message=Message.assistant(self.text, calls, reasoning=self._reasoning),
             stop_reason=stop,
             usage=self.usage,
             model=self.done.model,
@@ -127,6 +131,8 @@ class StreamAccumulator:
 
 def events_from_response(response: ChatResponse) -> Iterator[StreamEvent]:
     """The events a stream of ``response`` would have produced."""
+    for reasoning in response.message.reasoning:
+        yield ReasoningEvent(reasoning=reasoning)
     text = response.message.text
     if text:
         yield TextDelta(text=text)

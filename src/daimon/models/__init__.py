@@ -30,12 +30,19 @@ if TYPE_CHECKING:
     from daimon.models.local import LlamaCppModel
     from daimon.models.ollama import OllamaEmbeddingModel, OllamaModel
     from daimon.models.onnx import OnnxEmbeddingModel
-    from daimon.models.openai import AzureOpenAIModel, OpenAIEmbeddingModel, OpenAIModel
+    from daimon.models.openai import (
+        AzureOpenAIModel,
+        AzureOpenAIResponsesModel,
+        OpenAIEmbeddingModel,
+        OpenAIModel,
+        OpenAIResponsesModel,
+    )
     from daimon.models.retry import RetryingModel
 
 __all__ = (
     "AnthropicModel",
     "AzureOpenAIModel",
+    "AzureOpenAIResponsesModel",
     "BedrockEmbeddingModel",
     "BedrockModel",
     "FallbackModel",
@@ -48,6 +55,7 @@ __all__ = (
     "OnnxEmbeddingModel",
     "OpenAIEmbeddingModel",
     "OpenAIModel",
+    "OpenAIResponsesModel",
     "RetryingModel",
     "ScriptedModel",
     "infer_model",
@@ -56,6 +64,7 @@ __all__ = (
 _LAZY = {
     "AnthropicModel": "daimon.models.anthropic",
     "AzureOpenAIModel": "daimon.models.openai",
+    "AzureOpenAIResponsesModel": "daimon.models.openai",
     "BedrockEmbeddingModel": "daimon.models.bedrock",
     "BedrockModel": "daimon.models.bedrock",
     "FallbackModel": "daimon.models.fallback",
@@ -67,6 +76,7 @@ _LAZY = {
     "OnnxEmbeddingModel": "daimon.models.onnx",
     "OpenAIEmbeddingModel": "daimon.models.openai",
     "OpenAIModel": "daimon.models.openai",
+    "OpenAIResponsesModel": "daimon.models.openai",
     "RetryingModel": "daimon.models.retry",
 }
 
@@ -112,6 +122,8 @@ _PROVIDERS: Mapping[str, _Provider] = MappingProxyType(
             defaults=MappingProxyType({"max_tokens_param": "max_tokens"}),
             parse=_model_at_url,
         ),
+        "openai-responses": _Provider("daimon.models.openai", "OpenAIResponsesModel", "openai"),
+        "azure-responses": _Provider("daimon.models.openai", "AzureOpenAIResponsesModel", "openai"),
         "vertex": _Provider(
             "daimon.models.gemini",
             "GeminiModel",
@@ -126,7 +138,8 @@ _PROVIDERS: Mapping[str, _Provider] = MappingProxyType(
 def infer_model(model: str, **settings: Any) -> Model:
     """The model a ``"<provider>:<model>"`` string names, built with ``settings``.
 
-    For example ``"openai:gpt-4o-mini"``, ``"azure:<deployment>"``,
+    For example ``"openai:gpt-4o-mini"``, ``"openai-responses:gpt-5-mini"`` (the Responses
+    API), ``"azure:<deployment>"``, ``"azure-responses:<deployment>"``,
     ``"anthropic:claude-sonnet-4-5"`` or ``"openai-compatible:<model>@<base_url>"``;
     ``settings`` are the provider class's keyword arguments (``api_key=``, ``timeout=``, ...).
 

@@ -20,6 +20,8 @@ Routes (all JSON unless said; every error is ``{"error": {"type", "message"}}``)
 ``GET /health``, ``GET /ready``  liveness (no token needed), readiness
 ``GET /openapi.json``           the OpenAPI document
 ``POST /v1/chat/completions``   OpenAI Chat Completions (streamed or not); model = agent name
+``POST /v1/responses``          the OpenAI Responses API (streamed, background, or not);
+                                ``GET``/``DELETE /v1/responses/{id}``, ``.../{id}/cancel``
 ``GET /v1/models``              one model per agent
 ``GET /``, ``GET /ui/<file>``   the web playground and run inspector (only with ``ui=True``,
                                 which ``daimon serve`` sets; the files load without a token)

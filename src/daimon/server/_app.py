@@ -23,6 +23,7 @@ from daimon._http_gate import HttpGate
 from daimon.server._agents import Servable, ServedAgents
 from daimon.server._errors import error_response
 from daimon.server._openai_compat import add_openai_routes
+from daimon.server._openai_responses import add_responses_routes
 from daimon.server._routes import add_native_routes
 from daimon.server._settings import ServerSettings
 from daimon.server._ui import add_ui_routes, ui_paths
@@ -79,6 +80,7 @@ def create_app(
     )
     add_native_routes(app.router, served, settings, lambda: status["ready"])
     add_openai_routes(app.router, served, settings, int(time.time()))
+    add_responses_routes(app.router, served, settings)
     public = settings.public_paths
     if settings.ui:
         add_ui_routes(app.router)

@@ -79,7 +79,7 @@ _MODEL_PREFIXES = (
     ("text-embedding-ada-002", "cl100k_base"),
 )
 
-_OPENAI_PROVIDERS = frozenset({"openai", "azure"})
+_OPENAI_PROVIDERS = frozenset({"openai", "azure", "openai-responses", "azure-responses"})
 
 
 def encoding_for_model(model: str) -> str | None:

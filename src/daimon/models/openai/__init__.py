@@ -1,9 +1,17 @@
-"""OpenAI models: Chat Completions on OpenAI, Azure OpenAI or any OpenAI-compatible server.
+"""OpenAI models: Chat Completions or Responses, on OpenAI, Azure OpenAI or compatible servers.
 
 Needs the ``openai`` extra (``pip install "daimon[openai]"``). The SDK's own retries are off:
 wrap a model in :class:`~daimon.models.retry.RetryingModel` to retry.
 
 Chat Completions has no error flag on tool results: a failed tool's result text says so itself.
+
+:class:`OpenAIResponsesModel` (``"openai-responses:<model>"``) and
+:class:`AzureOpenAIResponsesModel` (``"azure-responses:<deployment>"``) speak the Responses API
+(``client.responses.create``). They send the whole conversation each call and keep nothing on
+OpenAI's side (``store=False``): a reasoning model's reasoning items come back with their
+encrypted content, ride on the assistant message (:attr:`Message.reasoning
+<daimon.core.messages.Message.reasoning>`) and are sent back with the next turns. Usage counts
+cached input and reasoning output tokens.
 
 ``settings`` of a request are sent as extra JSON fields of the request body (``top_p``, ``seed``,
 ``reasoning_effort``, ...), except ``timeout``, ``extra_headers`` and ``extra_query``, which are
@@ -27,6 +35,7 @@ from daimon.core.sdk_support import (
     retry_after,
 )
 from daimon.core.vectors import check_positive
+from daimon.models.openai import _responses
 from daimon.models.openai._mapping import (
     REQUEST_OPTIONS,
     ChunkDecoder,
@@ -38,7 +47,13 @@ from daimon.models.openai._mapping import (
 
 openai = require("openai", extra="openai")
 
-__all__ = ("AzureOpenAIModel", "OpenAIEmbeddingModel", "OpenAIModel")
+__all__ = (
+    "AzureOpenAIModel",
+    "AzureOpenAIResponsesModel",
+    "OpenAIEmbeddingModel",
+    "OpenAIModel",
+    "OpenAIResponsesModel",
+)
 
 MaxTokensParam = Literal["max_completion_tokens", "max_tokens"]
 
@@ -61,6 +76,43 @@ def _client_factory(
     def build() -> Any:
         return openai.AsyncOpenAI(
             api_key=key, base_url=url, organization=organization, timeout=timeout, max_retries=0
+        )
+
+    return build
+
+
+def _azure_factory(
+    *,
+    endpoint: str | None,
+    api_key: str | None,
+    api_version: str | None,
+    azure_ad_token_provider: Callable[[], Awaitable[str]] | None,
+    timeout: float,
+    what: str,
+) -> Callable[[], Any]:
+    endpoint = endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
+    api_key = api_key or os.environ.get("AZURE_OPENAI_API_KEY")
+    api_version = api_version or os.environ.get("OPENAI_API_VERSION")
+    if not endpoint:
+        raise BuilderError(f"{what} needs an endpoint: pass endpoint= or set AZURE_OPENAI_ENDPOINT")
+    if not api_key and azure_ad_token_provider is None:
+        raise BuilderError(
+            f"{what} needs credentials: pass api_key= (or set AZURE_OPENAI_API_KEY) or "
+            "azure_ad_token_provider="
+        )
+    if not api_version:
+        raise BuilderError(
+            f"{what} needs an API version: pass api_version= or set OPENAI_API_VERSION"
+        )
+
+    def build() -> Any:
+        return openai.AsyncAzureOpenAI(
+            azure_endpoint=endpoint,
+            api_key=api_key,
+            azure_ad_token_provider=azure_ad_token_provider,
+            api_version=api_version,
+            timeout=timeout,
+            max_retries=0,
         )
 
     return build
@@ -244,36 +296,186 @@ class AzureOpenAIModel(_ChatCompletions):
     ) -> None:
         factory = _no_factory
         if client is None:
-            endpoint = endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT")
-            api_key = api_key or os.environ.get("AZURE_OPENAI_API_KEY")
-            api_version = api_version or os.environ.get("OPENAI_API_VERSION")
-            if not endpoint:
-                raise BuilderError(
-                    "AzureOpenAIModel needs an endpoint: pass endpoint= or set "
-                    "AZURE_OPENAI_ENDPOINT"
-                )
-            if not api_key and azure_ad_token_provider is None:
-                raise BuilderError(
-                    "AzureOpenAIModel needs credentials: pass api_key= (or set "
-                    "AZURE_OPENAI_API_KEY) or azure_ad_token_provider="
-                )
-            if not api_version:
-                raise BuilderError(
-                    "AzureOpenAIModel needs an API version: pass api_version= or set "
-                    "OPENAI_API_VERSION"
-                )
-
-            def factory() -> Any:
-                return openai.AsyncAzureOpenAI(
-                    azure_endpoint=endpoint,
-                    api_key=api_key,
-                    azure_ad_token_provider=azure_ad_token_provider,
-                    api_version=api_version,
-                    timeout=timeout,
-                    max_retries=0,
-                )
-
+            factory = _azure_factory(
+                endpoint=endpoint,
+                api_key=api_key,
+                api_version=api_version,
+                azure_ad_token_provider=azure_ad_token_provider,
+                timeout=timeout,
+                what=type(self).__name__,
+            )
         super().__init__(deployment, LoopClients(factory, client), "max_completion_tokens")
+
+
+_REASONING_MODELS = ("o1", "o3", "o4", "gpt-5", "codex")
+
+
+class _Responses(LoopClientsOwner):
+    """What OpenAI and Azure OpenAI Responses models share: the ``responses.create`` calls."""
+
+    provider: ClassVar[str] = "openai"
+    supports_json_schema: ClassVar[bool] = True
+    """Agents with an ``output_type`` use ``text.format`` (JSON schema) with these models."""
+    __slots__ = ("_clients", "_include", "_store", "model_name")
+
+    def __init__(
+        self, model_name: str, clients: LoopClients, *, store: bool, keep_reasoning: bool | None
+    ) -> None:
+        if not model_name:
+            raise BuilderError(f"{type(self).__name__} needs a model name")
+        self.model_name = model_name
+        self._clients = clients
+        self._store = store
+        if keep_reasoning is None:
+            keep_reasoning = model_name.lower().startswith(_REASONING_MODELS)
+        self._include = ["reasoning.encrypted_content"] if keep_reasoning else None
+
+    def _call(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        body = _responses.request_body(request)
+        call: dict[str, Any] = {
+            "model": self.model_name,
+            "input": body.pop("input"),
+            "stream": stream,
+            "store": self._store,
+        }
+        if self._include:
+            call["include"] = list(self._include)
+        for key, value in (request.settings or {}).items():
+            if key == "extra_body":
+                body.update(value)
+            elif key in REQUEST_OPTIONS:
+                call[key] = value
+            else:
+                body[key] = value
+        call["extra_body"] = body
+        return call
+
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        """Answer ``request`` in one piece."""
+        client = await self._clients.get()
+        try:
+            response = await client.responses.create(**self._call(request, stream=False))
+        except openai.OpenAIError as exc:
+            raise _model_error(exc, self.provider) from exc
+        return _responses.response_from_wire(as_dict(response), provider=self.provider)
+
+    async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Answer ``request`` as events; :class:`StreamClosedError` if the stream breaks off."""
+        client = await self._clients.get()
+        provider = self.provider
+        try:
+            stream = await client.responses.create(**self._call(request, stream=True))
+        except openai.OpenAIError as exc:
+            raise _model_error(exc, provider) from exc
+        decoder = _responses.EventDecoder(provider=provider)
+        async with stream:
+            try:
+                async for event in stream:
+                    for out in decoder.feed(as_dict(event)):
+                        yield out
+            except openai.APIConnectionError as exc:  # also timeouts
+                cause = exc.__cause__ or exc
+                raise StreamClosedError(
+                    f"{provider} stream broke off: {cause}", provider=provider
+                ) from exc
+            except openai.OpenAIError as exc:
+                raise _model_error(exc, provider) from exc
+        for out in decoder.finish():
+            yield out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model_name!r})"
+
+
+class OpenAIResponsesModel(_Responses):
+    """A chat model behind the OpenAI Responses API (``client.responses.create``).
+
+    Args:
+        model_name: The model id, e.g. ``"gpt-5-mini"``.
+        api_key: Defaults to ``OPENAI_API_KEY``; optional when ``base_url`` points at a
+            compatible server that needs none.
+        base_url: Defaults to ``OPENAI_BASE_URL``, else OpenAI's API.
+        organization: The OpenAI organization id, if any.
+        timeout: Seconds per call; a request's ``settings["timeout"]`` overrides it.
+        client: A ready ``openai.AsyncOpenAI`` to use instead of building one; you close it.
+        store: Let OpenAI store the responses (``store``); daimon sends the whole conversation
+            each call either way.
+        keep_reasoning: Ask for reasoning items' encrypted content
+            (``include=["reasoning.encrypted_content"]``), so they can be sent back on later
+            turns; ``None`` asks for reasoning models (``o1``, ``o3``, ``o4``, ``gpt-5``, ...).
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        organization: str | None = None,
+        timeout: float = 60.0,
+        client: Any = None,
+        store: bool = False,
+        keep_reasoning: bool | None = None,
+    ) -> None:
+        factory = _no_factory
+        if client is None:
+            factory = _client_factory(
+                api_key=api_key,
+                base_url=base_url,
+                organization=organization,
+                timeout=timeout,
+                what="OpenAIResponsesModel",
+            )
+        clients = LoopClients(factory, client)
+        super().__init__(model_name, clients, store=store, keep_reasoning=keep_reasoning)
+
+
+class AzureOpenAIResponsesModel(_Responses):
+    """A chat model deployed on Azure OpenAI, through the Responses API.
+
+    Args:
+        deployment: The deployment name, sent as the request's ``model``.
+        endpoint: ``https://<resource>.openai.azure.com``; defaults to ``AZURE_OPENAI_ENDPOINT``.
+        api_key: Defaults to ``AZURE_OPENAI_API_KEY``; not needed with ``azure_ad_token_provider``.
+        api_version: Defaults to ``OPENAI_API_VERSION`` (the Responses API needs
+            ``2025-03-01-preview`` or later).
+        azure_ad_token_provider: An async function returning an Entra ID token, instead of a key.
+        timeout: Seconds per call; a request's ``settings["timeout"]`` overrides it.
+        client: A ready ``openai.AsyncAzureOpenAI`` to use instead of building one; you close it.
+        store: As for :class:`OpenAIResponsesModel`.
+        keep_reasoning: As for :class:`OpenAIResponsesModel`.
+    """
+
+    provider: ClassVar[str] = "azure"
+    __slots__ = ()
+
+    def __init__(
+        self,
+        deployment: str,
+        *,
+        endpoint: str | None = None,
+        api_key: str | None = None,
+        api_version: str | None = None,
+        azure_ad_token_provider: Callable[[], Awaitable[str]] | None = None,
+        timeout: float = 60.0,
+        client: Any = None,
+        store: bool = False,
+        keep_reasoning: bool | None = None,
+    ) -> None:
+        factory = _no_factory
+        if client is None:
+            factory = _azure_factory(
+                endpoint=endpoint,
+                api_key=api_key,
+                api_version=api_version,
+                azure_ad_token_provider=azure_ad_token_provider,
+                timeout=timeout,
+                what="AzureOpenAIResponsesModel",
+            )
+        clients = LoopClients(factory, client)
+        super().__init__(deployment, clients, store=store, keep_reasoning=keep_reasoning)
 
 
 class OpenAIEmbeddingModel(LoopClientsOwner):

@@ -1,0 +1,886 @@
+"""The OpenAI Responses API face: ``POST /v1/responses`` and its stored responses.
+
+Point the official ``openai`` SDK at ``<server>/v1`` and call ``client.responses.create`` (or
+``client.responses.stream``) with a served agent's name as ``model``. ``input`` (a string, or
+items) is the conversation: ``system`` and ``developer`` messages and ``instructions`` are added
+to the agent's own instructions, earlier items (messages, ``function_call`` and
+``function_call_output`` pairs) are the history, and the last item, a user message, is the
+prompt. Reasoning items in the input are another model's and are left out. The agent runs with
+its own tools, on the server; the answer's ``output`` holds one ``message`` item for each model
+turn that wrote text (the last one is the answer). Tools sent by the client (``tools``) are
+refused with 400: this server cannot hand a function call back to the client and wait, so it
+does not pretend to, and a JSON-schema ``text.format`` is refused too (the agent's output type
+decides its answer's shape).
+
+Responses are kept (``store``, on by default as at OpenAI) in the server's memory, the most
+recent :data:`KEPT_RESPONSES` of them, so ``previous_response_id`` continues a conversation
+(the earlier response's whole conversation is the new run's history; its ``instructions`` are
+not carried over, as at OpenAI) and ``GET /v1/responses/{id}`` reads one back. Nothing survives
+a restart: a client that needs durable conversations sends them itself, or uses daimon's own
+sessions (``POST /prompt`` with a ``session_id``).
+
+``background: true`` answers at once with a ``queued`` response and runs the agent in the
+server (within the request timeout); ``GET /v1/responses/{id}`` polls it and
+``POST /v1/responses/{id}/cancel`` stops it (``cancelled``; a finished response is returned as it
+is). Streamed, the answer is the documented event sequence: ``response.created``,
+``response.in_progress``, then per message ``response.output_item.added``,
+``response.content_part.added``, ``response.output_text.delta``..., ``response.output_text.done``,
+``response.content_part.done``, ``response.output_item.done``, and finally
+``response.completed`` (or ``response.failed`` with the error). Bad requests answer 400 in
+OpenAI's error shape with ``param`` naming the field (an unknown ``previous_response_id``
+included, code ``previous_response_not_found``); an unknown response id answers 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
+from starlette.responses import Response
+
+from daimon.core.cancel import CancelToken
+from daimon.core.errors import ApprovalRequiredError
+from daimon.core.errors import TimeoutError as RunTimeoutError
+from daimon.core.events import Done, TextDelta, UsageEvent
+from daimon.core.messages import ContentPart, ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.protocols import Promptable
+from daimon.core.results import AgentResponse
+from daimon.server._agents import ServedAgents
+from daimon.server._encode import dump_json
+from daimon.server._errors import describe_failure, error_response
+from daimon.server._openai_compat import _OpenAIRoute
+from daimon.server._routes import error_responses
+from daimon.server._runs import ClientDisconnected, run_supervised
+from daimon.server._schemas import ErrorResponse, OpenAIErrorResponse
+from daimon.server._settings import ServerSettings
+from daimon.server._sse import EventStreamResponse, sse_frame
+
+__all__ = ("KEPT_RESPONSES", "ResponseStore", "add_responses_routes")
+
+KEPT_RESPONSES = 1000
+"""How many responses the server keeps for ``previous_response_id`` and retrieval (oldest go)."""
+
+_NO_APPROVALS_HERE = "the OpenAI Responses API (use POST /prompt)"
+
+
+# ------------------------------------------------------------------------------ the request
+
+
+class _Item(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class InputText(_Item):
+    """Text in a message (``output_text`` in an earlier assistant turn)."""
+
+    type: Literal["input_text", "output_text"]
+    text: str
+
+
+class InputImage(_Item):
+    """An image in a user message, by URL (``https:`` or ``data:``)."""
+
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+
+
+class Refusal(_Item):
+    """An earlier assistant turn's refusal."""
+
+    type: Literal["refusal"]
+    refusal: str
+
+
+InputPart = Annotated[InputText | InputImage | Refusal, Field(discriminator="type")]
+
+
+class MessageItem(_Item):
+    """A message; without ``type`` it is one too (OpenAI's "easy" input message)."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | Annotated[list[InputPart], Field(min_length=1)]
+
+
+class FunctionCallItem(_Item):
+    """A tool call of an earlier assistant turn."""
+
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+
+
+class FunctionCallOutputItem(_Item):
+    """The result of the function call with ``call_id``."""
+
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str | list[InputText]
+
+
+class ReasoningItem(_Item):
+    """Another model's reasoning: accepted and left out."""
+
+    type: Literal["reasoning"]
+
+
+def _item_type(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("type", "message"))
+    return str(getattr(value, "type", "message"))
+
+
+InputItem = Annotated[
+    Annotated[MessageItem, Tag("message")]
+    | Annotated[FunctionCallItem, Tag("function_call")]
+    | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+    | Annotated[ReasoningItem, Tag("reasoning")],
+    Discriminator(
+        _item_type,
+        custom_error_type="invalid_value",
+        custom_error_message="unsupported item type: the input takes message, function_call, "
+        "function_call_output and reasoning items",
+    ),
+]
+
+
+class TextFormat(BaseModel):
+    """The answer's format: only ``text`` here."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: str
+
+
+class TextOptions(BaseModel):
+    """Text options."""
+
+    model_config = ConfigDict(extra="ignore")
+    format: TextFormat | None = None
+
+
+class ResponsesRequest(BaseModel):
+    """An OpenAI Responses request; sampling parameters are the agent's and are ignored.
+
+    ``model`` names the agent. ``tools`` must be empty: the agent's own tools run on the server.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    input: str | Annotated[list[InputItem], Field(min_length=1)]
+    instructions: str | None = None
+    previous_response_id: str | None = None
+    stream: StrictBool | None = False
+    background: StrictBool | None = False
+    store: StrictBool | None = True
+    tools: list[dict[str, Any]] | None = None
+    text: TextOptions | None = None
+    conversation: Any = None
+    metadata: dict[str, str] | None = None
+
+
+# ------------------------------------------------------------------------------ the document
+
+
+class OutputText(BaseModel):
+    """The text of a message."""
+
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Any]
+
+
+class OutputMessage(BaseModel):
+    """One model turn's text."""
+
+    id: str
+    type: Literal["message"]
+    status: Literal["in_progress", "completed"]
+    role: Literal["assistant"]
+    content: list[OutputText]
+
+
+class ResponseError(BaseModel):
+    """Why a response failed."""
+
+    code: str
+    message: str
+
+
+class InputTokensDetails(BaseModel):
+    """Input tokens detail."""
+
+    cached_tokens: int
+
+
+class OutputTokensDetails(BaseModel):
+    """Output tokens detail."""
+
+    reasoning_tokens: int
+
+
+class ResponseUsage(BaseModel):
+    """Tokens used by the whole run (every model call)."""
+
+    input_tokens: int
+    input_tokens_details: InputTokensDetails
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails
+    total_tokens: int
+
+
+class ResponseObject(BaseModel):
+    """An OpenAI ``response`` object (its sampling fields are placeholders: the agent's rule)."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: Literal["queued", "in_progress", "completed", "failed", "cancelled"]
+    background: bool
+    error: ResponseError | None
+    model: str
+    output: list[OutputMessage]
+    previous_response_id: str | None
+    store: bool
+    usage: ResponseUsage | None
+    metadata: dict[str, str]
+
+
+class DeletedResponse(BaseModel):
+    """What ``DELETE /v1/responses/{id}`` answers."""
+
+    id: str
+    object: Literal["response.deleted"]
+    deleted: bool
+
+
+# ------------------------------------------------------------------------------ stored responses
+
+
+@dataclass(slots=True)
+class StoredResponse:
+    """One response the server keeps: its object and the conversation it ends."""
+
+    body: dict[str, Any]
+    """The ``response`` object as the API returns it (its ``status`` changes while it runs)."""
+    conversation: list[Message] = field(default_factory=list[Message])
+    """History, prompt and the run's turns: what a follow-up continues."""
+    token: CancelToken | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class ResponseStore:
+    """The responses a server keeps, newest last; the oldest go beyond ``limit``."""
+
+    __slots__ = ("_items", "limit")
+
+    def __init__(self, limit: int = KEPT_RESPONSES) -> None:
+        self.limit = limit
+        self._items: OrderedDict[str, StoredResponse] = OrderedDict()
+
+    def put(self, stored: StoredResponse) -> None:
+        """Keep ``stored`` (by its id), forgetting the oldest beyond the limit."""
+        self._items[stored.body["id"]] = stored
+        self._items.move_to_end(stored.body["id"])
+        while len(self._items) > self.limit:
+            _, gone = self._items.popitem(last=False)
+            if gone.token is not None:  # a background run nobody can reach any more stops
+                gone.token.cancel("forgotten")
+
+    def get(self, response_id: str) -> StoredResponse | None:
+        """The response with ``response_id``, if kept."""
+        return self._items.get(response_id)
+
+    def delete(self, response_id: str) -> StoredResponse | None:
+        """Forget a response (cancelling it if it still runs); what was kept, if anything."""
+        stored = self._items.pop(response_id, None)
+        if stored is not None and stored.token is not None:
+            stored.token.cancel("deleted")
+        return stored
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+class _BadRequest(ValueError):
+    """A request OpenAI would refuse: 400 (or ``status``), naming the field at fault."""
+
+    def __init__(
+        self, message: str, param: str | None, code: str | None = None, status: int = 400
+    ) -> None:
+        super().__init__(message)
+        self.param = param
+        self.code = code
+        self.status = status
+
+
+def _openai_error(exc: _BadRequest) -> Response:
+    error = {"message": str(exc), "type": "invalid_request_error", "param": exc.param}
+    error["code"] = exc.code
+    return Response(
+        dump_json({"error": error}), status_code=exc.status, media_type="application/json"
+    )
+
+
+def _not_found(response_id: str) -> Response:
+    message = f"Response with id '{response_id[:100]}' not found."
+    return _openai_error(_BadRequest(message, None, "not_found", status=404))
+
+
+# ------------------------------------------------------------------------------ the conversation
+
+
+@dataclass(frozen=True, slots=True)
+class _Conversation:
+    prompt: str | Message
+    history: list[Message]
+    instructions: str | None
+
+
+def _text(content: str | Sequence[InputText | InputImage | Refusal]) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(_part_text(p) for p in content)
+
+
+def _part_text(part: InputText | InputImage | Refusal) -> str:
+    if isinstance(part, Refusal):
+        return part.refusal
+    return part.text if isinstance(part, InputText) else ""
+
+
+def _user_content(item: MessageItem, where: str) -> str | list[ContentPart]:
+    content = item.content
+    if isinstance(content, str) or all(p.type != "input_image" for p in content):
+        return _text(content)
+    parts: list[ContentPart] = []
+    for index, part in enumerate(content):
+        if isinstance(part, InputImage):
+            if part.image_url is None:
+                raise _BadRequest(
+                    "input_image needs an image_url here (file ids are not supported)",
+                    f"{where}.content[{index}].image_url",
+                    "missing_required_parameter",
+                )
+            parts.append(ImagePart(url=part.image_url))
+        else:
+            parts.append(TextPart(text=_text([part])))
+    return parts
+
+
+def _history(items: Sequence[Any], instructions: list[str]) -> list[Message]:
+    """The messages ``items`` hold; system and developer text goes to ``instructions``."""
+    history: list[Message] = []
+    unanswered: dict[str, str] = {}
+    joining = False  # whether a function call joins the assistant turn before it
+    for index, item in enumerate(items):
+        where = f"input[{index}]"
+        if isinstance(item, FunctionCallItem):
+            call = ToolCall.from_json(item.call_id, item.name, item.arguments)
+            if joining:
+                last = history[-1]
+                history[-1] = Message.assistant(last.text, [*last.tool_calls, call])
+            else:
+                history.append(Message.assistant("", [call]))
+            unanswered[item.call_id] = where
+            joining = True
+            continue
+        if not isinstance(item, ReasoningItem):
+            joining = isinstance(item, MessageItem) and item.role == "assistant"
+        if isinstance(item, FunctionCallOutputItem):
+            if item.call_id not in unanswered:
+                raise _BadRequest(
+                    f"No tool call found for function call output with call_id {item.call_id}.",
+                    f"{where}.call_id",
+                )
+            del unanswered[item.call_id]
+            output = item.output if isinstance(item.output, str) else _text(item.output)
+            history.append(Message.tool(item.call_id, output))
+            continue
+        if unanswered:
+            call_id, at = next(iter(unanswered.items()))
+            raise _BadRequest(f"No tool output found for function call {call_id}.", at)
+        if isinstance(item, ReasoningItem):
+            continue
+        if item.role in ("system", "developer"):
+            instructions.append(_text(item.content))
+        elif item.role == "assistant":
+            history.append(Message.assistant(_text(item.content)))
+        else:
+            history.append(Message.user(_user_content(item, where)))
+    if unanswered:
+        call_id, at = next(iter(unanswered.items()))
+        raise _BadRequest(f"No tool output found for function call {call_id}.", at)
+    return history
+
+
+def _conversation(body: ResponsesRequest, earlier: Sequence[Message]) -> _Conversation:
+    """The prompt, the history (``earlier`` first) and the added instructions of a request."""
+    instructions = [body.instructions] if body.instructions else []
+    if isinstance(body.input, str):
+        prompt: str | Message = body.input
+        history = list(earlier)
+    else:
+        *before, last = body.input
+        where = f"input[{len(before)}]"
+        if not isinstance(last, MessageItem) or last.role != "user":
+            role = last.role if isinstance(last, MessageItem) else last.type
+            raise _BadRequest(f"the last input item must be a user message, not {role}", where)
+        history = [*earlier, *_history(before, instructions)]
+        content = _user_content(last, where)
+        prompt = content if isinstance(content, str) else Message.user(content)
+    text = "\n\n".join(i for i in instructions if i)
+    return _Conversation(prompt, history, text or None)
+
+
+def _check_options(body: ResponsesRequest) -> None:
+    if body.tools:
+        raise _BadRequest(
+            "this server runs the agent's own tools: tools sent by the client are not supported",
+            "tools",
+            "unsupported_parameter",
+        )
+    fmt = body.text.format if body.text is not None else None
+    if fmt is not None and fmt.type != "text":
+        raise _BadRequest(
+            f"text.format {fmt.type!r} is not supported: the agent's output type decides its "
+            "answer's format",
+            "text.format.type",
+            "unsupported_value",
+        )
+    if body.conversation is not None:
+        raise _BadRequest(
+            "conversations are not supported: continue with previous_response_id",
+            "conversation",
+            "unsupported_parameter",
+        )
+    if body.background and not body.store:
+        raise _BadRequest("background responses must be stored (store: true)", "store")
+    if body.background and body.stream:
+        raise _BadRequest("a background response cannot be streamed here", "stream")
+
+
+# ------------------------------------------------------------------------------ response objects
+
+
+def _usage(response: AgentResponse | None) -> dict[str, Any] | None:
+    if response is None:
+        return None
+    usage = response.usage
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def _message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    content = [_text_part(text)] if status == "completed" else []
+    return {
+        "id": item_id,
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": content,
+    }
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _output(response: AgentResponse) -> list[dict[str, Any]]:
+    """One message item per model turn that wrote text (the last is the answer)."""
+    texts = [m.text for m in response.messages if m.role is Role.ASSISTANT and m.text]
+    if not texts or texts[-1] != response.text:
+        texts.append(response.text)  # a structured answer, given through its output tool
+    return [_message_item(f"msg_{uuid.uuid4().hex}", text) for text in texts]
+
+
+def _new_response(body: ResponsesRequest, status: str) -> dict[str, Any]:
+    return {
+        "id": f"resp_{uuid.uuid4().hex}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "background": bool(body.background),
+        "error": None,
+        "incomplete_details": None,
+        "instructions": body.instructions,
+        "max_output_tokens": None,
+        "metadata": body.metadata or {},
+        "model": body.model,
+        "output": [],
+        "parallel_tool_calls": True,
+        "previous_response_id": body.previous_response_id,
+        "reasoning": {"effort": None, "summary": None},
+        "store": bool(body.store),
+        "temperature": None,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": None,
+        "truncation": "disabled",
+        "usage": None,
+        "user": None,
+    }
+
+
+def _finish(obj: dict[str, Any], response: AgentResponse, output: list[dict[str, Any]]) -> None:
+    obj.update(status="completed", output=output, usage=_usage(response))
+    obj["completed_at"] = int(time.time())
+
+
+def _fail(obj: dict[str, Any], exc: BaseException) -> None:
+    if isinstance(exc, ApprovalRequiredError):
+        code, message = "approval_required", str(exc)
+    else:
+        _, code, message = describe_failure(exc)
+    obj.update(status="failed", error={"code": code, "message": message})
+
+
+def _conversation_after(conversation: _Conversation, response: AgentResponse) -> list[Message]:
+    return [*conversation.history, *response.messages]
+
+
+# ------------------------------------------------------------------------------ the routes
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """One accepted request: its agent, conversation and the response object being built."""
+
+    agent: Promptable
+    conversation: _Conversation
+    obj: dict[str, Any]
+    keep: bool
+
+    def run(self, token: CancelToken) -> Any:
+        c = self.conversation
+        return self.agent.prompt(
+            c.prompt,
+            history=c.history,
+            instructions=c.instructions,
+            run_id=self.obj["id"].removeprefix("resp_"),
+            cancel=token,
+        )
+
+
+def add_responses_routes(
+    router: APIRouter,
+    served: ServedAgents,
+    settings: ServerSettings,
+    store: ResponseStore | None = None,
+) -> ResponseStore:
+    """Add ``/v1/responses`` (create, retrieve, cancel, delete) to ``router``; the store used."""
+    routes = _Routes(served, settings, store if store is not None else ResponseStore())
+
+    def add(path: str, endpoint: Any, method: str, model: Any, codes: tuple[int, ...]) -> None:
+        responses: dict[int | str, dict[str, Any]] = {code: _DOCUMENTED[code] for code in codes}
+        router.add_api_route(
+            path,
+            endpoint,
+            methods=[method],
+            response_model=model,
+            responses={**responses, "4XX": _DOCUMENTED["4XX"]},
+            route_class_override=_OpenAIRoute,
+        )
+
+    one = "/v1/responses/{response_id}"
+    kept = (401, 403, 404, 413)
+    add("/v1/responses", routes.create, "POST", ResponseObject, (200, 400, 409, *_RUN_CODES))
+    add(one, routes.retrieve, "GET", ResponseObject, kept)
+    add(one, routes.delete, "DELETE", DeletedResponse, kept)
+    add(one + "/cancel", routes.cancel, "POST", ResponseObject, (400, *kept))
+    return routes.kept
+
+
+class _Routes:
+    """The handlers of ``/v1/responses``, sharing the served agents and the kept responses."""
+
+    __slots__ = ("kept", "served", "settings")
+
+    def __init__(self, served: ServedAgents, settings: ServerSettings, kept: ResponseStore) -> None:
+        self.served = served
+        self.settings = settings
+        self.kept = kept
+
+    def _accept(self, body: ResponsesRequest) -> _Job | Response:
+        """The job a request asks for, or the error answer that refuses it."""
+        agent = self.served.get(body.model)
+        if agent is None:
+            unknown = _BadRequest(self.served.unknown(body.model), "model", "model_not_found", 404)
+            return _openai_error(unknown)
+        try:
+            _check_options(body)
+            earlier: list[Message] = []
+            if body.previous_response_id is not None:
+                previous = self.kept.get(body.previous_response_id)
+                if previous is None or previous.body["status"] != "completed":
+                    raise _BadRequest(
+                        f"Previous response with id '{body.previous_response_id[:100]}' not "
+                        "found (or not completed).",
+                        "previous_response_id",
+                        "previous_response_not_found",
+                    )
+                earlier = previous.conversation
+            conversation = _conversation(body, earlier)
+        except _BadRequest as exc:
+            return _openai_error(exc)
+        status = "queued" if body.background else "in_progress"
+        return _Job(agent, conversation, _new_response(body, status), bool(body.store))
+
+    async def create(self, body: ResponsesRequest, request: Request) -> Response:
+        """Run an agent on a conversation, as the OpenAI Responses API would answer it."""
+        job = self._accept(body)
+        if isinstance(job, Response):
+            return job
+        timeout = self.settings.request_timeout
+        if body.background:
+            return _json(_start_background(job, self.kept, timeout))
+        if body.stream:
+            on_error, source = _event_stream(job, self.kept)
+            heartbeat = self.settings.heartbeat_interval
+            return EventStreamResponse(
+                source, on_error=on_error, heartbeat=heartbeat, timeout=timeout
+            )
+        try:
+            response = await run_supervised(job.run, request.receive, timeout)
+        except ClientDisconnected:
+            return Response(status_code=499)
+        except Exception as exc:
+            status, kind, message = describe_failure(exc)
+            if status == 400:
+                return _openai_error(_BadRequest(message, None, kind))
+            return error_response(status, kind, message)
+        if response.paused:
+            paused = ApprovalRequiredError(response.pending_approvals, _NO_APPROVALS_HERE)
+            return error_response(409, "approval_required", str(paused))
+        _finish(job.obj, response, _output(response))
+        if job.keep:
+            self.kept.put(StoredResponse(job.obj, _conversation_after(job.conversation, response)))
+        return _json(job.obj)
+
+    async def retrieve(self, response_id: str) -> Response:
+        """A kept response (a background one as it is now)."""
+        stored = self.kept.get(response_id)
+        return _not_found(response_id) if stored is None else _json(stored.body)
+
+    async def cancel(self, response_id: str) -> Response:
+        """Stop a background response; a finished one is returned as it is."""
+        stored = self.kept.get(response_id)
+        if stored is None:
+            return _not_found(response_id)
+        if not stored.body["background"]:
+            message = "Only background responses can be cancelled."
+            return _openai_error(_BadRequest(message, None))
+        if stored.body["status"] in ("queued", "in_progress") and stored.task is not None:
+            stored.body["status"] = "cancelled"
+            assert stored.token is not None
+            stored.token.cancel("cancelled by the client")
+            stored.task.cancel()
+            await asyncio.gather(stored.task, return_exceptions=True)
+        return _json(stored.body)
+
+    async def delete(self, response_id: str) -> Response:
+        """Forget a kept response (stopping it if it runs)."""
+        stored = self.kept.delete(response_id)
+        if stored is None:
+            return _not_found(response_id)
+        if stored.task is not None:
+            stored.task.cancel()
+        return _json({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+_RUN_CODES = (401, 403, 404, 413, 500, 502, 504)
+_DOCUMENTED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "A `response` object; with `stream: true`, server-sent events "
+        "(`response.created` ... `response.completed` or `response.failed`).",
+        "content": {
+            "text/event-stream": {
+                "schema": {
+                    "type": "object",
+                    "description": "One server-sent event: its type, then its JSON data.",
+                    "required": ["data"],
+                    "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
+                }
+            }
+        },
+    },
+    400: {
+        "model": OpenAIErrorResponse,
+        "description": "A request OpenAI would refuse (a missing or mistyped field, client "
+        "tools, an unknown `previous_response_id`, malformed JSON); `param` names the field.",
+    },
+    409: {"model": ErrorResponse, "description": "The run paused for an approval."},
+    "4XX": {"model": ErrorResponse, "description": "Any other client error."},
+}
+_DOCUMENTED.update(error_responses(401, 403, 413, 500, 502, 504))
+_DOCUMENTED[404] = {
+    "model": OpenAIErrorResponse,
+    "description": "No such agent, or no such response kept.",
+}
+
+
+def _json(body: Any) -> Response:
+    return Response(dump_json(body), media_type="application/json")
+
+
+def _start_background(job: _Job, kept: ResponseStore, timeout: float) -> dict[str, Any]:
+    """Keep ``job`` and run it in its own task; the ``queued`` response object."""
+    token = CancelToken()
+    stored = StoredResponse(job.obj, token=token)
+    snapshot = dict(job.obj)
+
+    async def work() -> None:
+        job.obj["status"] = "in_progress"
+        try:
+            async with asyncio.timeout(timeout):
+                response = await job.run(token)
+            response.require_finished(_NO_APPROVALS_HERE)
+        except asyncio.CancelledError:
+            job.obj["status"] = "cancelled"
+            raise
+        except Exception as exc:
+            if job.obj["status"] != "cancelled":  # a cancelled run may end with RunCancelled
+                _fail(job.obj, RunTimeoutError(timeout, "the run") if _is_timeout(exc) else exc)
+            return
+        if job.obj["status"] != "cancelled":
+            _finish(job.obj, response, _output(response))
+            stored.conversation = _conversation_after(job.conversation, response)
+
+    stored.task = asyncio.get_running_loop().create_task(work())
+    kept.put(stored)
+    return snapshot
+
+
+def _is_timeout(exc: Exception) -> bool:
+    return isinstance(exc, TimeoutError) and not isinstance(exc, RunTimeoutError)
+
+
+def _event_stream(
+    job: _Job, kept: ResponseStore
+) -> tuple[Callable[[BaseException], bytes], Callable[[CancelToken], AsyncGenerator[bytes, None]]]:
+    """The error frame and the event source of one streamed response."""
+    writer = _EventWriter(job.obj)
+
+    def on_error(exc: BaseException) -> bytes:
+        _fail(job.obj, exc)
+        return writer.frame("response.failed", response=job.obj)
+
+    async def source(token: CancelToken) -> AsyncGenerator[bytes, None]:
+        async for frame in writer.events(job, token):
+            yield frame
+        if job.keep and writer.response is not None:
+            conversation = _conversation_after(job.conversation, writer.response)
+            kept.put(StoredResponse(job.obj, conversation))
+
+    return on_error, source
+
+
+class _EventWriter:
+    """The Responses stream events of one run, numbered in order."""
+
+    __slots__ = ("_obj", "_open", "_output", "_sequence", "_texts", "response")
+
+    def __init__(self, obj: dict[str, Any]) -> None:
+        self._obj = obj
+        self._sequence = 0
+        self._output: list[dict[str, Any]] = []
+        self._open: dict[str, Any] | None = None
+        self._texts: list[str] = []
+        self.response: AgentResponse | None = None
+
+    def frame(self, kind: str, **data: Any) -> bytes:
+        """One event, with its type and sequence number."""
+        body = {"type": kind, "sequence_number": self._sequence, **data}
+        self._sequence += 1
+        return sse_frame(dump_json(body), event=kind)
+
+    async def events(self, job: _Job, token: CancelToken) -> AsyncGenerator[bytes, None]:
+        """The whole event sequence of ``job``'s run."""
+        c = job.conversation
+        yield self.frame("response.created", response=self._obj)
+        yield self.frame("response.in_progress", response=self._obj)
+        stream = job.agent.prompt_stream(
+            c.prompt,
+            history=c.history,
+            instructions=c.instructions,
+            run_id=self._obj["id"].removeprefix("resp_"),
+            cancel=token,
+        )
+        async for event in stream:
+            if isinstance(event, TextDelta) and event.text:
+                if self._open is None:
+                    for frame in self._open_message():
+                        yield frame
+                self._texts.append(event.text)
+                yield self.frame(
+                    "response.output_text.delta", **self._where(), delta=event.text, logprobs=[]
+                )
+            elif isinstance(event, UsageEvent) and self._open is not None:
+                for frame in self._close_message():  # a model call ended: so did its message
+                    yield frame
+            elif isinstance(event, Done):
+                self.response = event.response
+        if self._open is not None:
+            for frame in self._close_message():
+                yield frame
+        if self.response is None:  # pragma: no cover - agent streams end with Done or raise
+            raise RuntimeError("the run ended without a response")
+        self.response.require_finished(_NO_APPROVALS_HERE)
+        answer = self.response.text
+        if not self._output or self._output[-1]["content"][0]["text"] != answer:
+            # A structured answer comes through the output tool, not as text: send it too.
+            for frame in self._open_message():
+                yield frame
+            self._texts.append(answer)
+            yield self.frame(
+                "response.output_text.delta", **self._where(), delta=answer, logprobs=[]
+            )
+            for frame in self._close_message():
+                yield frame
+        _finish(self._obj, self.response, self._output)
+        yield self.frame("response.completed", response=self._obj)
+
+    def _where(self) -> dict[str, Any]:
+        assert self._open is not None
+        return {"item_id": self._open["id"], "output_index": len(self._output), "content_index": 0}
+
+    def _open_message(self) -> list[bytes]:
+        self._open = _message_item(f"msg_{uuid.uuid4().hex}", "", "in_progress")
+        self._texts = []
+        index = len(self._output)
+        return [
+            self.frame("response.output_item.added", output_index=index, item=self._open),
+            self.frame("response.content_part.added", **self._where(), part=_text_part("")),
+        ]
+
+    def _close_message(self) -> list[bytes]:
+        assert self._open is not None
+        text = "".join(self._texts)
+        where = self._where()
+        item = _message_item(self._open["id"], text)
+        frames = [
+            self.frame("response.output_text.done", **where, text=text, logprobs=[]),
+            self.frame("response.content_part.done", **where, part=_text_part(text)),
+            self.frame("response.output_item.done", output_index=where["output_index"], item=item),
+        ]
+        self._output.append(item)
+        self._open = None
+        return frames
