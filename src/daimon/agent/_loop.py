@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from daimon.agent._chain import Handoff, stream_chain
 from daimon.agent._run import Run
 from daimon.core.cancel import CancelToken
+from daimon.core.chat import ChatResponse
 from daimon.core.checkpoints import CheckpointState
 from daimon.core.events import (
     StreamEvent,
@@ -52,8 +55,9 @@ async def run_events(
     agent has a checkpoint store holding ``run_id``; ``decisions`` answer pending approvals.
 
     The steps are the seed's: open the run (guardrails, system prompt, history, the prompt); then
-    in turn the model's turn (checks, budget, hooks, middleware, the call, usage) and, while the
-    model asks for tools, the tools' turn (approvals, the loop guard, the calls, their results);
+    in turn the model's turn (checks, budget, hooks, the call through the agent's extensions,
+    usage) and, while the model asks for tools, the tools' turn (approvals, the loop guard, the
+    calls through the extensions, their results);
     the run ends with the final answer, a pause for approvals or a tool's ``EndRun``.
     """
     run = Run(
@@ -69,8 +73,21 @@ async def run_events(
         done = await run.open(prompt, resume, history, instructions)
         while done is None:
             if not run.pending:  # the model's turn
-                request, response = await run.request()
-                if response is None:
+                request = await run.request()
+                chain = run.model_chain
+                if chain is not None:  # through the agent's extensions
+                    with run.interrupt as interrupt:
+                        if not stream:
+                            response = await chain(request)
+                        else:
+                            run.handoff = Handoff()
+                            result: list[ChatResponse] = []
+                            chained = stream_chain(chain, request, run.handoff, interrupt, result)
+                            async with aclosing(chained):
+                                async for event in chained:
+                                    yield event
+                            response = result[0]
+                else:
                     with run.interrupt as interrupt:  # the cancel token interrupts the call
                         if not stream:
                             response = await agent.model.generate(request)
@@ -86,9 +103,9 @@ async def run_events(
                                     yield event
                                     interrupt.armed = True
                             response = accumulator.response()
-                cost = run.count(response)
-                if stream:
-                    yield UsageEvent(usage=response.usage, cost=cost)
+                    cost = run.count(response)
+                    if stream:
+                        yield UsageEvent(usage=response.usage, cost=cost)
                 done = await run.take(response)
                 if done is not None or not run.pending:
                     continue
