@@ -48,7 +48,6 @@ from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.cost import Budget, CostTracker, SpendRecord
 from daimon.extensions import CallModel, CallTool
 from daimon.guardrails import check_input, check_output
-from daimon.state import RunState
 from daimon.tools import RunContext
 
 if TYPE_CHECKING:
@@ -169,14 +168,14 @@ class Run:
         self.agent = agent
         self.stream = stream
         self.cancel = cancel
-        self.state = RunState(
+        self.state: RunContext[Any] = RunContext(
             run_id=run_id or os.urandom(16).hex(),
             agent_name=agent.name,
-            messages=[],
             session_id=session_id,
             deps=deps,
             cancel=cancel,
         )
+        """The run's context: what hooks, extensions and (as a view per call) tools see."""
         self.interrupt = Interrupt(asyncio.current_task(), cancel)
         """Arm it while the run awaits a model or tools: the cancel token then interrupts."""
         self._detach = cancel.on_cancel(self.interrupt)
@@ -247,6 +246,7 @@ class Run:
             ledger = Budget(agent.max_budget, enclosing, spent=self.state.cost)
             self._budget = RunBudget(ledger, tracker, agent.model.model_name)
         self._rollup = Rollup(self.state, tracker, agent.model.model_name, self._budget)
+        self.state.on_usage = self._rollup.report  # tools' report_usage
         if agent.output is not None:
             if agent.native_output:
                 self.response_format = agent.output.response_format
@@ -458,29 +458,13 @@ class Run:
         try:
             return await agent.tools.run(
                 call,
-                self._context(call),
+                self.state.for_call(call.id, call.name),  # a view: nothing copied
                 validate=agent.validate_tool_inputs,
                 retry_policy=agent.tool_retry_policy,
             )
         finally:
             if entered is not None:
                 Budget.leave(entered)
-
-    def _context(self, call: ToolCall) -> RunContext[Any]:
-        """What the tool may know of the run that called it."""
-        state = self.state
-        assert self._rollup is not None
-        return RunContext(
-            run_id=state.run_id,
-            deps=state.deps,
-            cancel=self.cancel,
-            usage=state.usage,
-            call_id=call.id,
-            tool_name=call.name,
-            session_id=state.session_id,
-            iteration=state.iteration,
-            on_usage=self._rollup.report,
-        )
 
     # ------------------------------------------------------------------------------- the end
 
