@@ -77,7 +77,7 @@ def main() -> None:
             results[(tree, tool)].append(cell(adapter, tool, source, args.metric))
     loads.append(os.getloadavg()[0])
     for (tree, tool), samples in results.items():
-        rounds = ", ".join(f"{s:.1f}" for s in samples)
+        rounds = ", ".join(f"{s:.2f}" for s in samples)
         unit = "µs per event" if args.metric == "stream" else f"µs ({args.metric})"
         print(f"{tree:6s} {tool:5s} {statistics.median(samples):8.2f} {unit}  ({rounds})")
     for tree in ("before", "after"):
