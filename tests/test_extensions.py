@@ -403,3 +403,29 @@ async def test_old_middleware_short_circuits_through_the_adapter_in_streams() ->
     assert isinstance(events[-1], Done) and events[-1].response.text == "from cache"
     assert events[-1].response.iterations == 1
     assert model.requests == []
+
+
+async def test_a_streamed_retry_streams_again_and_awaits_pass_through() -> None:
+    attempts: list[int] = []
+
+    async def deltas(request: ChatRequest) -> Any:
+        attempts.append(1)
+        await asyncio.sleep(0.001)  # the model's own awaits go to the event loop as usual
+        yield f"try {len(attempts)}"
+
+    class RetryFirst(Extension):
+        async def wrap_model_call(
+            self, request: ChatRequest, ctx: RunState, call_next: CallModel
+        ) -> ChatResponse:
+            await asyncio.sleep(0)  # and so do the extension's
+            response = await call_next(request)
+            if response.text == "try 1":
+                await asyncio.sleep(0.001)
+                response = await call_next(request)
+            return response
+
+    agent = Agent(FunctionModel(stream_function=deltas), extensions=[RetryFirst()])
+    events = [e async for e in agent.prompt_stream("q")]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["try 1", "try 2"]
+    assert sum(isinstance(e, UsageEvent) for e in events) == 2  # each call, as it was counted
+    assert isinstance(events[-1], Done) and events[-1].response.text == "try 2"

@@ -53,9 +53,9 @@ class Extension:
     **Streaming runs** (``prompt_stream``). ``call_next`` still returns the whole response; the
     model's events reach the caller as they arrive, while ``call_next`` runs. A retry streams
     again (the caller sees both attempts' deltas). A response made up by an extension produces no
-    deltas: the caller sees its ``UsageEvent``, its tool results and the final ``Done``. With a
-    model-call extension in a streamed run, the chain runs in a task of its own (context
-    variables it sets stay in it).
+    deltas: the caller sees its ``UsageEvent``, its tool results and the final ``Done``. The
+    chain runs in the run's own task and is paused while the caller holds an event; a caller
+    that closes the stream early raises ``GeneratorExit`` inside ``call_next``.
     """
 
     __slots__ = ()

@@ -8,9 +8,8 @@ model and the tools directly (the fast path).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import AsyncGenerator, Coroutine, Generator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ExtensionError
@@ -25,7 +24,7 @@ from daimon.state import RunState
 if TYPE_CHECKING:
     from daimon.agent._run import Interrupt
 
-__all__ = ("Handoff", "Layers", "layers", "model_chain", "stream_chain", "tool_chain")
+__all__ = ("Layers", "Relayed", "layers", "model_chain", "stream_chain", "tool_chain")
 
 Layers = tuple[tuple[Extension, ...], tuple[Extension, ...]]
 """An agent's model-call layers and tool-call layers, outermost first."""
@@ -133,81 +132,69 @@ def _wrong(layer: Extension, method: str, value: object, expected: str) -> str:
 # --------------------------------------------------------------------- streamed model calls
 
 
-class Handoff:
-    """Passes a model chain's stream events, one at a time, from its task to the run's generator.
+class Relayed:
+    """Awaited by a streamed model call inside a chain: hands ``event`` to :func:`stream_chain`.
 
-    The chain's task parks after each event until the generator asks for the next one, so it
-    never runs while the caller holds an event; a caller that leaves the stream is seen by the
-    chain as ``GeneratorExit`` where it waits.
+    Its ``await`` yields the object itself up through every coroutine of the chain to the one
+    that drives them, which passes the event on to the caller and resumes the chain when the
+    caller asks for the next one: no task and no event-loop round trip per event.
     """
 
-    __slots__ = ("_loop", "_ready", "_resume")
+    __slots__ = ("event",)
 
-    def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._ready: asyncio.Future[StreamEvent | None] = self._loop.create_future()
-        self._resume: asyncio.Future[None] | None = None
+    def __init__(self, event: StreamEvent) -> None:
+        self.event = event
 
-    async def send(self, event: StreamEvent) -> None:
-        """In the chain's task: hand ``event`` over and wait until the caller wants more."""
-        resume = self._resume = self._loop.create_future()
-        self._ready.set_result(event)
-        await resume
+    def __await__(self) -> Generator[Relayed, None, None]:
+        yield self
 
-    def finished(self, task: asyncio.Future[Any]) -> None:
-        """The chain's task ended: wake the generator."""
-        if not self._ready.done():
-            self._ready.set_result(None)
 
-    async def receive(self) -> StreamEvent | None:
-        """In the generator: the next event, or ``None`` when the chain's task ended."""
-        event = await self._ready
-        self._ready = self._loop.create_future()
-        return event
+class _PassOn:
+    """Awaited by :func:`stream_chain`: passes what the chain yielded up to the run's task.
 
-    def next(self) -> None:
-        """In the generator: let the chain's task go on."""
-        resume, self._resume = self._resume, None
-        if resume is not None and not resume.done():
-            resume.set_result(None)
+    That is a future the chain waits for (or ``None``, a bare yield); what the task sends back
+    is returned, what it throws (a cancellation) is raised.
+    """
 
-    def leave(self, error: BaseException) -> None:
-        """In the generator: the caller left; raise ``error`` in the chain where it waits."""
-        resume, self._resume = self._resume, None
-        if resume is not None and not resume.done():
-            resume.set_exception(error)
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[object, Any, Any]:
+        return (yield self.value)
 
 
 async def stream_chain(
-    chain: CallModel,
-    request: ChatRequest,
-    handoff: Handoff,
-    interrupt: Interrupt,
-    result: list[ChatResponse],
+    chain: CallModel, request: ChatRequest, interrupt: Interrupt, result: list[ChatResponse]
 ) -> AsyncGenerator[StreamEvent, None]:
-    """Run ``chain`` in a task of its own, yielding the events it hands over.
+    """Drive ``chain`` in the run's own task, yielding the events it relays.
 
-    The chain's response is appended to ``result``.
+    The chain's coroutine is stepped by hand: a :class:`Relayed` event goes to the caller; any
+    other yield (a future the chain awaits) goes up to the task, and what the task sends or
+    throws back (a result, a cancellation) goes down to the chain. A caller that leaves the
+    stream raises ``GeneratorExit`` in the chain where it relayed the last event. The chain's
+    response is appended to ``result``.
     """
-    task: asyncio.Future[ChatResponse] = asyncio.ensure_future(chain(request))
-    task.add_done_callback(handoff.finished)
-    try:
-        while True:
-            event = await handoff.receive()
-            if event is None:
-                break
+    coro = cast(Coroutine[Any, Any, ChatResponse], chain(request))
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            out = coro.send(value) if error is None else coro.throw(error)
+        except StopIteration as stop:
+            result.append(stop.value)
+            return
+        value = error = None
+        if type(out) is Relayed:
             interrupt.armed = False  # the consumer's awaits aren't ours
-            yield event
+            try:
+                yield out.event
+            except BaseException as exc:  # the caller left (GeneratorExit), or threw
+                error = exc
             interrupt.armed = True
-            handoff.next()
-    except BaseException as exc:
-        if not task.done():
-            if isinstance(exc, GeneratorExit):
-                handoff.leave(GeneratorExit())
-            else:
-                task.cancel()
-            await asyncio.wait((task,))
-        if not task.cancelled():
-            task.exception()  # retrieved: the run's own error is what propagates
-        raise
-    result.append(task.result())
+        else:
+            try:
+                value = await _PassOn(out)
+            except BaseException as exc:  # a cancellation (or the future's error): the chain's
+                error = exc

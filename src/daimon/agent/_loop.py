@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from daimon.agent._chain import Handoff, stream_chain
+from daimon.agent._chain import stream_chain
 from daimon.agent._run import Run
 from daimon.core.cancel import CancelToken
 from daimon.core.chat import ChatResponse
@@ -80,9 +80,9 @@ async def run_events(
                         if not stream:
                             response = await chain(request)
                         else:
-                            run.handoff = Handoff()
+                            run.relay = True
                             result: list[ChatResponse] = []
-                            chained = stream_chain(chain, request, run.handoff, interrupt, result)
+                            chained = stream_chain(chain, request, interrupt, result)
                             async with aclosing(chained):
                                 async for event in chained:
                                     yield event

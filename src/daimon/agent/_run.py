@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from daimon.agent._budget import Rollup, RunBudget
-from daimon.agent._chain import Handoff, model_chain, tool_chain
+from daimon.agent._chain import Relayed, model_chain, tool_chain
 from daimon.agent._checkpointing import RunCheckpointer, snapshot
 from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
 from daimon.agent._repeats import RepeatGuard
@@ -134,11 +134,11 @@ class Run:
         "calls",
         "cancel",
         "completed",
-        "handoff",
         "interrupt",
         "model_chain",
         "pending",
         "progress",
+        "relay",
         "response_format",
         "state",
         "stream",
@@ -192,8 +192,8 @@ class Run:
         """Model responses counted so far (the model's, and those extensions made up)."""
         self._request: ChatRequest | None = None
         self._reserved = False
-        self.handoff: Handoff | None = None
-        """Where a streamed model call in an extension chain hands its events over."""
+        self.relay = False
+        """Whether a model call in an extension chain streams (relaying its events)."""
         model_layers, tool_layers = agent.layers
         self.model_chain: CallModel | None = (
             model_chain(model_layers, self.state, self._call_model, self) if model_layers else None
@@ -327,15 +327,14 @@ class Run:
                 request.messages, request.tools, request.max_tokens, request.response_format
             )
         self._reserved = False
-        handoff = self.handoff
-        if handoff is None:
+        if not self.relay:
             response = await self.agent.model.generate(request)
         else:
             accumulator = StreamAccumulator()
             async for event in self.agent.model.generate_stream(request):
                 accumulator.add(event)
                 if isinstance(event, _FORWARDED):
-                    await handoff.send(event)
+                    await Relayed(event)  # to the caller, through the chain's driver
             response = accumulator.response()
         await self.counted(response)
         return response
@@ -343,8 +342,8 @@ class Run:
     async def counted(self, response: ChatResponse) -> None:
         """Count a response that reached the chain (the stream reports it)."""
         cost = self.count(response)
-        if self.handoff is not None:
-            await self.handoff.send(UsageEvent(usage=response.usage, cost=cost))
+        if self.relay:
+            await Relayed(UsageEvent(usage=response.usage, cost=cost))
 
     def count(self, response: ChatResponse) -> float:
         """Count the call's usage and cost; what it cost."""
