@@ -10,8 +10,8 @@ Each round runs the cell of ``benchmarks/peers/cell.py`` (``run``: µs per ReAct
 to 3,000 runs) for the floor, then for daimon from each tree with each tool kind, in an order
 rotated each round, every cell in a fresh interpreter (each tree is put first on ``PYTHONPATH``:
 ``--after`` defaults to this checkout's ``src``, so a git worktree measures its own sources, not
-the installed ones). ``--metric`` picks another cell of ``cell.py``. Prints the median over rounds, every round's figure, and the 1-minute load
-average before each round and after the last.
+the installed ones). ``--metric`` picks another cell of ``cell.py``. Prints the median over
+rounds, every round's figure, and the 1-minute load average before each round and after the last.
 """
 
 from __future__ import annotations
