@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from daimon.core.chat import ChatResponse
+from collections.abc import Sequence
+
+from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.messages import ToolCall
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
+from daimon.extensions import CallModel, CallTool, Extension
 from daimon.state import RunState
 
-__all__ = ("AgentHook",)
+__all__ = ("AgentHook", "HookCalls")
 
 
 class AgentHook:
@@ -20,6 +23,10 @@ class AgentHook:
     Every run that :meth:`on_run_start` began ends with exactly one of :meth:`on_run_end` (it
     finished or paused) and :meth:`on_error` (it failed, was cancelled or interrupted, or its
     stream was abandoned), so whatever a hook opens at the start it can close at the end.
+
+    The callbacks about calls (:meth:`on_model_response`, :meth:`on_tool_call`,
+    :meth:`on_tool_result`) are delivered by :class:`HookCalls`, an
+    :class:`~daimon.extensions.Extension` outside every other one; the others by the loop.
     """
 
     async def on_run_start(self, state: RunState) -> None:
@@ -52,3 +59,32 @@ class AgentHook:
         dropped it (then asyncio closes it in a task of its own). ``state.usage`` and
         ``state.cost`` hold what the run had used and spent.
         """
+
+
+class HookCalls(Extension):
+    """The hooks' callbacks about calls, as the outermost extension (made by the agent)."""
+
+    __slots__ = ("hooks",)
+
+    def __init__(self, hooks: Sequence[AgentHook]) -> None:
+        self.hooks = tuple(hooks)
+
+    async def wrap_model_call(
+        self, request: ChatRequest, ctx: RunState, call_next: CallModel
+    ) -> ChatResponse:
+        """The call, then every hook's ``on_model_response``."""
+        response = await call_next(request)
+        for hook in self.hooks:
+            await hook.on_model_response(response, ctx)
+        return response
+
+    async def wrap_tool_call(
+        self, call: ToolCall, ctx: RunState, call_next: CallTool
+    ) -> ToolOutput:
+        """Every hook's ``on_tool_call``, the call, then every hook's ``on_tool_result``."""
+        for hook in self.hooks:
+            await hook.on_tool_call(call, ctx)
+        output = await call_next(call)
+        for hook in self.hooks:
+            await hook.on_tool_result(call, output, ctx)
+        return output

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.messages import ToolCall
 from daimon.core.tools import ToolOutput
+from daimon.extensions import CallModel, CallTool, Extension
 from daimon.state import RunState
 
 __all__ = ("Middleware", "MiddlewareStack", "ShortCircuit")
@@ -48,8 +49,13 @@ class Middleware:
         return None
 
 
-class MiddlewareStack:
-    """Runs middleware in order; the first short-circuit wins."""
+class MiddlewareStack(Extension):
+    """Runs middleware in order; the first short-circuit wins.
+
+    The agent runs the stack as one :class:`~daimon.extensions.Extension`, inside the hooks and
+    outside the agent's ``extensions``: every request passes each ``on_request`` (until one
+    short-circuits), every response each ``on_response``, every tool call each ``on_tool_call``.
+    """
 
     __slots__ = ("_middleware",)
 
@@ -98,3 +104,21 @@ class MiddlewareStack:
             if result is not None:
                 call = result
         return call
+
+    async def wrap_model_call(
+        self, request: ChatRequest, ctx: RunState, call_next: CallModel
+    ) -> ChatResponse:
+        """``on_request`` (which may answer instead of the model), the call, ``on_response``."""
+        request, response = await self.on_request(request, ctx)
+        if response is None:
+            response = await call_next(request)
+        return await self.on_response(response, ctx)
+
+    async def wrap_tool_call(
+        self, call: ToolCall, ctx: RunState, call_next: CallTool
+    ) -> ToolOutput:
+        """``on_tool_call`` (which may answer instead of the tool), then the call."""
+        replaced = await self.on_tool_call(call, ctx)
+        if isinstance(replaced, ToolOutput):
+            return replaced
+        return await call_next(replaced)

@@ -59,6 +59,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     TimeoutError: (AgentRunError, builtins.TimeoutError),
     OrchestrationError: (AgentRunError,),
     OutputValidationError: (AgentRunError,),
+    errors.ExtensionError: (AgentRunError,),
     MCPError: (DaimonError,),
     errors.BrokerError: (DaimonError,),
     errors.VectorStoreError: (DaimonError,),

@@ -466,3 +466,30 @@ async def test_a_cancelled_run_ends_its_spans_with_its_cost(spans: Spans) -> Non
 async def test_gap_an_abandoned_stream_lets_go_of_the_runs_context(spans: Spans) -> None:
     await abandon_a_stream(calculator(spans))
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+async def test_spans_are_written_through_the_extension_chain(spans: Spans) -> None:
+    from daimon import CallModel, Extension, RunState
+
+    class RetryEmpty(Extension):  # the user's extension, outside the tracing one
+        async def wrap_model_call(
+            self, request: ChatRequest, ctx: RunState, call_next: CallModel
+        ) -> ChatResponse:
+            response = await call_next(request)
+            return response if response.text else await call_next(request)
+
+    answers = iter(["", "second try"])
+
+    def model(request: ChatRequest) -> ChatResponse:
+        return ChatResponse.reply(next(answers), usage=used(1, 1))
+
+    agent = instrument(
+        Agent(FunctionModel(model, model_name="m"), name="a", extensions=[RetryEmpty()]),
+        tracer_provider=spans.provider,
+    )
+    assert agent.extensions[0].__class__ is RetryEmpty  # tracing is the innermost layer
+    response = await agent.prompt("hi")
+    assert response.text == "second try"
+    (run,) = spans.roots()
+    assert spans.tree(run) == ("invoke_agent a", [("chat m", []), ("chat m", [])])
+    assert attrs(run)["daimon.iterations"] == 2

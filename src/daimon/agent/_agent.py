@@ -9,6 +9,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 
+from daimon.agent._chain import NO_LAYERS, Layers, layers
 from daimon.agent._loop import run_events
 from daimon.agent._output import OutputSpec
 from daimon.core.cancel import CancelToken
@@ -17,6 +18,7 @@ from daimon.core.events import Done, StreamEvent
 from daimon.core.messages import Message
 from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.cost import CostModel
+from daimon.extensions import Extension
 from daimon.guardrails import InputGuardrail, OutputGuardrail
 from daimon.hooks import AgentHook
 from daimon.middleware import Middleware, MiddlewareStack
@@ -68,6 +70,9 @@ class Agent(Generic[DepsT, OutputT]):
         max_iterations: The most model calls one run may make.
         hooks: Observers of the run's steps (:class:`~daimon.hooks.AgentHook`).
         middleware: Interceptors of requests, responses and tool calls, in order.
+        extensions: Wrappers of every model call and tool call
+            (:class:`~daimon.extensions.Extension`); the first listed is the outermost. Hooks'
+            call callbacks and middleware run outside them.
         input_guardrails: Checks of the prompt before the run starts.
         output_guardrails: Checks of the final answer before it is returned.
         cost_model: Prices model calls (a :class:`~daimon.cost.PriceTable`, say).
@@ -100,8 +105,10 @@ class Agent(Generic[DepsT, OutputT]):
         "cost_model",
         "deps_type",
         "examples",
+        "extensions",
         "hooks",
         "input_guardrails",
+        "layers",
         "max_budget",
         "max_iterations",
         "max_repeated_tool_calls",
@@ -132,6 +139,7 @@ class Agent(Generic[DepsT, OutputT]):
         max_iterations: int = 10,
         hooks: Iterable[AgentHook] = (),
         middleware: Iterable[Middleware] = (),
+        extensions: Iterable[Extension] = (),
         input_guardrails: Iterable[InputGuardrail] = (),
         output_guardrails: Iterable[OutputGuardrail] = (),
         cost_model: CostModel | None = None,
@@ -169,12 +177,15 @@ class Agent(Generic[DepsT, OutputT]):
         self.middleware = (
             middleware if isinstance(middleware, MiddlewareStack) else _stack(middleware)
         )
-        self.input_guardrails: tuple[InputGuardrail, ...] = (
-            tuple(input_guardrails) if input_guardrails else ()
+        self.extensions: tuple[Extension, ...] = tuple(extensions) if extensions else ()
+        self.layers: Layers = (
+            layers(self.hooks, self.middleware, self.extensions)
+            if hooks or middleware or extensions
+            else NO_LAYERS
         )
-        self.output_guardrails: tuple[OutputGuardrail, ...] = (
-            tuple(output_guardrails) if output_guardrails else ()
-        )
+        """The model-call and tool-call extension chains' layers, outermost first."""
+        self.input_guardrails: tuple[InputGuardrail, ...] = tuple(input_guardrails)
+        self.output_guardrails: tuple[OutputGuardrail, ...] = tuple(output_guardrails)
         self.cost_model = cost_model
         self.max_budget = None if max_budget is None else _budget(max_budget, cost_model)
         self.validate_tool_inputs = validate_tool_inputs

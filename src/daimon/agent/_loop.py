@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from daimon.agent._chain import stream_chain
 from daimon.agent._run import Run
 from daimon.core.cancel import CancelToken
+from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.checkpoints import CheckpointState
 from daimon.core.events import (
     StreamEvent,
@@ -22,6 +25,7 @@ from daimon.core.streaming import StreamAccumulator
 
 if TYPE_CHECKING:
     from daimon.agent._agent import Agent
+    from daimon.extensions import CallModel
 
 __all__ = ("run_events",)
 
@@ -51,10 +55,9 @@ async def run_events(
     A run continues instead of starting when ``resume`` holds a paused run's state, or when the
     agent has a checkpoint store holding ``run_id``; ``decisions`` answer pending approvals.
 
-    The steps are the seed's: open the run (guardrails, system prompt, history, the prompt); then
-    in turn the model's turn (checks, budget, hooks, middleware, the call, usage) and, while the
-    model asks for tools, the tools' turn (approvals, the loop guard, the calls, their results);
-    the run ends with the final answer, a pause for approvals or a tool's ``EndRun``.
+    The steps are the seed's: open the run; the model's turn (checks, the call through the
+    agent's extensions, usage) and, while the model asks for tools, the tools' turn; the run ends
+    with the final answer, a pause for approvals or a tool's ``EndRun``.
     """
     run = Run(
         agent,
@@ -69,8 +72,16 @@ async def run_events(
         done = await run.open(prompt, resume, history, instructions)
         while done is None:
             if not run.pending:  # the model's turn
-                request, response = await run.request()
-                if response is None:
+                request = await run.request()
+                chain = run.model_chain
+                if chain is not None:  # through the agent's extensions
+                    result: list[ChatResponse] = []
+                    chained = _through_chain(run, chain, request, result)
+                    async with aclosing(chained):
+                        async for event in chained:
+                            yield event
+                    response = result[0]
+                else:
                     with run.interrupt as interrupt:  # the cancel token interrupts the call
                         if not stream:
                             response = await agent.model.generate(request)
@@ -86,9 +97,9 @@ async def run_events(
                                     yield event
                                     interrupt.armed = True
                             response = accumulator.response()
-                cost = run.count(response)
-                if stream:
-                    yield UsageEvent(usage=response.usage, cost=cost)
+                    cost = run.count(response)
+                    if stream:
+                        yield UsageEvent(usage=response.usage, cost=cost)
                 done = await run.take(response)
                 if done is not None or not run.pending:
                     continue
@@ -101,3 +112,22 @@ async def run_events(
         raise
     finally:
         run.close()
+
+
+async def _through_chain(
+    run: Run, chain: CallModel, request: ChatRequest, result: list[ChatResponse]
+) -> AsyncGenerator[StreamEvent, None]:
+    """Call the model through the agent's extensions; the response lands in ``result``.
+
+    A streamed call yields the model's events as the chain relays them; a plain call yields none.
+    (Only runs with extensions take this path, so its generator level costs the bare run nothing.)
+    """
+    with run.interrupt as interrupt:
+        if not run.stream:
+            result.append(await chain(request))
+            return
+        run.relay = True
+        chained = stream_chain(chain, request, interrupt, result)
+        async with aclosing(chained):
+            async for event in chained:
+                yield event

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from daimon.agent._budget import Rollup, RunBudget
+from daimon.agent._chain import Relayed, model_chain, tool_chain
 from daimon.agent._checkpointing import RunCheckpointer, snapshot
 from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
 from daimon.agent._repeats import RepeatGuard
@@ -30,14 +31,24 @@ from daimon.core.errors import (
     OutputValidationError,
     RunCancelled,
 )
-from daimon.core.events import Done, ToolResult
+from daimon.core.events import (
+    Done,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResult,
+    UsageEvent,
+)
 from daimon.core.ids import check_id
 from daimon.core.messages import Message, ToolCall
 from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
+from daimon.core.streaming import StreamAccumulator
 from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.cost import Budget, CostTracker, SpendRecord
+from daimon.extensions import CallModel, CallTool
 from daimon.guardrails import check_input, check_output
-from daimon.state import RunState
+from daimon.tools import RunContext
 
 if TYPE_CHECKING:
     from daimon.agent._agent import Agent
@@ -51,6 +62,7 @@ _NO_PROGRESS = RunProgress()
 # 1.0-1.4 µs a run together, 4-5% (benchmarks/micro_ab.py; docs/benchmarks.md).
 _new_request = fast_new(ChatRequest)
 _new_response = fast_new(AgentResponse)
+_FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd)
 
 
 class Interrupt:
@@ -111,17 +123,22 @@ class Run:
         "_decisions",
         "_detach",
         "_memory",
-        "_middleware",
         "_record",
         "_repeats",
+        "_request",
+        "_reserved",
         "_rollup",
         "agent",
         "assistant",
+        "call_tool",
+        "calls",
         "cancel",
         "completed",
         "interrupt",
+        "model_chain",
         "pending",
         "progress",
+        "relay",
         "response_format",
         "state",
         "stream",
@@ -151,14 +168,14 @@ class Run:
         self.agent = agent
         self.stream = stream
         self.cancel = cancel
-        self.state = RunState(
+        self.state: RunContext[Any] = RunContext(
             run_id=run_id or os.urandom(16).hex(),
             agent_name=agent.name,
-            messages=[],
             session_id=session_id,
             deps=deps,
             cancel=cancel,
         )
+        """The run's context: what hooks, extensions and (as a view per call) tools see."""
         self.interrupt = Interrupt(asyncio.current_task(), cancel)
         """Arm it while the run awaits a model or tools: the cancel token then interrupts."""
         self._detach = cancel.on_cancel(self.interrupt)
@@ -171,7 +188,21 @@ class Run:
         self._budget: RunBudget | None = None
         self._rollup: Rollup | None = None
         self._memory: Memory | None = agent.memory if session_id is not None else None
-        self._middleware = agent.middleware or None  # None: no middleware, nothing to call
+        self.calls = 0
+        """Model responses counted so far (the model's, and those extensions made up)."""
+        self._request: ChatRequest | None = None
+        self._reserved = False
+        self.relay = False
+        """Whether a model call in an extension chain streams (relaying its events)."""
+        model_layers, tool_layers = agent.layers
+        self.model_chain: CallModel | None = (
+            model_chain(model_layers, self.state, self._call_model, self) if model_layers else None
+        )
+        """The model call through the agent's extensions; ``None`` when it has none."""
+        self.call_tool: CallTool = (
+            tool_chain(tool_layers, self.state, self._call_tool) if tool_layers else self._call_tool
+        )
+        """A tool call, through the agent's extensions."""
         self._repeats: RepeatGuard | None = None  # made at the run's first tool call
         self.pending: tuple[ToolCall, ...] = ()
         """The calls of the last model turn that have no result yet."""
@@ -215,6 +246,7 @@ class Run:
             ledger = Budget(agent.max_budget, enclosing, spent=self.state.cost)
             self._budget = RunBudget(ledger, tracker, agent.model.model_name)
         self._rollup = Rollup(self.state, tracker, agent.model.model_name, self._budget)
+        self.state.on_usage = self._rollup.report  # tools' report_usage
         if agent.output is not None:
             if agent.native_output:
                 self.response_format = agent.output.response_format
@@ -264,8 +296,8 @@ class Run:
 
     # ------------------------------------------------------------------------ the model's turn
 
-    async def request(self) -> tuple[ChatRequest, ChatResponse | None]:
-        """The next model request, after the checks; a response when middleware answered it."""
+    async def request(self) -> ChatRequest:
+        """The next model request, after the checks (iterations, budget) and the hooks."""
         agent, state, budget = self.agent, self.state, self._budget
         if self.cancel.cancelled:
             raise RunCancelled(self.cancel.reason)
@@ -273,9 +305,10 @@ class Run:
             raise MaxIterationsError(agent.max_iterations)
         if budget is not None:  # refused before the hooks: no call, no span
             budget.reserve(state.messages, self.tools, agent.max_tokens, self.response_format)
+            self._reserved = True
         for hook in agent.hooks:
             await hook.on_iteration_start(state)
-        request = _new_request(
+        request = self._request = _new_request(
             messages=tuple(state.messages),
             tools=self.tools,
             temperature=agent.temperature,
@@ -283,29 +316,45 @@ class Run:
             response_format=self.response_format,
             settings=agent.model_settings,
         )
-        middleware = self._middleware
-        if middleware is None:
-            return request, None
-        request, response = await middleware.on_request(request, state)
-        if budget is not None and response is None:  # reserve what is sent
+        return request
+
+    async def _call_model(self, request: ChatRequest) -> ChatResponse:
+        """The innermost step of the model chain: the model itself, counted as it answers."""
+        budget = self._budget
+        if budget is not None and (not self._reserved or request is not self._request):
+            # reserve what is sent: changed by an extension, or a retry
             budget.reserve(
                 request.messages, request.tools, request.max_tokens, request.response_format
             )
-        return request, response
+        self._reserved = False
+        if not self.relay:
+            response = await self.agent.model.generate(request)
+        else:
+            accumulator = StreamAccumulator()
+            async for event in self.agent.model.generate_stream(request):
+                accumulator.add(event)
+                if isinstance(event, _FORWARDED):
+                    await Relayed(event)  # to the caller, through the chain's driver
+            response = accumulator.response()
+        await self.counted(response)
+        return response
+
+    async def counted(self, response: ChatResponse) -> None:
+        """Count a response that reached the chain (the stream reports it)."""
+        cost = self.count(response)
+        if self.relay:
+            await Relayed(UsageEvent(usage=response.usage, cost=cost))
 
     def count(self, response: ChatResponse) -> float:
         """Count the call's usage and cost; what it cost."""
         assert self._rollup is not None
         self.state.iteration += 1
+        self.calls += 1
         return self._rollup.model_call(response.model, response.usage)
 
     async def take(self, response: ChatResponse) -> Done | None:
         """Read the model's turn: the final answer ends the run, tool calls become pending."""
         agent, state = self.agent, self.state
-        if self._middleware is not None:
-            response = await self._middleware.on_response(response, state)
-        for hook in agent.hooks:
-            await hook.on_model_response(response, state)
         assistant = response.message
         if len(assistant.tool_calls) > 1:
             assistant = with_unique_call_ids(assistant)
@@ -367,9 +416,7 @@ class Run:
                 self._repeats = RepeatGuard(limit)
             self._repeats.check(todo)
         assert self._rollup is not None
-        turn = ToolTurn(
-            agent, state, self.cancel, self._rollup, self._middleware, completed, self.stream
-        )
+        turn = ToolTurn(self.call_tool, completed, self.stream)
         if self._checkpointer is not None:
             turn.checkpoint(self._checkpointer, calls, self.progress)
         ended: Ended | None = None
@@ -399,6 +446,24 @@ class Run:
         for hook in agent.hooks:
             await hook.on_iteration_end(state)
         return events, None
+
+    async def _call_tool(self, call: ToolCall) -> ToolOutput:
+        """The innermost step of the tool chain: the tool itself, through the registry."""
+        agent = self.agent
+        assert self._rollup is not None
+        budget = self._rollup.budget
+        # Runs the tool starts (sub-agents) spend from this run's budget.
+        entered = None if budget is None else budget.ledger.enter()
+        try:
+            return await agent.tools.run(
+                call,
+                self.state.for_call(call.id, call.name),  # a view: nothing copied
+                validate=agent.validate_tool_inputs,
+                retry_policy=agent.tool_retry_policy,
+            )
+        finally:
+            if entered is not None:
+                Budget.leave(entered)
 
     # ------------------------------------------------------------------------------- the end
 

@@ -9,22 +9,18 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from daimon.core._fastinit import fast_new
-from daimon.core.cancel import CancelToken
 from daimon.core.checkpoints import RunProgress
 from daimon.core.errors import RunCancelled
 from daimon.core.events import ToolResult
 from daimon.core.messages import Message, Role, ToolCall
 from daimon.core.results import ApprovalDecision
 from daimon.core.tools import ToolOutput
-from daimon.cost import Budget
-from daimon.state import RunState
-from daimon.tools import EndRun, RunContext
+from daimon.extensions import CallTool
+from daimon.tools import EndRun
 
 if TYPE_CHECKING:
     from daimon.agent._agent import Agent
-    from daimon.agent._budget import Rollup
     from daimon.agent._checkpointing import RunCheckpointer
-    from daimon.middleware import MiddlewareStack
 
 __all__ = (
     "Ended",
@@ -149,33 +145,17 @@ class ToolTurn:
     """Runs one turn's tool calls, recording each result in ``completed`` (and its checkpoint)."""
 
     __slots__ = (
-        "_agent",
+        "_call",
         "_calls",
-        "_cancel",
         "_checkpointer",
-        "_middleware",
         "_progress",
-        "_rollup",
-        "_state",
         "completed",
         "durations",
     )
 
-    def __init__(
-        self,
-        agent: Agent[Any, Any],
-        state: RunState,
-        cancel: CancelToken,
-        rollup: Rollup,
-        middleware: MiddlewareStack | None,
-        completed: dict[str, ToolOutput],
-        timed: bool,
-    ) -> None:
-        self._agent = agent
-        self._state = state
-        self._cancel = cancel
-        self._rollup = rollup
-        self._middleware = middleware
+    def __init__(self, call: CallTool, completed: dict[str, ToolOutput], timed: bool) -> None:
+        self._call = call
+        """A tool call through the agent's extensions (or the tool itself when it has none)."""
         self.completed = completed
         self.durations: dict[str, float] | None = {} if timed else None
         """Seconds each call took, by call id, when the stream reports them."""
@@ -204,36 +184,11 @@ class ToolTurn:
             raise surfaced from failures
 
     async def run_one(self, call: ToolCall) -> None:
-        """Run one call through hooks, middleware and the registry; record its result."""
-        agent, state = self._agent, self._state
+        """Run one call through the extensions and the registry; record its result."""
         key = call.id
         started = time.perf_counter()
         try:
-            for hook in agent.hooks:
-                await hook.on_tool_call(call, state)
-            output: ToolOutput | None = None
-            if self._middleware is not None:
-                replaced = await self._middleware.on_tool_call(call, state)
-                if isinstance(replaced, ToolOutput):
-                    output = replaced
-                else:
-                    call = replaced
-            if output is None:
-                budget = self._rollup.budget
-                # Runs the tool starts (sub-agents) spend from this run's budget.
-                entered = None if budget is None else budget.ledger.enter()
-                try:
-                    output = await agent.tools.run(
-                        call,
-                        self._context(call),
-                        validate=agent.validate_tool_inputs,
-                        retry_policy=agent.tool_retry_policy,
-                    )
-                finally:
-                    if entered is not None:
-                        Budget.leave(entered)
-            for hook in agent.hooks:
-                await hook.on_tool_result(call, output, state)
+            output = await self._call(call)
         except EndRun as end:
             raise Ended(end, call) from None
         self.completed[key] = output
@@ -242,26 +197,11 @@ class ToolTurn:
         if self._checkpointer is not None:
             await self._checkpointer.save(self._calls, self.completed, self._progress)
 
-    def _context(self, call: ToolCall) -> RunContext[Any]:
-        """What the tool may know of the run that called it."""
-        state = self._state
-        return RunContext(
-            run_id=state.run_id,
-            deps=state.deps,
-            cancel=self._cancel,
-            usage=state.usage,
-            call_id=call.id,
-            tool_name=call.name,
-            session_id=state.session_id,
-            iteration=state.iteration,
-            on_usage=self._rollup.report,
-        )
-
 
 def _one_of(failures: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one failure to surface from a turn's concurrent calls.
 
-    Tools report their own errors as results, so only a signal, a hook or middleware failure (or
+    Tools report their own errors as results, so only a signal, an extension's or hook's failure (or
     the process going down) lands here: a lone one as itself, else an EndRun, else one
     cancellation for calls that honoured the same cancelled token, else the group.
     """

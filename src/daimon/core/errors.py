@@ -24,6 +24,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   ├── ApprovalRequiredError     a run paused for approvals where none can be given
     │   ├── GuardrailBlockedError
     │   ├── OutputValidationError     structured output never matched its type
+    │   ├── ExtensionError            an extension returned something that is not a result
     │   ├── RunCancelled
     │   ├── TimeoutError              (also the builtin TimeoutError)
     │   └── OrchestrationError
@@ -58,6 +59,7 @@ __all__ = (
     "DimensionMismatchError",
     "DuplicateToolError",
     "EmptyDocumentError",
+    "ExtensionError",
     "FilterError",
     "GuardrailBlockedError",
     "InvalidIdError",
@@ -340,6 +342,10 @@ class OutputValidationError(AgentRunError):
         )
         self.errors = tuple(errors)
         self.attempts = attempts
+
+
+class ExtensionError(AgentRunError):
+    """An extension broke its contract: it returned something that is not the call's result."""
 
 
 class RunCancelled(AgentRunError):

@@ -1,10 +1,12 @@
 """Spans and metrics for agent runs, model calls and tool calls, after the GenAI conventions.
 
-A run is an ``invoke_agent`` span; each model call a ``chat`` span and each tool call an
-``execute_tool`` span, both children of the run's span (parents are given explicitly, looked up by
-run id and call id, so concurrent runs and parallel tool calls never mix). While a run executes,
-its span is the current span; while a tool runs, the tool's span is: a sub-agent started by the
-tool (or an HTTP call it makes, or a message it sends with
+A run is an ``invoke_agent`` span, opened and closed by the run's hooks. Each model call is a
+``chat`` span and each tool call an ``execute_tool`` span, written by an
+:class:`~daimon.extensions.Extension` around the call (the innermost one, so a span is the call
+itself: a retry is a span of its own, a call an extension answered has none). Both are children
+of the run's span, found by the run's id, so concurrent runs never mix. While a run executes, its
+span is the current span; while a model call or a tool runs, its span is: a sub-agent started by
+the tool (or an HTTP call it makes, or a message it sends with
 :func:`~daimon.telemetry.inject_trace_context`) continues the trace under that tool call. Each
 model call is also measured (:mod:`daimon.telemetry._metrics`).
 """
@@ -20,14 +22,16 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import daimon
 from daimon.agent import Agent
-from daimon.core.chat import ChatResponse, StopReason, Usage
+from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
 from daimon.core.messages import ImagePart, Message, Role, ToolCall
 from daimon.core.optional import require
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
+from daimon.extensions import CallModel, CallTool, Extension
 from daimon.hooks import AgentHook
 from daimon.state import RunState
 from daimon.telemetry._metrics import ClientMetrics
+from daimon.tools import EndRun
 
 trace = require("opentelemetry.trace", extra="otel")
 otel_context = require("opentelemetry.context", extra="otel")
@@ -99,10 +103,12 @@ def instrument(
     if capture_content is None:
         capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
     tracer = trace.get_tracer("daimon", daimon.__version__, tracer_provider)
-    hook = _TracingHook(agent, tracer, meter_provider, capture_content=capture_content)
-    others = [h for h in agent.hooks if not isinstance(h, _TracingHook)]
-    # First, so that the run's span is current before other hooks run and ends as they fail.
-    return agent.replace(hooks=[hook, *others])
+    tracing = _Tracing(agent, tracer, meter_provider, capture_content=capture_content)
+    hooks = [h for h in agent.hooks if not isinstance(h, _Tracing)]
+    extensions = [e for e in agent.extensions if not isinstance(e, _Tracing)]
+    # The first hook, so that the run's span is current before other hooks run and ends as they
+    # fail; the last extension, so that its spans are the model and tool calls themselves.
+    return agent.replace(hooks=[tracing, *hooks], extensions=[*extensions, tracing])
 
 
 class _Scope:
@@ -135,18 +141,21 @@ class _Scope:
 
 
 class _Run:
-    __slots__ = ("chat", "chat_started", "cost_before", "scope", "tools")
+    """A traced run's span, and its calls' spans still open (to end them if it is abandoned)."""
+
+    __slots__ = ("calls", "scope")
 
     def __init__(self, scope: _Scope) -> None:
         self.scope = scope
-        self.chat: _Scope | None = None
-        self.chat_started = 0.0
-        self.cost_before = 0.0
-        self.tools: dict[str, _Scope] = {}
+        self.calls: set[_Scope] = set()
 
 
-class _TracingHook(AgentHook):
-    """Turns one agent's runs into spans (made by :func:`instrument`)."""
+class _Tracing(AgentHook, Extension):
+    """Turns one agent's runs into spans (made by :func:`instrument`).
+
+    The run's span is opened and closed by hooks; its model and tool calls' spans by the
+    extension methods around each call.
+    """
 
     def __init__(
         self,
@@ -204,7 +213,7 @@ class _TracingHook(AgentHook):
         run = self._runs.pop(state.run_id, None)
         if run is None:
             return
-        for scope in _open(run):  # tool calls cut short by EndRun
+        for scope in _open(run):  # calls cut short (parallel calls when one ended the run)
             scope.span.end()
         span = run.scope.span
         _set_usage(span, response.usage)
@@ -222,8 +231,6 @@ class _TracingHook(AgentHook):
         run = self._runs.pop(state.run_id, None)
         if run is None:
             return
-        if run.chat is not None:  # the model call failed, or the run ended during it
-            self._metrics.failed(time.perf_counter() - run.chat_started, _error_type(error))
         for scope in _open(run):
             scope.fail(error)
         _set_usage(run.scope.span, state.usage)
@@ -232,22 +239,17 @@ class _TracingHook(AgentHook):
         run.scope.fail(error)
 
     # ------------------------------------------------------------------------- model calls
-    async def on_iteration_start(self, state: RunState) -> None:
-        run = self._runs.get(state.run_id)
+    async def wrap_model_call(
+        self, request: ChatRequest, ctx: RunState, call_next: CallModel
+    ) -> ChatResponse:
+        run = self._runs.get(ctx.run_id)
         if run is None:
-            return
+            return await call_next(request)
         attributes: _Attributes = {"gen_ai.operation.name": "chat", **self._request}
-        if state.session_id is not None:
-            attributes["gen_ai.conversation.id"] = state.session_id
+        if ctx.session_id is not None:
+            attributes["gen_ai.conversation.id"] = ctx.session_id
         if self._capture:
-            system = [m for m in state.messages if m.role is Role.SYSTEM]
-            if system:
-                attributes["gen_ai.system_instructions"] = _json(
-                    [{"type": "text", "content": m.text} for m in system]
-                )
-            attributes["gen_ai.input.messages"] = _json(
-                [_message(m) for m in state.messages if m.role is not Role.SYSTEM]
-            )
+            _add_input(attributes, request.messages)
         span = self._tracer.start_span(
             f"chat {self._model_name}",
             context=run.scope.context,
@@ -255,34 +257,37 @@ class _TracingHook(AgentHook):
             attributes=attributes,
         )
         # Current during the call, so the provider's HTTP spans (if instrumented) nest under it.
-        run.chat = _Scope(span, run.scope.context, current=True)
-        run.cost_before = state.cost
-        run.chat_started = time.perf_counter()
-
-    async def on_model_response(self, response: ChatResponse, state: RunState) -> None:
-        run = self._runs.get(state.run_id)
-        if run is None or run.chat is None:
-            return
-        chat, run.chat = run.chat, None
-        self._metrics.call(time.perf_counter() - run.chat_started, response.usage, response.model)
-        span = chat.span
+        scope = _Scope(span, run.scope.context, current=True)
+        run.calls.add(scope)
+        cost_before = ctx.cost
+        started = time.perf_counter()
+        try:
+            response = await call_next(request)
+        except BaseException as error:
+            if scope in run.calls:  # not ended as abandoned already
+                self._metrics.failed(time.perf_counter() - started, _error_type(error))
+            _end(run, scope, error)
+            raise
+        self._metrics.call(time.perf_counter() - started, response.usage, response.model)
         if response.model:
             span.set_attribute("gen_ai.response.model", response.model)
         finish = _FINISH_REASONS.get(response.stop_reason, str(response.stop_reason))
         span.set_attribute("gen_ai.response.finish_reasons", (finish,))
         _set_usage(span, response.usage)
-        span.set_attribute("daimon.cost", state.cost - run.cost_before)
+        span.set_attribute("daimon.cost", ctx.cost - cost_before)
         if self._capture:
             output = {**_message(response.message), "finish_reason": finish}
             span.set_attribute("gen_ai.output.messages", _json([output]))
-        chat.release()
-        span.end()
+        _end(run, scope, None)
+        return response
 
     # -------------------------------------------------------------------------- tool calls
-    async def on_tool_call(self, call: ToolCall, state: RunState) -> None:
-        run = self._runs.get(state.run_id)
+    async def wrap_tool_call(
+        self, call: ToolCall, ctx: RunState, call_next: CallTool
+    ) -> ToolOutput:
+        run = self._runs.get(ctx.run_id)
         if run is None:
-            return
+            return await call_next(call)
         attributes: _Attributes = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.name,
@@ -302,30 +307,53 @@ class _TracingHook(AgentHook):
             attributes=attributes,
         )
         # Current while the tool runs (in this task only): sub-agents nest under the call.
-        run.tools[call.id] = _Scope(span, run.scope.context, current=True)
-
-    async def on_tool_result(self, call: ToolCall, output: ToolOutput, state: RunState) -> None:
-        run = self._runs.get(state.run_id)
-        scope = None if run is None else run.tools.pop(call.id, None)
-        if scope is None:
-            return
-        span = scope.span
+        scope = _Scope(span, run.scope.context, current=True)
+        run.calls.add(scope)
+        try:
+            output = await call_next(call)
+        except EndRun:  # a signal: the run ends with this call's answer
+            _end(run, scope, None)
+            raise
+        except BaseException as error:
+            _end(run, scope, error)
+            raise
         if output.is_error:
             span.set_attribute("error.type", "tool_error")
             span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool returned an error"))
         if self._capture:
             span.set_attribute("gen_ai.tool.call.result", output.content)
-        scope.release()
-        span.end()
+        _end(run, scope, None)
+        return output
+
+
+def _add_input(attributes: _Attributes, messages: Sequence[Message]) -> None:
+    """The request's system instructions and input messages, in the conventions' JSON shape."""
+    system = [m for m in messages if m.role is Role.SYSTEM]
+    if system:
+        attributes["gen_ai.system_instructions"] = _json(
+            [{"type": "text", "content": m.text} for m in system]
+        )
+    attributes["gen_ai.input.messages"] = _json(
+        [_message(m) for m in messages if m.role is not Role.SYSTEM]
+    )
+
+
+def _end(run: _Run, scope: _Scope, error: BaseException | None) -> None:
+    """Let go of a call's context and end its span, unless the run ended it already."""
+    scope.release()
+    if scope not in run.calls:  # ended as abandoned
+        return
+    run.calls.discard(scope)
+    if error is None:
+        scope.span.end()
+    else:
+        scope.fail(error)
 
 
 def _open(run: _Run) -> list[_Scope]:
-    """The run's spans still open (innermost first), forgotten by the run."""
-    scopes = list(run.tools.values())
-    run.tools.clear()
-    if run.chat is not None:
-        scopes.append(run.chat)
-        run.chat = None
+    """The run's call spans still open, forgotten by the run."""
+    scopes = list(run.calls)
+    run.calls.clear()
     return scopes
 
 

@@ -1,45 +1,169 @@
-"""What a tool can know about the run that called it."""
+"""RunContext: the one per-run context that tools, hooks, middleware and extensions all see.
+
+A run owns one :class:`RunContext`. Its hooks, middleware, extensions and system-prompt
+functions get that object; each tool call gets a view of it (:meth:`RunContext.for_call`) that
+reads and writes every run-level field through to the run's context and adds the call's own id
+and tool name, so nothing is copied per call and a tool reads the run's usage as it is now.
+``daimon.state.RunState`` is the same class under the name hooks and middleware have always used.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic
 
 from daimon.core.cancel import CancelToken
 from daimon.core.chat import Usage
+from daimon.core.messages import Message
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    DepsT = TypeVar("DepsT", default=Any)
+else:  # typing.TypeVar takes no default before Python 3.13; only type checkers read it
+    from typing import TypeVar
+
+    DepsT = TypeVar("DepsT")
 
 __all__ = ("RunContext",)
 
-DepsT = TypeVar("DepsT")
+_SHARED = (
+    "agent_name",
+    "cancel",
+    "cost",
+    "deps",
+    "iteration",
+    "messages",
+    "on_usage",
+    "run_id",
+    "session_id",
+    "usage",
+)
+"""The run-level fields: one value per run, seen alike by the run's context and its call views."""
 
 
-@dataclass(slots=True, kw_only=True)
 class RunContext(Generic[DepsT]):
-    """Handed to any tool that declares a parameter of this type; kept out of the tool's schema."""
+    """One run, as its tools, hooks, middleware, extensions and system prompts see it.
+
+    A tool gets it by declaring a parameter of this type (kept out of the tool's schema). The
+    agent loop owns and updates it; others should only read it, except through
+    :meth:`report_usage`. Build one yourself to call a tool directly:
+    ``RunContext(run_id="r", deps=my_deps)``.
+    """
+
+    # Plain slots: the loop reads and writes these on every step (a property each would cost).
+    __slots__ = (*_SHARED, "call_id", "tool_name")
 
     run_id: str
     """The run's id; stable across resumes."""
+    agent_name: str
+    """The name of the agent running."""
     deps: DepsT
     """What the caller passed as ``prompt(..., deps=...)``."""
-    cancel: CancelToken = field(default_factory=CancelToken)
+    session_id: str | None
+    """The conversation the run continues, if it names one."""
+    cancel: CancelToken
     """The run's cancel token; long tools may check it."""
-    usage: Usage = field(default_factory=Usage)
-    """Tokens used by the run so far."""
-    call_id: str = ""
-    """The id of the tool call being executed."""
-    tool_name: str = ""
-    session_id: str | None = None
-    iteration: int = 0
-    on_usage: Callable[[Usage, float], None] | None = field(default=None, repr=False)
+    messages: list[Message]
+    """The conversation as the model sees it: system, history, prompt and this run's turns."""
+    usage: Usage
+    """Tokens used by the run so far (sub-agents' included)."""
+    cost: float
+    """Dollars spent by the run so far (with a cost model)."""
+    iteration: int
+    """Model calls made so far."""
+    on_usage: Callable[[Usage, float], None] | None
     """Where :meth:`report_usage` sends usage (set by the agent loop)."""
+    call_id: str
+    """The id of the tool call being executed (``""`` outside a tool call)."""
+    tool_name: str
+    """The name of the tool being executed (``""`` outside a tool call)."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        deps: DepsT = None,  # type: ignore[assignment]  # a run without deps has None
+        agent_name: str = "",
+        session_id: str | None = None,
+        cancel: CancelToken | None = None,
+        messages: list[Message] | None = None,
+        usage: Usage | None = None,
+        cost: float = 0.0,
+        iteration: int = 0,
+        call_id: str = "",
+        tool_name: str = "",
+        on_usage: Callable[[Usage, float], None] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.agent_name = agent_name
+        self.deps = deps
+        self.session_id = session_id
+        self.cancel = CancelToken() if cancel is None else cancel
+        self.messages = [] if messages is None else messages
+        self.usage = Usage() if usage is None else usage
+        self.cost = cost
+        self.iteration = iteration
+        self.on_usage = on_usage
+        self.call_id = call_id
+        self.tool_name = tool_name
+
+    def for_call(self, call_id: str, tool_name: str) -> RunContext[DepsT]:
+        """A view of this run for one tool call: the run's fields, the call's id and tool."""
+        view: RunContext[DepsT] = object.__new__(_CallView)
+        view._run = self  # type: ignore[attr-defined]
+        view.call_id = call_id
+        view.tool_name = tool_name
+        return view
 
     def report_usage(self, usage: Usage, cost: float = 0.0) -> None:
         """Add a sub-agent's (or any nested model call's) usage and cost to this run's totals."""
-        if self.on_usage is not None:
-            self.on_usage(usage, cost)
+        on_usage = self.on_usage
+        if on_usage is not None:
+            on_usage(usage, cost)
 
     @property
     def idempotency_key(self) -> str:
         """``run_id:call_id``: the same for a call and any retry or resumed re-delivery of it."""
         return f"{self.run_id}:{self.call_id}"
+
+    def __repr__(self) -> str:
+        call = f", call_id={self.call_id!r}, tool_name={self.tool_name!r}" if self.call_id else ""
+        return (
+            f"RunContext(run_id={self.run_id!r}{call}, iteration={self.iteration}, "
+            f"messages={len(self.messages)}, usage={self.usage!r}, cost={self.cost!r})"
+        )
+
+
+def _through(name: str) -> property:
+    """A run-level field of a call view, read and written on the run's context."""
+
+    def get(view: Any) -> Any:
+        return getattr(view._run, name)
+
+    def set_(view: Any, value: Any) -> None:
+        setattr(view._run, name, value)
+
+    return property(get, set_, doc=f"The run's ``{name}``.")
+
+
+class _CallView(RunContext[Any]):
+    """A tool call's view of its run: its own ``call_id`` and ``tool_name``, the rest the run's.
+
+    Its properties shadow the run-level slots it inherits (which stay unused): three stores make
+    a view, where a copy of the run's context would be twelve, and never goes stale.
+    """
+
+    __slots__ = ("_run",)
+
+    if not TYPE_CHECKING:  # to a type checker a view is just a RunContext
+        agent_name = _through("agent_name")
+        cancel = _through("cancel")
+        cost = _through("cost")
+        deps = _through("deps")
+        iteration = _through("iteration")
+        messages = _through("messages")
+        on_usage = _through("on_usage")
+        run_id = _through("run_id")
+        session_id = _through("session_id")
+        usage = _through("usage")
