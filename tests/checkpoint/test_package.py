@@ -68,7 +68,7 @@ def test_plugins_import_only_stdlib_core_and_their_own_client(path: Path) -> Non
         allowed = (
             module.partition(".")[0] in sys.stdlib_module_names
             or module == "daimon.core"
-            or module.startswith(("daimon.core.", "daimon.core.checkpoint_records"))
+            or module.startswith(("daimon.core.", "daimon.kit.checkpoint_records"))
             or (module == "daimon.checkpoint" and path.name != "__init__.py")  # for _base
             or (path.name == "__init__.py" and module.startswith("daimon.checkpoint."))
         )

@@ -21,7 +21,7 @@ from daimon.core import (
     ToolCall,
     ToolOutput,
 )
-from daimon.core import checkpoint_records as records
+from daimon.kit import checkpoint_records as records
 from daimon.core.codec import _REVIVING_MARKERS, dumps, from_data, loads, to_data
 
 from . import strategies as s

@@ -13,7 +13,7 @@ from daimon.core import (
     StreamEvent,
     TokenCounter,
 )
-from daimon.core.streaming import stream_from_response
+from daimon.kit.streaming import stream_from_response
 
 
 class EchoModel:

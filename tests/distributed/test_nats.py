@@ -84,7 +84,7 @@ async def test_a_resubmit_after_a_lost_publish_queues_the_task(
 ) -> None:
     async with NatsBroker.from_url(nats_url, **names) as broker:
         kv = await broker._ready()
-        from daimon.core.task_records import TaskRecord
+        from daimon.kit.task_records import TaskRecord
         from daimon.distributed.brokers.nats import _encode, _key
 
         await kv.create(_key("tasks", "task-1"), _encode(TaskRecord()))  # a submit that died here

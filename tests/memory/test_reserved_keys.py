@@ -14,7 +14,7 @@ import pytest
 
 from daimon import Agent, ChatRequest, ChatResponse, Message, Role, ToolCall
 from daimon.core import Memory, SerializationError
-from daimon.core.memory_records import decode_message, encode_message
+from daimon.kit.memory_records import decode_message, encode_message
 from daimon.core.tools import ToolOutput
 from daimon.memory.redis import RedisMemory
 from daimon.memory.sqlite import SQLiteMemory

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daimon.core import BuilderError, CharacterTokenCounter
+from daimon.core import BuilderError
+from daimon.tokens import CharacterTokenCounter
 from daimon.rag import TextChunk, TextSplitter
 
 

@@ -74,13 +74,6 @@ if TYPE_CHECKING:
         ToolResult,
         UsageEvent,
     )
-    from daimon.core.filters import (
-        Condition,
-        FilterOp,
-        Scalar,
-        matches,
-        parse_filter,
-    )
     from daimon.core.ids import (
         MAX_ID_BYTES,
         IdKind,
@@ -119,10 +112,6 @@ if TYPE_CHECKING:
         TaskState,
         TaskStatus,
     )
-    from daimon.core.tokens import (
-        CharacterTokenCounter,
-        message_tokens,
-    )
     from daimon.core.tools import (
         ToolOutput,
         ToolSpec,
@@ -139,7 +128,6 @@ _LAZY: dict[str, str] = {
     "BudgetExceededError": "daimon.core.errors",
     "BuilderError": "daimon.core.errors",
     "CancelToken": "daimon.core.cancel",
-    "CharacterTokenCounter": "daimon.core.tokens",
     "ChatRequest": "daimon.core.chat",
     "ChatResponse": "daimon.core.chat",
     "Checkpoint": "daimon.core.protocols",
@@ -147,7 +135,6 @@ _LAZY: dict[str, str] = {
     "CheckpointCorruptError": "daimon.core.errors",
     "CheckpointState": "daimon.core.checkpoints",
     "RunProgress": "daimon.core.checkpoints",
-    "Condition": "daimon.core.filters",
     "IdKind": "daimon.core.ids",
     "MAX_ID_BYTES": "daimon.core.ids",
     "check_id": "daimon.core.ids",
@@ -162,7 +149,6 @@ _LAZY: dict[str, str] = {
     "EmptyDocumentError": "daimon.core.errors",
     "ErrorEvent": "daimon.core.events",
     "FilterError": "daimon.core.errors",
-    "FilterOp": "daimon.core.filters",
     "GuardrailBlockedError": "daimon.core.errors",
     "InvalidIdError": "daimon.core.errors",
     "ImagePart": "daimon.core.messages",
@@ -183,7 +169,6 @@ _LAZY: dict[str, str] = {
     "Retriever": "daimon.core.protocols",
     "Role": "daimon.core.messages",
     "RunCancelled": "daimon.core.errors",
-    "Scalar": "daimon.core.filters",
     "SchemaValidationError": "daimon.core.errors",
     "ScoredDocument": "daimon.core.documents",
     "SerializationError": "daimon.core.errors",
@@ -214,9 +199,6 @@ _LAZY: dict[str, str] = {
     "UsageEvent": "daimon.core.events",
     "VectorStore": "daimon.core.protocols",
     "VectorStoreError": "daimon.core.errors",
-    "matches": "daimon.core.filters",
-    "message_tokens": "daimon.core.tokens",
-    "parse_filter": "daimon.core.filters",
 }
 """Where each public name lives; loaded on first use so plugins pay only for what they use."""
 
@@ -231,14 +213,12 @@ __all__ = (
     "BudgetExceededError",
     "BuilderError",
     "CancelToken",
-    "CharacterTokenCounter",
     "ChatRequest",
     "ChatResponse",
     "Checkpoint",
     "CheckpointConflictError",
     "CheckpointCorruptError",
     "CheckpointState",
-    "Condition",
     "Content",
     "ContentPart",
     "DaimonError",
@@ -250,7 +230,6 @@ __all__ = (
     "EmptyDocumentError",
     "ErrorEvent",
     "FilterError",
-    "FilterOp",
     "GuardrailBlockedError",
     "IdKind",
     "ImagePart",
@@ -274,7 +253,6 @@ __all__ = (
     "Role",
     "RunCancelled",
     "RunProgress",
-    "Scalar",
     "SchemaValidationError",
     "ScoredDocument",
     "SerializationError",
@@ -306,9 +284,6 @@ __all__ = (
     "VectorStore",
     "VectorStoreError",
     "check_id",
-    "matches",
-    "message_tokens",
-    "parse_filter",
 )
 
 

@@ -65,8 +65,8 @@ class VectorStore(Protocol):
     """Stores pre-computed embeddings with their documents and finds the nearest ones.
 
     A store holds vectors of one length (:attr:`dimension`) compared by one metric (cosine, dot
-    or l2, see :mod:`daimon.core.vectors`); scores are higher for closer vectors. ``filter``
-    arguments use the language of :mod:`daimon.core.filters`. Writes check their whole input
+    or l2, see :mod:`daimon.kit.vectors`); scores are higher for closer vectors. ``filter``
+    arguments use the language of :mod:`daimon.kit.filters`. Writes check their whole input
     first: a refused call writes nothing. A found document carries the id it was stored under.
     """
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from daimon.core.results import ApprovalDecision
-from daimon.core.task_records import DeadLetter
+from daimon.kit.task_records import DeadLetter
 from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
 
 __all__ = ("Broker", "DeadLetter", "Delivery")

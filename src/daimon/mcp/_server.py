@@ -58,7 +58,7 @@ from daimon._http_gate import (
 )
 from daimon.agent import Agent
 from daimon.core.errors import ApprovalRequiredError, BuilderError, RunCancelled
-from daimon.core.lifecycle import serve_until_cancelled
+from daimon.kit.lifecycle import serve_until_cancelled
 from daimon.core.messages import ToolCall
 from daimon.core.tools import ToolOutput
 from daimon.mcp._convert import call_tool_result, mcp_tool

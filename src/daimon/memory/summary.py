@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from daimon.core.chat import ChatRequest, Usage
 from daimon.core.errors import BuilderError
 from daimon.core.ids import check_id
-from daimon.core.memory_records import inner_sessions
+from daimon.kit.memory_records import inner_sessions
 from daimon.core.messages import ImagePart, Message, Role
 from daimon.core.protocols import Memory, Model, TokenCounter
-from daimon.core.tokens import CharacterTokenCounter, message_tokens, token_window_start
+from daimon.kit.tokens import CharacterTokenCounter, message_tokens, token_window_start
 
 __all__ = ("DEFAULT_SUMMARY_INSTRUCTIONS", "SUMMARY_HEADER", "SummarizingMemory")
 

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 from daimon.core.errors import BuilderError
 from daimon.core.ids import check_id
-from daimon.core.memory_records import inner_sessions
+from daimon.kit.memory_records import inner_sessions
 from daimon.core.messages import Message, Role
 from daimon.core.protocols import Memory, TokenCounter
-from daimon.core.tokens import CharacterTokenCounter, token_window_start
+from daimon.kit.tokens import CharacterTokenCounter, token_window_start
 
 __all__ = ("SlidingWindowMemory", "TokenWindowMemory")
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError
 from daimon.core.events import StreamEvent
-from daimon.core.lifecycle import AsyncClosing
+from daimon.kit.lifecycle import AsyncClosing
 from daimon.core.protocols import Model
 
 __all__ = ("RetryingModel",)

@@ -15,7 +15,7 @@ from daimon.core.errors import (
     ModelError,
 )
 from daimon.core.protocols import EmbeddingModel, VectorStore
-from daimon.core.vectors import check_metadata, check_top_k
+from daimon.kit.vectors import check_metadata, check_top_k
 from daimon.rag._splitter import TextSplitter
 
 __all__ = ("RESERVED_METADATA", "SimpleKnowledgeBase", "chunk_id")

@@ -7,7 +7,7 @@ from typing import Any
 
 from daimon.core.documents import ScoredDocument
 from daimon.core.errors import BuilderError
-from daimon.core.filters import parse_filter
+from daimon.kit.filters import parse_filter
 from daimon.core.protocols import Retriever
 from daimon.core.tools import ToolOutput
 from daimon.tools import RunContext
@@ -38,7 +38,7 @@ class RetrieverTool:
         name: The tool's name, for the model.
         description: What the tool finds, for the model; say what the documents are about.
         top_k: How many chunks to return.
-        filter: A metadata filter applied to every search (see :mod:`daimon.core.filters`).
+        filter: A metadata filter applied to every search (see :mod:`daimon.kit.filters`).
         max_chars: Longest text of one chunk shown to the model; longer ones are cut.
 
     Raises:

@@ -41,7 +41,7 @@ from daimon.core.checkpoints import CheckpointState
 from daimon.core.errors import BrokerError, BuilderError, InvalidIdError, SerializationError
 from daimon.core.messages import Message, ToolCall
 from daimon.core.results import ApprovalDecision, ApprovalRequest
-from daimon.core.task_records import TaskStore
+from daimon.kit.task_records import TaskStore
 from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskResume, TaskState
 from daimon.distributed import Broker, Delivery
 
@@ -586,7 +586,7 @@ class TaskStoreFactory(Protocol):
 
 
 class TaskStoreConformance:
-    """Tests every :class:`~daimon.core.task_records.TaskStore` must pass.
+    """Tests every :class:`~daimon.kit.task_records.TaskStore` must pass.
 
     Subclass it and provide a ``make_store`` fixture (a :class:`TaskStoreFactory`) that closes
     its stores at teardown. The brokers that keep records in a store rely on these rules.

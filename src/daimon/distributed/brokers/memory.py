@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError
 from daimon.core.results import ApprovalDecision
-from daimon.core.task_records import (
+from daimon.kit.task_records import (
     DeadLetter,
     SettleByTaskId,
     SettlingDelivery,

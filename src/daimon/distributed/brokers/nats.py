@@ -35,7 +35,7 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.results import ApprovalDecision
-from daimon.core.task_records import (
+from daimon.kit.task_records import (
     DeadLetter,
     SettleByTaskId,
     SettlingDelivery,

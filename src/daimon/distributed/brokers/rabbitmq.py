@@ -30,7 +30,7 @@ from typing import Any
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import (
+from daimon.kit.task_records import (
     DeadLetter,
     StoreBackedBroker,
     StoreDelivery,

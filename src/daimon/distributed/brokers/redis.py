@@ -33,7 +33,7 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, SerializationError
 from daimon.core.optional import require
 from daimon.core.results import ApprovalDecision
-from daimon.core.task_records import (
+from daimon.kit.task_records import (
     BrokerBoundary,
     DeadLetter,
     SettleByTaskId,
@@ -439,7 +439,7 @@ class RedisTaskStore(BrokerBoundary):
         lease: float = 30.0,
         paused: TaskPause | None = None,
     ) -> str:
-        """End an attempt, and say how it ended (see :func:`daimon.core.task_records.settle`).
+        """End an attempt, and say how it ended (see :func:`daimon.kit.task_records.settle`).
 
         ``action`` is ``complete`` (with ``result``), ``pause`` (with ``paused``), ``fail``,
         ``retry`` (with ``error``) or ``release``.

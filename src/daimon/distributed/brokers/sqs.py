@@ -31,7 +31,7 @@ from urllib.parse import parse_qsl, urlsplit
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import (
+from daimon.kit.task_records import (
     MAX_DEAD_LETTERS,
     DeadLetter,
     StoreBackedBroker,

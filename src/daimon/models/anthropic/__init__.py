@@ -33,7 +33,7 @@ from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
-from daimon.core.sdk_support import (
+from daimon.kit.sdk_support import (
     LoopClients,
     LoopClientsOwner,
     is_retryable_status,

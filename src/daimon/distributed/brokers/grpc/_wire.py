@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from daimon.core.results import ApprovalDecision
-from daimon.core.task_records import DeadLetter
+from daimon.kit.task_records import DeadLetter
 from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
 
 __all__ = (

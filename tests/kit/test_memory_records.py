@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from daimon.core.errors import SerializationError
-from daimon.core.memory_records import decode_message, encode_message
+from daimon.kit.memory_records import decode_message, encode_message
 from daimon.core.messages import Message, ToolCall
 
 

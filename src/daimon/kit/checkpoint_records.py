@@ -28,7 +28,7 @@ from daimon.core.errors import (
     SerializationError,
 )
 from daimon.core.ids import check_id
-from daimon.core.lifecycle import SetupOnEnter
+from daimon.kit.lifecycle import SetupOnEnter
 
 __all__ = (
     "BaseCheckpoint",

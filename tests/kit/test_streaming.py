@@ -21,7 +21,7 @@ from daimon.core import (
     Usage,
     UsageEvent,
 )
-from daimon.core.streaming import StreamAccumulator, events_from_response, stream_from_response
+from daimon.kit.streaming import StreamAccumulator, events_from_response, stream_from_response
 
 from . import strategies as s
 

@@ -9,7 +9,7 @@ import pytest
 
 from daimon.core import BuilderError, TaskResult, TaskState
 from daimon.core.codec import dumps, loads
-from daimon.core.task_records import (
+from daimon.kit.task_records import (
     BrokerError,
     TaskRecord,
     begin,

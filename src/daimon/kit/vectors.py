@@ -22,7 +22,7 @@ from daimon.core.errors import (
     SerializationError,
     VectorStoreError,
 )
-from daimon.core.lifecycle import SetupOnEnter
+from daimon.kit.lifecycle import SetupOnEnter
 
 __all__ = (
     "METRICS",
