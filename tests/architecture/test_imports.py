@@ -66,7 +66,9 @@ def _kit_modules() -> list[str]:
     spec = importlib.util.find_spec("daimon.kit")
     assert spec is not None and spec.origin is not None
     folder = Path(spec.origin).parent
-    return sorted(f"daimon.kit.{path.stem}" for path in folder.glob("*.py") if path.stem != "__init__")
+    return sorted(
+        f"daimon.kit.{path.stem}" for path in folder.glob("*.py") if path.stem != "__init__"
+    )
 
 
 def test_kit_loads_only_core_and_the_standard_library() -> None:

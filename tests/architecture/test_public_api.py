@@ -61,9 +61,13 @@ def test_all_is_a_sorted_tuple_of_existing_names(name: str) -> None:
 
 
 def test_the_root_core_and_kit_are_covered() -> None:
-    assert {"daimon", "daimon.core", "daimon.core.codec", "daimon.kit", "daimon.kit.vectors"} <= set(
-        MODULES
-    )
+    assert {
+        "daimon",
+        "daimon.core",
+        "daimon.core.codec",
+        "daimon.kit",
+        "daimon.kit.vectors",
+    } <= set(MODULES)
 
 
 def test_core_holds_the_contract_only() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from daimon.core import BuilderError, TaskResult, TaskState
 from daimon.core.codec import dumps, loads
+from daimon.distributed.brokers.redis import RedisTaskStore
 from daimon.kit.task_records import (
     BrokerError,
     TaskRecord,
@@ -20,7 +21,6 @@ from daimon.kit.task_records import (
     submit_through,
     view,
 )
-from daimon.distributed.brokers.redis import RedisTaskStore
 
 LEASE = 10.0
 

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daimon.core import BuilderError
-from daimon.tokens import CharacterTokenCounter
 from daimon.rag import TextChunk, TextSplitter
+from daimon.tokens import CharacterTokenCounter
 
 
 def _check(text: str, chunks: list[TextChunk], size: int, measure=len) -> None:  # type: ignore[no-untyped-def]

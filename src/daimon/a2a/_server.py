@@ -79,8 +79,8 @@ from daimon.agent import Agent
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, BuilderError, DaimonError, RunCancelled
 from daimon.core.events import Done, TextDelta
-from daimon.kit.lifecycle import serve_until_cancelled
 from daimon.core.results import AgentResponse
+from daimon.kit.lifecycle import serve_until_cancelled
 from daimon.telemetry._asgi import TraceContextMiddleware
 from daimon.telemetry._propagation import join_trace
 

@@ -25,8 +25,8 @@ from typing import Any, Self
 
 from daimon.core.documents import Document, ScoredDocument
 from daimon.core.errors import SerializationError, VectorStoreError
-from daimon.kit.filters import Condition, parse_filter
 from daimon.core.optional import require
+from daimon.kit.filters import Condition, parse_filter
 from daimon.kit.vectors import (
     Metric,
     VectorStoreBase,

@@ -32,14 +32,14 @@ from typing import Any, Literal, Self
 
 from daimon.core.documents import Document, ScoredDocument
 from daimon.core.errors import BuilderError, DimensionMismatchError, VectorStoreError
-from daimon.kit.filters import Condition, parse_filter
 from daimon.core.optional import require
+from daimon.kit.checks import check_positive
+from daimon.kit.filters import Condition, parse_filter
 from daimon.kit.vectors import (
     Metric,
     VectorStoreBase,
     check_dimension,
     check_metric,
-    check_positive,
     check_records,
     check_top_k,
     check_vector,

@@ -19,15 +19,15 @@ from typing import Any, Self
 
 from daimon.core.documents import Document, ScoredDocument
 from daimon.core.errors import BuilderError, DimensionMismatchError, VectorStoreError
-from daimon.kit.filters import Condition, parse_filter
 from daimon.core.optional import require
+from daimon.kit.checks import check_positive
+from daimon.kit.filters import Condition, parse_filter
 from daimon.kit.vectors import (
     Metric,
     VectorStoreBase,
     check_batch,
     check_dimension,
     check_metric,
-    check_positive,
     check_top_k,
     check_vector,
 )

@@ -15,12 +15,12 @@ import sqlite3
 import time
 from pathlib import Path
 
-from daimon.kit import task_records as records
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError
 from daimon.core.results import ApprovalDecision
-from daimon.kit.task_records import DeadLetter, TaskRecord, dead_letter_attempts, dead_letter_task
-from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
+from daimon.core.tasks import AgentTask, DeadLetter, TaskPause, TaskResult, TaskStatus
+from daimon.kit import task_records as records
+from daimon.kit.task_records import TaskRecord, dead_letter_attempts, dead_letter_task
 
 __all__ = ("SqliteTaskQueue",)
 
