@@ -1,6 +1,7 @@
 """daimon: a Python framework for production AI agents.
 
-Application code imports from here; plugin authors use :mod:`daimon.core`. The namespace is lazy:
+Application code imports from here; plugin authors implement :mod:`daimon.core`
+(the contract) and may use :mod:`daimon.kit` (the backend kit). The namespace is lazy:
 ``import daimon`` loads nothing but this file, and each name loads its module on first use, so
 importing daimon stays cheap and never pulls in an optional library.
 """

@@ -60,6 +60,7 @@ EAGER_DEPENDENCIES = frozenset({"docstring_parser"})
 
 ALWAYS_INSTALLED = (
     "daimon.core",
+    "daimon.kit",
     "daimon.agent",
     "daimon.tools",
     "daimon.orchestration",

@@ -59,7 +59,7 @@ def test_contracts_cover_every_rule() -> None:
     assert config["root_packages"] == ["daimon"]
     assert config["include_external_packages"] is True
     ids = {c.get("id") for c in config["contracts"]}
-    assert {"core", "plugins", "independent-plugins", "no-optional-libraries"} <= ids
+    assert {"core", "kit", "plugins", "independent-plugins", "no-optional-libraries"} <= ids
 
 
 def test_optional_library_layer_matches_the_boundary() -> None:
@@ -76,6 +76,8 @@ def test_plugin_contracts_name_every_plugin_folder() -> None:
         assert {
             f"{folder}.** -> daimon.core",
             f"{folder}.** -> daimon.core.**",
+            f"{folder}.** -> daimon.kit",
+            f"{folder}.** -> daimon.kit.**",
             f"{folder}.** -> {folder}.**",
         } <= ignored
 
@@ -118,3 +120,16 @@ def test_every_installed_extra_library_is_in_the_deny_list() -> None:
     assert not missing, f"add these import names to boundary.py and pyproject: {sorted(missing)}"
     if not checked:
         pytest.skip("no extra is installed, nothing to map")
+
+
+def test_kit_contract_keeps_the_kit_beside_core() -> None:
+    # The kit may import core only; core may import nothing else of daimon, the kit included.
+    kit = _contract("kit")
+    assert kit["source_modules"] == ["daimon.kit", "daimon.kit.**"]
+    assert kit["forbidden_modules"] == ["daimon", "daimon.**"]
+    assert set(kit["ignore_imports"]) == {
+        "daimon.kit.** -> daimon.core",
+        "daimon.kit.** -> daimon.core.**",
+        "daimon.kit.** -> daimon.kit.**",
+    }
+    assert _contract("core")["forbidden_modules"] == ["daimon", "daimon.**"]

@@ -6,9 +6,11 @@ A deny-list cannot prove "standard library only", and import-linter cannot see a
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +60,27 @@ def test_core_loads_nothing_else_of_daimon() -> None:
     daimon_modules = {m for m in _new_modules("import daimon.core") if m.startswith("daimon.")}
     others = {m for m in daimon_modules if not m.startswith("daimon.core")}
     assert not others, f"import daimon.core also loaded: {sorted(others)}"
+
+
+def _kit_modules() -> list[str]:
+    spec = importlib.util.find_spec("daimon.kit")
+    assert spec is not None and spec.origin is not None
+    folder = Path(spec.origin).parent
+    return sorted(
+        f"daimon.kit.{path.stem}" for path in folder.glob("*.py") if path.stem != "__init__"
+    )
+
+
+def test_kit_loads_only_core_and_the_standard_library() -> None:
+    # A plugin imports the kit beside core: the whole kit must cost no more than core does.
+    modules = _kit_modules()
+    assert "daimon.kit.task_records" in modules
+    new = _new_modules(f"import {', '.join(modules)}")
+    outside = _top_level(new) - {"daimon"}
+    assert outside <= set(sys.stdlib_module_names), sorted(outside - set(sys.stdlib_module_names))
+    others = {m for m in new if m.startswith("daimon.")}
+    others -= {m for m in others if m.startswith(("daimon.core", "daimon.kit"))}
+    assert not others, f"importing the kit also loaded: {sorted(others)}"
 
 
 def test_import_daimon_loads_no_optional_library() -> None:

@@ -63,12 +63,12 @@ def _required(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("path", sorted(CHECKPOINT_DIR.glob("*.py")), ids=lambda p: p.name)
-def test_plugins_import_only_stdlib_core_and_their_own_client(path: Path) -> None:
+def test_plugins_import_only_stdlib_core_kit_and_their_own_client(path: Path) -> None:
     for module in _imports(path):
         allowed = (
             module.partition(".")[0] in sys.stdlib_module_names
-            or module == "daimon.core"
-            or module.startswith(("daimon.core.", "daimon.core.checkpoint_records"))
+            or module in ("daimon.core", "daimon.kit")
+            or module.startswith(("daimon.core.", "daimon.kit."))
             or (module == "daimon.checkpoint" and path.name != "__init__.py")  # for _base
             or (path.name == "__init__.py" and module.startswith("daimon.checkpoint."))
         )

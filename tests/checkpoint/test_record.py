@@ -1,4 +1,4 @@
-"""The record format every checkpoint backend stores (``daimon.core.checkpoint_records``)."""
+"""The record format every checkpoint backend stores (``daimon.kit.checkpoint_records``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from daimon.core import (
     InvalidIdError,
     SerializationError,
 )
-from daimon.core import checkpoint_records as _base
+from daimon.kit import checkpoint_records as _base
 from daimon.testing.checkpoint import sample_state
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -131,7 +131,7 @@ async def test_a_killed_connection_loses_no_acknowledged_save(
 
 async def test_a_save_replayed_after_a_lost_reply_is_not_a_conflict(store: RedisCheckpoint) -> None:
     """redis-py retries a command whose reply was lost; the script must accept its own write."""
-    from daimon.core import checkpoint_records as _base
+    from daimon.kit import checkpoint_records as _base
 
     record = _base.encode(CheckpointState(run_id="r", iteration=1), 1, 1_700_000_000_000)
     keys = [f"{store.prefix}run:r", f"{store.prefix}runs"]

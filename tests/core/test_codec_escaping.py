@@ -21,8 +21,8 @@ from daimon.core import (
     ToolCall,
     ToolOutput,
 )
-from daimon.core import checkpoint_records as records
 from daimon.core.codec import _REVIVING_MARKERS, dumps, from_data, loads, to_data
+from daimon.kit import checkpoint_records as records
 
 from . import strategies as s
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from daimon.core import (
     AgentResponse,
+    AgentTask,
+    ApprovalDecision,
+    Broker,
     ChatRequest,
     ChatResponse,
+    DeadLetter,
+    Delivery,
     Done,
     EmbeddingModel,
     Message,
@@ -15,10 +20,13 @@ from daimon.core import (
     Promptable,
     Resumable,
     StreamEvent,
+    TaskPause,
+    TaskResult,
+    TaskStatus,
     TextDelta,
     TokenCounter,
 )
-from daimon.core.streaming import stream_from_response
+from daimon.kit.streaming import stream_from_response
 
 
 class EchoModel:
@@ -125,3 +133,79 @@ async def test_a_structural_promptable_answers_and_streams() -> None:
     assert (await parrot.prompt("hi")).text == "hi"
     kinds = [event.kind async for event in parrot.prompt_stream("hi")]
     assert kinds == ["text_delta", "done"]
+
+
+class OneShotDelivery:
+    """A delivery written against core alone: no base class, no other daimon import."""
+
+    def __init__(self, task: AgentTask) -> None:
+        self._task = task
+
+    @property
+    def task(self) -> AgentTask:
+        return self._task
+
+    async def heartbeat(self) -> bool:
+        return True
+
+    async def complete(self, result: TaskResult) -> bool:
+        return True
+
+    async def pause(self, paused: TaskPause) -> bool:
+        return True
+
+    async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
+        return True
+
+    async def release(self) -> None:
+        return None
+
+
+class ListBroker:
+    """A broker written against core alone (leases and fencing left out: shape only)."""
+
+    lease = 30.0
+    max_deliver = 3
+
+    def __init__(self) -> None:
+        self._queue: list[AgentTask] = []
+
+    async def submit(self, task: AgentTask) -> str:
+        self._queue.append(task)
+        return task.task_id
+
+    async def status(self, task_id: str) -> TaskStatus:
+        return TaskStatus.pending()
+
+    async def cancel(self, task_id: str) -> bool:
+        return False
+
+    async def decide(self, task_id: str, decisions: Mapping[str, ApprovalDecision | bool]) -> bool:
+        return False
+
+    async def claim(self, wait: float = 1.0) -> Delivery | None:
+        return OneShotDelivery(self._queue.pop(0)) if self._queue else None
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        return []
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_the_broker_protocol_is_structural() -> None:
+    broker: Broker = ListBroker()  # checked by mypy too
+    assert isinstance(broker, Broker)
+    assert not isinstance(Chars(), Broker)
+    await broker.submit(AgentTask(task_id="t1", input="hi"))
+    delivery = await broker.claim(wait=0.0)
+    assert isinstance(delivery, Delivery) and delivery.task.task_id == "t1"
+    assert await broker.claim(wait=0.0) is None
+
+
+def test_distributed_exports_the_core_broker_protocols() -> None:
+    import daimon.distributed
+
+    assert daimon.distributed.Broker is Broker
+    assert daimon.distributed.Delivery is Delivery
+    assert daimon.distributed.DeadLetter is DeadLetter

@@ -8,7 +8,7 @@ from typing import Any
 import nats
 import pytest
 
-from daimon.core import TaskBroker, TaskState
+from daimon.core import TaskState
 from daimon.distributed import Broker, BrokerError, broker_from_url
 from daimon.distributed.brokers.nats import NatsBroker
 from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
@@ -56,10 +56,10 @@ class TestNatsBroker(BrokerConformance):
             yield ServiceOutage(make, private_nats.stop, private_nats.start)
 
 
-async def test_is_a_broker_and_a_core_task_broker(nats_url: str, names: dict[str, str]) -> None:
+async def test_is_a_core_broker(nats_url: str, names: dict[str, str]) -> None:
     async with NatsBroker.from_url(nats_url, **names) as broker:
         assert isinstance(broker, Broker)
-        core: TaskBroker = broker
+        core: Broker = broker
         assert core is broker
     made = broker_from_url(nats_url, lease=3.0, **names)
     assert isinstance(made, NatsBroker) and made.lease == 3.0
@@ -84,8 +84,8 @@ async def test_a_resubmit_after_a_lost_publish_queues_the_task(
 ) -> None:
     async with NatsBroker.from_url(nats_url, **names) as broker:
         kv = await broker._ready()
-        from daimon.core.task_records import TaskRecord
         from daimon.distributed.brokers.nats import _encode, _key
+        from daimon.kit.task_records import TaskRecord
 
         await kv.create(_key("tasks", "task-1"), _encode(TaskRecord()))  # a submit that died here
         assert await broker.claim(wait=0.3) is None

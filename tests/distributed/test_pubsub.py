@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from daimon.core import BuilderError, TaskBroker, TaskState
+from daimon.core import BuilderError, TaskState
 from daimon.distributed import Broker, broker_from_url
 from daimon.distributed.brokers.pubsub import PubSubBroker
 from daimon.distributed.brokers.redis import RedisTaskStore
@@ -85,12 +85,10 @@ class TestPubSubBroker(BrokerConformance):
             emulator.stop()
 
 
-async def test_is_a_broker_and_a_core_task_broker(
-    pubsub_emulator: str, redis_url: str, queue: str
-) -> None:
+async def test_is_a_core_broker(pubsub_emulator: str, redis_url: str, queue: str) -> None:
     async with open_broker(pubsub_emulator, redis_url, queue) as broker:
         assert isinstance(broker, Broker)
-        core: TaskBroker = broker
+        core: Broker = broker
         assert core is broker
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import aio_pika
 import pytest
 
-from daimon.core import BuilderError, TaskBroker, TaskState
+from daimon.core import BuilderError, TaskState
 from daimon.distributed import Broker, broker_from_url
 from daimon.distributed.brokers.rabbitmq import RabbitMQBroker
 from daimon.distributed.brokers.redis import RedisTaskStore
@@ -68,12 +68,10 @@ class TestRabbitMQBroker(BrokerConformance):
             yield ClosedPortOutage(make, rabbitmq_url)
 
 
-async def test_is_a_broker_and_a_core_task_broker(
-    rabbitmq_url: str, redis_url: str, queue: str
-) -> None:
+async def test_is_a_core_broker(rabbitmq_url: str, redis_url: str, queue: str) -> None:
     async with open_broker(rabbitmq_url, redis_url, queue) as broker:
         assert isinstance(broker, Broker)
-        core: TaskBroker = broker
+        core: Broker = broker
         assert core is broker
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from daimon.core import TaskBroker, TaskState
+from daimon.core import TaskState
 from daimon.distributed import Broker, broker_from_url
 from daimon.distributed.brokers.redis import RedisBroker, RedisTaskStore
 from daimon.testing.brokers import (
@@ -58,10 +58,10 @@ class TestRedisBroker(BrokerConformance):
             yield ServiceOutage(make, private_redis.stop, private_redis.start)
 
 
-async def test_is_a_broker_and_a_core_task_broker(redis_url: str, queue: str) -> None:
+async def test_is_a_core_broker(redis_url: str, queue: str) -> None:
     async with RedisBroker.from_url(redis_url, queue=queue, prefix="daimon-test:") as broker:
         assert isinstance(broker, Broker)
-        core: TaskBroker = broker
+        core: Broker = broker
         assert core is broker
     made = broker_from_url(redis_url, queue=queue, prefix="daimon-test:", lease=3.0)
     assert isinstance(made, RedisBroker) and made.lease == 3.0

@@ -9,7 +9,7 @@ from typing import Any
 import botocore.config
 import pytest
 
-from daimon.core import BuilderError, TaskBroker, TaskState
+from daimon.core import BuilderError, TaskState
 from daimon.distributed import Broker, BrokerError, broker_from_url
 from daimon.distributed.brokers.redis import RedisTaskStore
 from daimon.distributed.brokers.sqs import SqsBroker
@@ -71,12 +71,10 @@ class TestSqsBroker(BrokerConformance):
             moto.stop()
 
 
-async def test_is_a_broker_and_a_core_task_broker(
-    sqs_endpoint: str, redis_url: str, queue: str
-) -> None:
+async def test_is_a_core_broker(sqs_endpoint: str, redis_url: str, queue: str) -> None:
     async with open_broker(sqs_endpoint, redis_url, queue) as broker:
         assert isinstance(broker, Broker)
-        core: TaskBroker = broker
+        core: Broker = broker
         assert core is broker
 
 

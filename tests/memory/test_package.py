@@ -61,12 +61,12 @@ def _imports(path: Path) -> Iterator[str]:
 
 
 @pytest.mark.parametrize("path", sorted(MEMORY_DIR.glob("*.py")), ids=lambda p: p.name)
-def test_memory_modules_import_only_stdlib_and_core(path: Path) -> None:
+def test_memory_modules_import_only_stdlib_core_and_kit(path: Path) -> None:
     for module in _imports(path):
         top = module.partition(".")[0]
         allowed = (
             top in sys.stdlib_module_names
-            or module == "daimon.core"
-            or module.startswith(("daimon.core.", "daimon.memory."))
+            or module in ("daimon.core", "daimon.kit")
+            or module.startswith(("daimon.core.", "daimon.kit.", "daimon.memory."))
         )
         assert allowed, f"{path.name} imports {module}"

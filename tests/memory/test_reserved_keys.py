@@ -14,8 +14,8 @@ import pytest
 
 from daimon import Agent, ChatRequest, ChatResponse, Message, Role, ToolCall
 from daimon.core import Memory, SerializationError
-from daimon.core.memory_records import decode_message, encode_message
 from daimon.core.tools import ToolOutput
+from daimon.kit.memory_records import decode_message, encode_message
 from daimon.memory.redis import RedisMemory
 from daimon.memory.sqlite import SQLiteMemory
 from daimon.models import FunctionModel

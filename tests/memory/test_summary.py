@@ -23,7 +23,7 @@ from daimon.core import (
     ToolCall,
     Usage,
 )
-from daimon.core.tokens import message_tokens
+from daimon.kit.tokens import message_tokens
 from daimon.memory import (
     CharacterTokenCounter,
     SlidingWindowMemory,

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daimon.core import BuilderError, ImagePart, Memory, Message, Role, TextPart, ToolCall
-from daimon.core.tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD
+from daimon.kit.tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD
 from daimon.memory import CharacterTokenCounter, SlidingWindowMemory, TokenWindowMemory
 from daimon.testing.memory import MemoryConformance, MemoryFactory
 

@@ -22,7 +22,7 @@ from daimon import (
 )
 from daimon.core.messages import ImagePart, TextPart, ToolCall
 from daimon.core.protocols import Model
-from daimon.core.streaming import StreamAccumulator
+from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.anthropic import AnthropicModel
 from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks, sample_request

@@ -33,7 +33,7 @@ from daimon import (
 )
 from daimon.core.messages import ImagePart, TextPart, ToolCall
 from daimon.core.protocols import EmbeddingModel, Model
-from daimon.core.streaming import StreamAccumulator
+from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.bedrock import BedrockEmbeddingModel, BedrockModel
 from daimon.testing.models import (

@@ -24,7 +24,7 @@ from daimon import (
 from daimon.core.events import Done, ToolCallDelta, ToolCallEnd, ToolCallStart
 from daimon.core.messages import ImagePart, TextPart, ToolCall
 from daimon.core.protocols import EmbeddingModel, Model
-from daimon.core.streaming import StreamAccumulator
+from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.gemini import GeminiEmbeddingModel, GeminiModel
 from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks, sample_request

@@ -25,7 +25,7 @@ from daimon import (
 )
 from daimon.core.messages import ImagePart, Role, TextPart, ToolCall
 from daimon.core.protocols import EmbeddingModel, Model
-from daimon.core.streaming import StreamAccumulator
+from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.openai import AzureOpenAIModel, OpenAIEmbeddingModel, OpenAIModel
 from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks, sample_request

@@ -25,8 +25,8 @@ from daimon.core.chat import Usage
 from daimon.core.events import ReasoningEvent, ToolCallDelta
 from daimon.core.messages import ImagePart, Reasoning, Role, TextPart, ToolCall
 from daimon.core.protocols import Model
-from daimon.core.streaming import StreamAccumulator
 from daimon.cost import ModelPrice, PriceTable
+from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.openai import AzureOpenAIResponsesModel, OpenAIResponsesModel
 from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks

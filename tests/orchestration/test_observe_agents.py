@@ -10,7 +10,7 @@ import pytest
 
 from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, Usage, tool
 from daimon.core.events import Done, StreamEvent, ToolCallEnd, ToolResult, UsageEvent
-from daimon.core.streaming import events_from_response
+from daimon.kit.streaming import events_from_response
 from daimon.models import FunctionModel
 from daimon.orchestration import (
     END,

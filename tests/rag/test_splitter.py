@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daimon.core import BuilderError, CharacterTokenCounter
+from daimon.core import BuilderError
 from daimon.rag import TextChunk, TextSplitter
+from daimon.tokens import CharacterTokenCounter
 
 
 def _check(text: str, chunks: list[TextChunk], size: int, measure=len) -> None:  # type: ignore[no-untyped-def]

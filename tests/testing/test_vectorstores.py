@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import daimon.testing
-from daimon.core.filters import matches, parse_filter
+from daimon.kit.filters import matches, parse_filter
 from daimon.testing.vectorstores import (
     FILTER_CASES,
     PersistentVectorStoreConformance,

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import daimon.tokens
-from daimon.core.tokens import CharacterTokenCounter
+from daimon.kit.tokens import CharacterTokenCounter
 
 
 def test_importing_the_package_loads_no_tokenizer() -> None:

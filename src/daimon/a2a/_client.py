@@ -38,10 +38,10 @@ from daimon.core.cancel import CancelToken
 from daimon.core.errors import AgentRunError, BuilderError, RunCancelled
 from daimon.core.errors import TimeoutError as DaimonTimeoutError
 from daimon.core.events import Done, StreamEvent, TextDelta
-from daimon.core.lifecycle import AsyncClosing
 from daimon.core.messages import Message as ChatMessage
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
+from daimon.kit.lifecycle import AsyncClosing
 from daimon.telemetry._propagation import inject_trace_context
 from daimon.tools import RunContext
 

@@ -93,9 +93,9 @@ from daimon.a2a._convert import agent_card_for
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, BuilderError, DaimonError, RunCancelled
 from daimon.core.events import Done, TextDelta
-from daimon.core.lifecycle import serve_until_cancelled
 from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
+from daimon.kit.lifecycle import serve_until_cancelled
 from daimon.telemetry._asgi import TraceContextMiddleware
 from daimon.telemetry._propagation import join_trace
 from daimon.tools import ToolRegistry

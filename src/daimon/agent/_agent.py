@@ -21,6 +21,8 @@ from daimon.cost import CostModel
 from daimon.extensions import Extension
 from daimon.guardrails import InputGuardrail, OutputGuardrail
 from daimon.hooks import AgentHook
+from daimon.kit.checks import check_non_negative as _non_negative
+from daimon.kit.checks import check_positive as _positive
 from daimon.middleware import Middleware, MiddlewareStack
 from daimon.state import RunState
 from daimon.tools import Tool, ToolRegistry, ToolRetryPolicy
@@ -456,19 +458,6 @@ def _model(model: Model | str | None) -> Model:
             f"not {type(model).__name__}"
         )
     return model
-
-
-def _positive(name: str, value: object, alternative: str = "") -> int:
-    if type(value) is not int or value < 1:
-        expected = f"a positive integer {alternative}".rstrip()
-        raise BuilderError(f"{name} must be {expected}, got {value!r}")
-    return value
-
-
-def _non_negative(name: str, value: object) -> int:
-    if type(value) is not int or value < 0:
-        raise BuilderError(f"{name} must be a non-negative integer, got {value!r}")
-    return value
 
 
 def _budget(max_budget: object, cost_model: CostModel | None) -> float:

@@ -21,7 +21,7 @@ from daimon.core.events import (
 )
 from daimon.core.messages import Message
 from daimon.core.results import ApprovalDecision
-from daimon.core.streaming import StreamAccumulator
+from daimon.kit.streaming import StreamAccumulator
 
 if TYPE_CHECKING:
     from daimon.agent._agent import Agent

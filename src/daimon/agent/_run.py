@@ -43,11 +43,11 @@ from daimon.core.events import (
 from daimon.core.ids import check_id
 from daimon.core.messages import Message, ToolCall
 from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
-from daimon.core.streaming import StreamAccumulator
 from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.cost import Budget, CostTracker, SpendRecord
 from daimon.extensions import CallModel, CallTool
 from daimon.guardrails import check_input, check_output
+from daimon.kit.streaming import StreamAccumulator
 from daimon.tools import RunContext
 
 if TYPE_CHECKING:

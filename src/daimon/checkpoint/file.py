@@ -18,10 +18,10 @@ import shutil
 import time
 from pathlib import Path
 
-from daimon.core import checkpoint_records as _base
-from daimon.core.checkpoint_records import BaseCheckpoint
 from daimon.core.checkpoints import CheckpointState
 from daimon.core.errors import CheckpointCorruptError, DaimonError, InvalidIdError
+from daimon.kit import checkpoint_records as _base
+from daimon.kit.checkpoint_records import BaseCheckpoint
 
 __all__ = ("FileCheckpoint",)
 

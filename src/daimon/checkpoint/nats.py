@@ -11,11 +11,11 @@ import logging
 from typing import Any
 from urllib.parse import quote, unquote
 
-from daimon.core import checkpoint_records as _base
-from daimon.core.checkpoint_records import BaseCheckpoint
 from daimon.core.checkpoints import CheckpointState
 from daimon.core.errors import BuilderError, CheckpointCorruptError, DaimonError
 from daimon.core.optional import require
+from daimon.kit import checkpoint_records as _base
+from daimon.kit.checkpoint_records import BaseCheckpoint
 
 nats = require("nats", extra="nats")
 nats_errors = require("nats.js.errors", extra="nats")

@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 from typing import Any, cast
 
-from daimon.core import checkpoint_records as _base
-from daimon.core.checkpoint_records import BaseCheckpoint
 from daimon.core.checkpoints import CheckpointState
 from daimon.core.errors import CheckpointCorruptError, DaimonError
 from daimon.core.optional import require
+from daimon.kit import checkpoint_records as _base
+from daimon.kit.checkpoint_records import BaseCheckpoint
 
 aioredis = require("redis.asyncio", extra="redis")
 redis_retry = require("redis.asyncio.retry", extra="redis")

@@ -344,7 +344,7 @@ def broker_dead_letters(
     import json
 
     from daimon.core.codec import to_data
-    from daimon.core.task_records import DeadLetter
+    from daimon.core.tasks import DeadLetter
 
     async def read() -> list[DeadLetter]:
         from daimon.distributed import broker_from_url

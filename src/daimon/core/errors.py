@@ -406,7 +406,7 @@ class DimensionMismatchError(VectorStoreError):
 
 
 class FilterError(VectorStoreError, ValueError):
-    """A metadata filter is outside daimon's filter language (see :mod:`daimon.core.filters`)."""
+    """A metadata filter is outside daimon's filter language (see :mod:`daimon.kit.filters`)."""
 
 
 class KnowledgeBaseError(DaimonError, ValueError):

@@ -16,10 +16,12 @@ from daimon.core.documents import Document, ScoredDocument
 from daimon.core.events import StreamEvent
 from daimon.core.messages import Message
 from daimon.core.results import AgentResponse, ApprovalDecision
-from daimon.core.tasks import AgentTask, TaskResult, TaskStatus
+from daimon.core.tasks import AgentTask, DeadLetter, TaskPause, TaskResult, TaskStatus
 
 __all__ = (
+    "Broker",
     "Checkpoint",
+    "Delivery",
     "EmbeddingModel",
     "KnowledgeBase",
     "Memory",
@@ -27,7 +29,6 @@ __all__ = (
     "Promptable",
     "Resumable",
     "Retriever",
-    "TaskBroker",
     "TokenCounter",
     "VectorStore",
 )
@@ -69,8 +70,8 @@ class VectorStore(Protocol):
     """Stores pre-computed embeddings with their documents and finds the nearest ones.
 
     A store holds vectors of one length (:attr:`dimension`) compared by one metric (cosine, dot
-    or l2, see :mod:`daimon.core.vectors`); scores are higher for closer vectors. ``filter``
-    arguments use the language of :mod:`daimon.core.filters`. Writes check their whole input
+    or l2, see :mod:`daimon.kit.vectors`); scores are higher for closer vectors. ``filter``
+    arguments use the language of :mod:`daimon.kit.filters`. Writes check their whole input
     first: a refused call writes nothing. A found document carries the id it was stored under.
     """
 
@@ -159,27 +160,107 @@ class KnowledgeBase(Protocol):
         ...
 
 
-class TaskBroker(Protocol):
-    """Hands agent tasks to workers across processes."""
+@runtime_checkable
+class Delivery(Protocol):
+    """One delivery of a task to one worker: a lease on it, renewed by heartbeats."""
+
+    @property
+    def task(self) -> AgentTask:
+        """The task, with ``attempt`` set to this delivery's attempt number (from 1)."""
+        ...
+
+    async def heartbeat(self) -> bool:
+        """Renew the lease; ``False`` when this attempt must stop (cancelled, or superseded)."""
+        ...
+
+    async def complete(self, result: TaskResult) -> bool:
+        """Record the result and acknowledge; ``False`` when refused (stale or already ended)."""
+        ...
+
+    async def pause(self, paused: TaskPause) -> bool:
+        """Record that the run waits for approvals (status ``PAUSED``); ``False`` when refused."""
+        ...
+
+    async def fail(self, error: str, *, retry: bool = False, delay: float = 0.0) -> bool:
+        """Record a failure; ``False`` when refused.
+
+        With ``retry`` the task goes back to the queue for another attempt after ``delay``
+        seconds, unless this was its last allowed attempt: then it is dead-lettered.
+        Without ``retry`` it is dead-lettered at once.
+        """
+        ...
+
+    async def release(self) -> None:
+        """Hand the task back undone (a graceful shutdown); the attempt does not count."""
+        ...
+
+
+@runtime_checkable
+class Broker(Protocol):
+    """Queues tasks durably and leases them to workers (at-least-once).
+
+    A worker that loses no task needs more than a queue: a handle per delivery (so two
+    deliveries of one task are told apart), heartbeats, hand-back, cancellation, and an attempt
+    number that fences stale writes. The life of a task::
+
+        submit ──> PENDING ──claim──> RUNNING ──complete──> COMPLETED
+                      ^  ^ ^             │ ──fail──────────> FAILED (dead-lettered)
+                      │  │ └release/retry┤ ──lease lost, attempts spent──> FAILED (dead-lettered)
+                      │  │               ├─lease lost──> (redelivered: attempt + 1)
+                      │  └──decide─── PAUSED <──pause  (the run waits for approvals)
+                      └──────────────── cancel ────────> CANCELLED (from PENDING, RUNNING, PAUSED)
+
+    Every claim starts a new attempt. Only the newest attempt may settle a task, and a task
+    settles once: a write from a stale attempt, or after the task ended, is refused (``False``).
+    A paused task keeps its run's state in the broker (versioned JSON); ``decide`` queues it
+    again carrying that state and the decisions (:attr:`AgentTask.resume`), for any worker to
+    resume. A pause uses up no attempt. :mod:`daimon.kit.task_records` holds this state machine
+    for brokers that want it; :class:`daimon.testing.brokers.BrokerConformance` checks a broker.
+    """
+
+    @property
+    def lease(self) -> float:
+        """Seconds a delivery stays leased without a heartbeat."""
+        ...
+
+    @property
+    def max_deliver(self) -> int:
+        """Attempts a task gets before it is dead-lettered."""
+        ...
 
     async def submit(self, task: AgentTask) -> str:
-        """Queue a task durably; its id."""
+        """Queue a task durably (returns once the broker holds it); its id. Idempotent by id."""
         ...
 
     async def status(self, task_id: str) -> TaskStatus:
-        """Where the task is."""
+        """Where the task is; :class:`KeyError` for an unknown id."""
         ...
 
-    async def receive(self) -> AgentTask | None:
-        """The next task for this worker, or ``None`` when there is none yet."""
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a pending, running or paused task; whether it was (``False``: it had ended)."""
         ...
 
-    async def complete(self, task_id: str, result: TaskResult) -> None:
-        """Record a task's result and acknowledge it."""
+    async def decide(self, task_id: str, decisions: Mapping[str, ApprovalDecision | bool]) -> bool:
+        """Answer a paused task's approvals (by ``ApprovalRequest.id``); it is queued to resume.
+
+        Any subset may be decided: a call left undecided pauses the run again. ``False`` when
+        the task was not paused (decided already, or ended); :class:`KeyError` when unknown.
+        """
         ...
 
-    async def fail(self, task_id: str, error: str) -> None:
-        """Record a task's failure."""
+    async def claim(self, wait: float = 1.0) -> Delivery | None:
+        """The next task for this worker, waiting up to ``wait`` seconds; ``None`` if none."""
+        ...
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The oldest ``limit`` (1 to 10,000) dead-lettered tasks, oldest first.
+
+        An inspection: nothing listed is removed or queued again.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Close the connections; leases held by this handle are left to expire."""
         ...
 
 

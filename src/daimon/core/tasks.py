@@ -16,7 +16,15 @@ from daimon.core.chat import Usage
 from daimon.core.checkpoints import CheckpointState
 from daimon.core.results import ApprovalDecision, ApprovalRequest
 
-__all__ = ("AgentTask", "TaskPause", "TaskResult", "TaskResume", "TaskState", "TaskStatus")
+__all__ = (
+    "AgentTask",
+    "DeadLetter",
+    "TaskPause",
+    "TaskResult",
+    "TaskResume",
+    "TaskState",
+    "TaskStatus",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,3 +131,16 @@ class TaskStatus:
     def cancelled(cls) -> TaskStatus:
         """Cancelled by a client."""
         return cls(state=TaskState.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLetter:
+    """A dead-lettered task, as :meth:`daimon.core.Broker.dead_letters` lists it."""
+
+    task: AgentTask
+    reason: str
+    """Why it was dead-lettered (the error its status carries)."""
+    attempts: int = 0
+    """Attempts it had spent (``0`` when the broker cannot tell)."""
+    dead_at: float = 0.0
+    """When it was dead-lettered, in epoch seconds (``0.0`` when the broker cannot tell)."""

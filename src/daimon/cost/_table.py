@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from daimon.core.chat import Usage
 from daimon.core.errors import BuilderError
 from daimon.cost._model import TokenDirection
+from daimon.kit.checks import check_positive
 
 __all__ = ("DEFAULT_MAX_OUTPUT_TOKENS", "ModelPrice", "PriceTable")
 
@@ -47,10 +48,8 @@ class ModelPrice:
             if value is not None and not (isinstance(value, int | float) and 0 <= value < math.inf):
                 raise BuilderError(f"ModelPrice.{name} must be a finite price >= 0, got {value!r}")
         limit = self.max_output_tokens
-        if limit is not None and (type(limit) is not int or limit < 1):
-            raise BuilderError(
-                f"ModelPrice.max_output_tokens must be a positive integer, got {limit!r}"
-            )
+        if limit is not None:
+            check_positive("ModelPrice.max_output_tokens", limit)
 
 
 class PriceTable:

@@ -23,8 +23,9 @@ from daimon.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from daimon.core.errors import BrokerError
+    from daimon.core.protocols import Broker, Delivery
+    from daimon.core.tasks import DeadLetter
     from daimon.distributed._client import new_task, wait_for_task
-    from daimon.distributed._protocols import Broker, DeadLetter, Delivery
     from daimon.distributed._trace import (
         TRACEPARENT,
         child_traceparent,
@@ -54,10 +55,10 @@ __all__ = (
 # name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str]] = {
     "TRACEPARENT": ("daimon.distributed._trace", "TRACEPARENT"),
-    "Broker": ("daimon.distributed._protocols", "Broker"),
+    "Broker": ("daimon.core.protocols", "Broker"),
     "BrokerError": ("daimon.core.errors", "BrokerError"),
-    "DeadLetter": ("daimon.distributed._protocols", "DeadLetter"),
-    "Delivery": ("daimon.distributed._protocols", "Delivery"),
+    "DeadLetter": ("daimon.core.tasks", "DeadLetter"),
+    "Delivery": ("daimon.core.protocols", "Delivery"),
     "Worker": ("daimon.distributed._worker", "Worker"),
     "broker_from_url": ("daimon.distributed._urls", "broker_from_url"),
     "child_traceparent": ("daimon.distributed._trace", "child_traceparent"),

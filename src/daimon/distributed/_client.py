@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from daimon.core.ids import check_id
+from daimon.core.protocols import Broker
 from daimon.core.tasks import AgentTask, TaskState, TaskStatus
-from daimon.distributed._protocols import Broker
 from daimon.distributed._trace import TRACEPARENT, child_traceparent, current_traceparent
 
 __all__ = ("new_task", "wait_for_task")

@@ -6,7 +6,7 @@ import importlib
 from typing import Any, cast
 
 from daimon.core.errors import BuilderError
-from daimon.distributed._protocols import Broker
+from daimon.core.protocols import Broker
 
 __all__ = ("broker_from_url",)
 

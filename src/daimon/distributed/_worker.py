@@ -25,10 +25,9 @@ from daimon.core.errors import (
     RunCancelled,
     SerializationError,
 )
-from daimon.core.protocols import Promptable, Resumable
+from daimon.core.protocols import Broker, Delivery, Promptable, Resumable
 from daimon.core.results import AgentResponse
 from daimon.core.tasks import AgentTask, TaskPause, TaskResult
-from daimon.distributed._protocols import Broker, Delivery
 from daimon.distributed._trace import _CURRENT, TRACEPARENT, child_traceparent
 from daimon.distributed._urls import broker_from_url
 

@@ -14,6 +14,7 @@ from daimon.core.results import AgentResponse
 from daimon.eval._report import EvalReport, EvalResult, ScorerResult
 from daimon.eval._scenario import EvalScenario
 from daimon.eval._scorers import EvalOutput, Scorer
+from daimon.kit.checks import check_positive
 
 __all__ = ("EvalRunner", "ProgressCallback", "Promptable")
 
@@ -58,8 +59,7 @@ class EvalRunner:
     ) -> None:
         if not callable(getattr(agent, "prompt", None)):
             raise BuilderError(f"EvalRunner needs an agent with prompt(), not {agent!r}")
-        if type(concurrency) is not int or concurrency < 1:
-            raise BuilderError(f"concurrency must be a positive integer, got {concurrency!r}")
+        check_positive("concurrency", concurrency)
         if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
             raise BuilderError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self.agent = agent

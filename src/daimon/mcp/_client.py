@@ -31,9 +31,9 @@ from mcp.shared.exceptions import MCPError as SDKError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from daimon.core.errors import BuilderError, MCPError
-from daimon.core.lifecycle import AsyncClosing
 from daimon.core.messages import Message
 from daimon.core.tools import ToolOutput
+from daimon.kit.lifecycle import AsyncClosing
 from daimon.mcp._convert import (
     MCPPrompt,
     MCPResource,

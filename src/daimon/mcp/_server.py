@@ -57,10 +57,10 @@ from daimon._http_gate import (
     hosts_for,
 )
 from daimon.core.errors import ApprovalRequiredError, BuilderError, RunCancelled
-from daimon.core.lifecycle import serve_until_cancelled
 from daimon.core.messages import ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.tools import ToolOutput
+from daimon.kit.lifecycle import serve_until_cancelled
 from daimon.mcp._convert import call_tool_result, mcp_tool
 from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
 from daimon.tools import EndRun, RunContext, Tool, ToolRegistry

@@ -6,7 +6,7 @@ Importing this package stays cheap: backends that need an optional library load 
 from __future__ import annotations
 
 from daimon.core.lazy import lazy_exports
-from daimon.core.tokens import CharacterTokenCounter
+from daimon.kit.tokens import CharacterTokenCounter
 from daimon.memory.summary import SummarizingMemory
 from daimon.memory.window import SlidingWindowMemory, TokenWindowMemory
 

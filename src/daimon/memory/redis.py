@@ -13,10 +13,10 @@ from typing import Any, Self
 
 from daimon.core.errors import BuilderError
 from daimon.core.ids import check_id
-from daimon.core.lifecycle import SetupOnEnter
-from daimon.core.memory_records import decode_message, encode_message
 from daimon.core.messages import Message
 from daimon.core.optional import require
+from daimon.kit.lifecycle import SetupOnEnter
+from daimon.kit.memory_records import decode_message, encode_message
 
 aioredis = require("redis.asyncio", extra="redis")
 redis_retry = require("redis.asyncio.retry", extra="redis")

@@ -21,10 +21,10 @@ from typing import Any, TypeVar
 from daimon.core import errors
 from daimon.core.errors import BuilderError, DaimonError
 from daimon.core.ids import check_id
-from daimon.core.lifecycle import SetupOnEnter
-from daimon.core.memory_records import decode_message, encode_message
 from daimon.core.messages import Message
 from daimon.core.optional import require
+from daimon.kit.lifecycle import SetupOnEnter
+from daimon.kit.memory_records import decode_message, encode_message
 
 aiosqlite = require("aiosqlite", extra="sqlite")
 

@@ -41,10 +41,11 @@ from dataclasses import dataclass
 from daimon.core.chat import ChatRequest, Usage
 from daimon.core.errors import BuilderError
 from daimon.core.ids import check_id
-from daimon.core.memory_records import inner_sessions
 from daimon.core.messages import ImagePart, Message, Role
 from daimon.core.protocols import Memory, Model, TokenCounter
-from daimon.core.tokens import CharacterTokenCounter, message_tokens, token_window_start
+from daimon.kit.checks import check_positive
+from daimon.kit.memory_records import inner_sessions
+from daimon.kit.tokens import CharacterTokenCounter, message_tokens, token_window_start
 
 __all__ = ("DEFAULT_SUMMARY_INSTRUCTIONS", "SUMMARY_HEADER", "SummarizingMemory")
 
@@ -172,8 +173,7 @@ class SummarizingMemory:
             ("summary_tokens", summary_tokens),
             ("cache_size", cache_size),
         ):
-            if type(value) is not int or value < 1:  # bool and float are mistakes too
-                raise BuilderError(f"{name} must be a positive integer, got {value!r}")
+            check_positive(name, value)
         if keep_last_tokens >= max_tokens:
             raise BuilderError(
                 f"keep_last_tokens ({keep_last_tokens}) must be less than max_tokens "

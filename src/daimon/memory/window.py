@@ -12,18 +12,13 @@ from collections.abc import Sequence
 
 from daimon.core.errors import BuilderError
 from daimon.core.ids import check_id
-from daimon.core.memory_records import inner_sessions
 from daimon.core.messages import Message, Role
 from daimon.core.protocols import Memory, TokenCounter
-from daimon.core.tokens import CharacterTokenCounter, token_window_start
+from daimon.kit.checks import check_positive
+from daimon.kit.memory_records import inner_sessions
+from daimon.kit.tokens import CharacterTokenCounter, token_window_start
 
 __all__ = ("SlidingWindowMemory", "TokenWindowMemory")
-
-
-def _positive_int(name: str, value: int) -> int:
-    if type(value) is not int or value < 1:  # bool and float are mistakes too
-        raise BuilderError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 def _count_window_start(messages: Sequence[Message], max_messages: int) -> int:
@@ -47,7 +42,7 @@ class SlidingWindowMemory:
     __slots__ = ("_max_messages", "_sessions")
 
     def __init__(self, max_messages: int = 50) -> None:
-        self._max_messages = _positive_int("max_messages", max_messages)
+        self._max_messages = check_positive("max_messages", max_messages)
         self._sessions: dict[str, list[Message]] = {}
 
     @property
@@ -103,7 +98,7 @@ class TokenWindowMemory:
 
     def __init__(self, inner: Memory, max_tokens: int, counter: TokenCounter | None = None) -> None:
         self._inner = inner
-        self._max_tokens = _positive_int("max_tokens", max_tokens)
+        self._max_tokens = check_positive("max_tokens", max_tokens)
         if counter is None:
             counter = CharacterTokenCounter(chars_per_token=4)
         elif not isinstance(counter, TokenCounter):

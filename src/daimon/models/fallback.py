@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Sequence
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError
 from daimon.core.events import StreamEvent
-from daimon.core.lifecycle import AsyncClosing
 from daimon.core.protocols import Model
+from daimon.kit.lifecycle import AsyncClosing
 
 __all__ = ("FallbackModel",)
 

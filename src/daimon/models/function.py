@@ -10,7 +10,7 @@ from typing import TypeAlias, cast
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason
 from daimon.core.errors import BuilderError
 from daimon.core.events import Done, StreamEvent, TextDelta, ToolCallEnd
-from daimon.core.streaming import StreamAccumulator, events_from_response
+from daimon.kit.streaming import StreamAccumulator, events_from_response
 
 __all__ = ("FunctionModel",)
 

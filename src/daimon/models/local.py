@@ -34,10 +34,10 @@ from daimon.core.events import (
     ToolCallStart,
     UsageEvent,
 )
-from daimon.core.lifecycle import AsyncClosing
 from daimon.core.messages import ImagePart, Message, Role, ToolCall
 from daimon.core.optional import require
-from daimon.core.streaming import StreamAccumulator
+from daimon.kit.lifecycle import AsyncClosing
+from daimon.kit.streaming import StreamAccumulator
 
 llama_cpp = require("llama_cpp", extra="local")
 

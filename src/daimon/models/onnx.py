@@ -22,6 +22,7 @@ from typing import Any, Self
 
 from daimon.core.errors import BuilderError, ModelError
 from daimon.core.optional import require
+from daimon.kit.checks import check_positive
 
 np = require("numpy", extra="embed")
 onnxruntime = require("onnxruntime", extra="embed")
@@ -115,8 +116,7 @@ class OnnxEmbeddingModel:
             ("max_length", max_length),
             ("threads", threads),
         ):
-            if type(value) is not int or value < 1:
-                raise BuilderError(f"{name} must be a positive integer, got {value!r}")
+            check_positive(name, value)
         self._dimensions: int | None = None
         if model_path is None or tokenizer_path is None:
             default_model, default_tokenizer = default_model_files()

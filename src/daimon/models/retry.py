@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError
 from daimon.core.events import StreamEvent
-from daimon.core.lifecycle import AsyncClosing
 from daimon.core.protocols import Model
+from daimon.kit.checks import check_positive
+from daimon.kit.lifecycle import AsyncClosing
 
 __all__ = ("RetryingModel",)
 
@@ -57,8 +58,7 @@ class RetryingModel(AsyncClosing):
         max_retry_after: float = 60.0,
         jitter: bool = True,
     ) -> None:
-        if type(max_attempts) is not int or max_attempts < 1:
-            raise BuilderError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+        check_positive("max_attempts", max_attempts)
         seconds: dict[str, object] = {
             "initial_backoff": initial_backoff,
             "max_backoff": max_backoff,

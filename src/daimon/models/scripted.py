@@ -8,7 +8,7 @@ from typing import TypeAlias
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import ModelError
 from daimon.core.events import StreamEvent
-from daimon.core.streaming import events_from_response
+from daimon.kit.streaming import events_from_response
 
 __all__ = ("ScriptedModel",)
 

@@ -8,14 +8,14 @@ from typing import Any, Self
 
 from daimon.core.documents import Document, ScoredDocument
 from daimon.core.errors import (
-    BuilderError,
     DimensionMismatchError,
     EmptyDocumentError,
     KnowledgeBaseError,
     ModelError,
 )
 from daimon.core.protocols import EmbeddingModel, VectorStore
-from daimon.core.vectors import check_metadata, check_top_k
+from daimon.kit.checks import check_positive
+from daimon.kit.vectors import check_metadata, check_top_k
 from daimon.rag._splitter import TextSplitter
 
 __all__ = ("RESERVED_METADATA", "SimpleKnowledgeBase", "chunk_id")
@@ -57,8 +57,7 @@ class SimpleKnowledgeBase:
         splitter: TextSplitter | None = None,
         batch_size: int = 64,
     ) -> None:
-        if type(batch_size) is not int or batch_size < 1:
-            raise BuilderError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_positive("batch_size", batch_size)
         if store.dimension != embedder.dimensions:
             name = getattr(embedder, "model_name", type(embedder).__name__)
             raise DimensionMismatchError(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from daimon.core.errors import BuilderError
 from daimon.core.protocols import TokenCounter
+from daimon.kit.checks import check_positive
 
 __all__ = ("DEFAULT_SEPARATORS", "TextChunk", "TextSplitter")
 
@@ -56,8 +57,7 @@ class TextSplitter:
         counter: TokenCounter | None = None,
         separators: Sequence[str] = DEFAULT_SEPARATORS,
     ) -> None:
-        if type(chunk_size) is not int or chunk_size < 1:
-            raise BuilderError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        check_positive("chunk_size", chunk_size)
         if type(overlap) is not int or not 0 <= overlap < chunk_size:
             raise BuilderError(
                 f"overlap must be an integer from 0 to chunk_size - 1 ({chunk_size - 1}), "

@@ -7,9 +7,10 @@ from typing import Any
 
 from daimon.core.documents import ScoredDocument
 from daimon.core.errors import BuilderError
-from daimon.core.filters import parse_filter
 from daimon.core.protocols import Retriever
 from daimon.core.tools import ToolOutput
+from daimon.kit.checks import check_positive
+from daimon.kit.filters import parse_filter
 from daimon.tools import RunContext
 
 __all__ = ("RetrieverTool", "source_of")
@@ -38,7 +39,7 @@ class RetrieverTool:
         name: The tool's name, for the model.
         description: What the tool finds, for the model; say what the documents are about.
         top_k: How many chunks to return.
-        filter: A metadata filter applied to every search (see :mod:`daimon.core.filters`).
+        filter: A metadata filter applied to every search (see :mod:`daimon.kit.filters`).
         max_chars: Longest text of one chunk shown to the model; longer ones are cut.
 
     Raises:
@@ -58,8 +59,7 @@ class RetrieverTool:
         if not name or not set(name) <= _NAME_CHARS or len(name) > 64:
             raise BuilderError(f"tool name must be 1-64 of [A-Za-z0-9_-], got {name!r}")
         for setting, value in (("top_k", top_k), ("max_chars", max_chars)):
-            if type(value) is not int or value < 1:
-                raise BuilderError(f"{setting} must be a positive integer, got {value!r}")
+            check_positive(setting, value)
         try:
             parse_filter(filter)
         except ValueError as exc:

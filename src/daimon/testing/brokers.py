@@ -41,9 +41,9 @@ from daimon.core.checkpoints import CheckpointState
 from daimon.core.errors import BrokerError, BuilderError, InvalidIdError, SerializationError
 from daimon.core.messages import Message, ToolCall
 from daimon.core.results import ApprovalDecision, ApprovalRequest
-from daimon.core.task_records import TaskStore
 from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskResume, TaskState
 from daimon.distributed import Broker, Delivery
+from daimon.kit.task_records import TaskStore
 
 __all__ = (
     "BrokerConformance",
@@ -497,8 +497,8 @@ class BrokerConformance:
                 await call(bad)
         assert await broker.claim(wait=0.2) is None
 
-    async def test_core_task_broker_methods(self, broker: Any) -> None:
-        """``receive``/``complete``/``fail`` by task id (daimon.core.TaskBroker) work too."""
+    async def test_settle_by_task_id(self, broker: Any) -> None:
+        """The seed's by-id loop, ``receive``/``complete``/``fail``, works too."""
         await broker.submit(sample_task("a"))
         await broker.submit(sample_task("b"))
         got = [await broker.receive(), await broker.receive()]
@@ -586,7 +586,7 @@ class TaskStoreFactory(Protocol):
 
 
 class TaskStoreConformance:
-    """Tests every :class:`~daimon.core.task_records.TaskStore` must pass.
+    """Tests every :class:`~daimon.kit.task_records.TaskStore` must pass.
 
     Subclass it and provide a ``make_store`` fixture (a :class:`TaskStoreFactory`) that closes
     its stores at teardown. The brokers that keep records in a store rely on these rules.

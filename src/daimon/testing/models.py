@@ -59,8 +59,8 @@ from daimon.core.events import (
 )
 from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
 from daimon.core.protocols import Model
-from daimon.core.streaming import StreamAccumulator
 from daimon.core.tools import ToolSpec
+from daimon.kit.streaming import StreamAccumulator
 from daimon.tools import tool
 
 __all__ = (

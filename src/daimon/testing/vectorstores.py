@@ -18,16 +18,16 @@ The contract the suite checks, which every store follows:
 * **Protocol**: ``dimension``, ``setup``, ``aclose`` (both idempotent), ``upsert``,
   ``upsert_many``, ``query``, ``delete``, ``delete_where``, ``count(filter=None)``.
 * **Scores**, higher is closer: ``cosine`` similarity, ``dot`` product, ``l2`` the negated
-  Euclidean distance (:mod:`daimon.core.vectors`). Results come closest first.
+  Euclidean distance (:mod:`daimon.kit.vectors`). Results come closest first.
 * **Documents** come back with the id they were stored under (``Document.id`` as given is
   ignored), their content and their metadata (any JSON) equal.
-* **Filters** use :mod:`daimon.core.filters`: ``{"f": v}``, ``{"f": {"$eq": v}}``,
+* **Filters** use :mod:`daimon.kit.filters`: ``{"f": v}``, ``{"f": {"$eq": v}}``,
   ``{"f": {"$in": [...]}}``, ``{"f": {"$gt"|"$gte"|"$lt"|"$lte": n}}``; fields are AND-ed.
-  Stores call :func:`~daimon.core.filters.parse_filter` and translate its conditions.
+  Stores call :func:`~daimon.kit.filters.parse_filter` and translate its conditions.
 * **Bad input writes nothing**: a vector of the wrong length is a ``DimensionMismatchError``
   (``expected``/``actual``), on writes and queries; NaN, duplicate ids in a batch, a bad
   ``top_k`` are ``VectorStoreError``; a filter outside the language is ``FilterError``;
-  metadata that is not JSON is ``SerializationError``. :func:`daimon.core.vectors.check_batch`
+  metadata that is not JSON is ``SerializationError``. :func:`daimon.kit.vectors.check_batch`
   and friends do these checks.
 * **Stores that keep vectors outside the handle** (a server, a file) subclass
   :class:`PersistentVectorStoreConformance` instead: a second handle sees the first's vectors,
@@ -53,7 +53,7 @@ from daimon.core.errors import (
     VectorStoreError,
 )
 from daimon.core.protocols import VectorStore
-from daimon.core.vectors import METRICS, Metric
+from daimon.kit.vectors import METRICS, Metric
 
 __all__ = (
     "FILTER_CASES",

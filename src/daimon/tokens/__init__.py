@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from daimon.core.lazy import lazy_exports
-from daimon.core.tokens import CharacterTokenCounter
+from daimon.kit.tokens import CharacterTokenCounter
 
 if TYPE_CHECKING:
     from daimon.tokens.tiktoken import TiktokenCounter, encoding_for_model, token_counter_for

@@ -20,7 +20,7 @@ from typing import Any
 from daimon.core.errors import BuilderError, MissingDependencyError
 from daimon.core.optional import require
 from daimon.core.protocols import TokenCounter
-from daimon.core.tokens import CharacterTokenCounter
+from daimon.kit.tokens import CharacterTokenCounter
 
 __all__ = ("TiktokenCounter", "encoding_for_model", "token_counter_for")
 

@@ -11,7 +11,7 @@ import pytest
 
 from daimon.core import Document, SerializationError, VectorStoreError
 from daimon.core.errors import BuilderError
-from daimon.core.vectors import Metric
+from daimon.kit.vectors import Metric
 from daimon.rag.stores.memory import InMemoryVectorStore
 from daimon.testing.vectorstores import VectorStoreConformance, unit_vectors
 
@@ -170,7 +170,7 @@ async def test_top10_over_100k_by_384_is_under_20ms() -> None:
 async def test_the_filter_index_follows_writes_replaces_and_deletes() -> None:
     import random
 
-    from daimon.core.filters import matches, parse_filter
+    from daimon.kit.filters import matches, parse_filter
 
     rng = random.Random(7)
     store = InMemoryVectorStore(2, capacity=2)

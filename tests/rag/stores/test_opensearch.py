@@ -20,7 +20,7 @@ import pytest
 
 from daimon.core import Document
 from daimon.core.errors import BuilderError, DimensionMismatchError, VectorStoreError
-from daimon.core.vectors import Metric
+from daimon.kit.vectors import Metric
 from daimon.rag.stores.opensearch import OpenSearchVectorStore
 from daimon.testing.vectorstores import VectorStoreConformance, unit_vectors
 

@@ -8,7 +8,7 @@ import pytest
 from qdrant_client import AsyncQdrantClient, models
 
 from daimon.core import BuilderError, DimensionMismatchError, Document, VectorStoreError
-from daimon.core.vectors import Metric
+from daimon.kit.vectors import Metric
 from daimon.rag.stores.qdrant import QdrantVectorStore, point_id
 from daimon.testing.vectorstores import PersistentVectorStoreConformance
 

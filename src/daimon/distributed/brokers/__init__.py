@@ -1,6 +1,6 @@
 """Task brokers: each queues agent tasks on one service, behind its extra.
 
-Every broker implements :class:`daimon.distributed.Broker` (and :class:`daimon.core.TaskBroker`).
+Every broker implements :class:`daimon.core.Broker` (also exported by :mod:`daimon.distributed`).
 Importing this package stays cheap: each broker, and the library it needs, loads on first use.
 """
 

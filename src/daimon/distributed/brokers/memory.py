@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError
 from daimon.core.results import ApprovalDecision
-from daimon.core.task_records import (
-    DeadLetter,
+from daimon.core.tasks import AgentTask, DeadLetter, TaskPause, TaskResult, TaskStatus
+from daimon.kit.task_records import (
     SettleByTaskId,
     SettlingDelivery,
     TaskRecord,
@@ -34,7 +34,6 @@ from daimon.core.task_records import (
     settle,
     view,
 )
-from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
 
 __all__ = ("MemoryBroker",)
 

@@ -35,8 +35,8 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.results import ApprovalDecision
-from daimon.core.task_records import (
-    DeadLetter,
+from daimon.core.tasks import AgentTask, DeadLetter, TaskPause, TaskResult, TaskStatus
+from daimon.kit.task_records import (
     SettleByTaskId,
     SettlingDelivery,
     TaskRecord,
@@ -53,7 +53,6 @@ from daimon.core.task_records import (
     undecide,
     view,
 )
-from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
 
 nats = require("nats", extra="nats")
 nats_errors = require("nats.errors", extra="nats")

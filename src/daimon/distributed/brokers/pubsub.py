@@ -43,9 +43,9 @@ from urllib.parse import parse_qsl, urlsplit
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import (
+from daimon.core.tasks import AgentTask, DeadLetter
+from daimon.kit.task_records import (
     MAX_DEAD_LETTERS,
-    DeadLetter,
     StoreBackedBroker,
     StoreDelivery,
     TaskStore,
@@ -55,7 +55,6 @@ from daimon.core.task_records import (
     oldest_dead_letters,
     submit_through,
 )
-from daimon.core.tasks import AgentTask
 
 grpc = require("grpc", extra="pubsub")
 pubsub = require("google.pubsub_v1", extra="pubsub")

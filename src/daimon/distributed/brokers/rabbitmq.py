@@ -30,8 +30,9 @@ from typing import Any
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import (
-    DeadLetter,
+from daimon.core.tasks import AgentTask, DeadLetter
+from daimon.kit.checks import check_positive
+from daimon.kit.task_records import (
     StoreBackedBroker,
     StoreDelivery,
     TaskStore,
@@ -41,7 +42,6 @@ from daimon.core.task_records import (
     oldest_dead_letters,
     submit_through,
 )
-from daimon.core.tasks import AgentTask
 
 aio_pika = require("aio_pika", extra="rabbitmq")
 aio_pika_exceptions = require("aio_pika.exceptions", extra="rabbitmq")
@@ -82,8 +82,7 @@ class RabbitMQBroker(StoreBackedBroker):
         own_store: bool = False,
     ) -> None:
         check_options(lease, max_deliver)
-        if type(prefetch) is not int or prefetch < 1:
-            raise BuilderError(f"prefetch must be a positive integer, got {prefetch!r}")
+        check_positive("prefetch", prefetch)
         if not queue:
             raise BuilderError("queue must not be empty")
         self._url = connection if isinstance(connection, str) else None

@@ -33,9 +33,9 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, SerializationError
 from daimon.core.optional import require
 from daimon.core.results import ApprovalDecision
-from daimon.core.task_records import (
+from daimon.core.tasks import AgentTask, DeadLetter, TaskPause, TaskResult, TaskState, TaskStatus
+from daimon.kit.task_records import (
     BrokerBoundary,
-    DeadLetter,
     SettleByTaskId,
     SettlingDelivery,
     check_dead_letter_limit,
@@ -44,7 +44,6 @@ from daimon.core.task_records import (
     dead_letter_task,
     decide_through,
 )
-from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskState, TaskStatus
 
 aioredis = require("redis.asyncio", extra="redis")
 redis_exceptions = require("redis.exceptions", extra="redis")
@@ -439,7 +438,7 @@ class RedisTaskStore(BrokerBoundary):
         lease: float = 30.0,
         paused: TaskPause | None = None,
     ) -> str:
-        """End an attempt, and say how it ended (see :func:`daimon.core.task_records.settle`).
+        """End an attempt, and say how it ended (see :func:`daimon.kit.task_records.settle`).
 
         ``action`` is ``complete`` (with ``result``), ``pause`` (with ``paused``), ``fail``,
         ``retry`` (with ``error``) or ``release``.

@@ -38,8 +38,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import (
-    DeadLetter,
+from daimon.core.tasks import AgentTask, DeadLetter
+from daimon.kit.task_records import (
     StoreBackedBroker,
     StoreDelivery,
     TaskStore,
@@ -49,7 +49,6 @@ from daimon.core.task_records import (
     oldest_dead_letters,
     submit_through,
 )
-from daimon.core.tasks import AgentTask
 
 servicebus = require("azure.servicebus", extra="servicebus")
 servicebus_aio = require("azure.servicebus.aio", extra="servicebus")

@@ -31,9 +31,10 @@ from urllib.parse import parse_qsl, urlsplit
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import (
+from daimon.core.tasks import AgentTask, DeadLetter
+from daimon.kit.checks import check_positive
+from daimon.kit.task_records import (
     MAX_DEAD_LETTERS,
-    DeadLetter,
     StoreBackedBroker,
     StoreDelivery,
     TaskStore,
@@ -42,7 +43,6 @@ from daimon.core.task_records import (
     oldest_dead_letters,
     submit_through,
 )
-from daimon.core.tasks import AgentTask
 
 aiobotocore_session = require("aiobotocore.session", extra="sqs")
 botocore_exceptions = require("botocore.exceptions", extra="sqs")
@@ -94,8 +94,7 @@ class SqsBroker(StoreBackedBroker):
     ) -> None:
         if not lease >= 1:
             raise BuilderError(f"lease must be at least 1 second on SQS, got {lease!r}")
-        if type(max_deliver) is not int or max_deliver < 1:
-            raise BuilderError(f"max_deliver must be a positive integer, got {max_deliver!r}")
+        check_positive("max_deliver", max_deliver)
         if not queue:
             raise BuilderError("queue must not be empty")
         self._name = queue

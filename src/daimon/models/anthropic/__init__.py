@@ -33,7 +33,8 @@ from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
-from daimon.core.sdk_support import (
+from daimon.kit.checks import check_positive
+from daimon.kit.sdk_support import (
     LoopClients,
     LoopClientsOwner,
     is_retryable_status,
@@ -126,10 +127,7 @@ class AnthropicModel(LoopClientsOwner):
     ) -> None:
         if not model_name:
             raise BuilderError("AnthropicModel needs a model name")
-        if type(max_tokens_default) is not int or max_tokens_default < 1:
-            raise BuilderError(
-                f"max_tokens_default must be a positive integer, got {max_tokens_default!r}"
-            )
+        check_positive("max_tokens_default", max_tokens_default)
         factory = _no_factory
         if client is None:
             key = api_key or os.environ.get("ANTHROPIC_API_KEY")

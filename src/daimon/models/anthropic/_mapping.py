@@ -19,8 +19,8 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
-from daimon.core.sdk_support import cache_exclusive_usage, stop_reason
-from daimon.core.streaming import PendingToolCall
+from daimon.kit.sdk_support import cache_exclusive_usage, stop_reason
+from daimon.kit.streaming import PendingToolCall
 
 __all__ = (
     "ERROR_STATUS",

@@ -45,13 +45,13 @@ from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
-from daimon.core.sdk_support import (
+from daimon.kit.checks import check_positive
+from daimon.kit.sdk_support import (
     LoopClients,
     LoopClientsOwner,
     is_retryable_status,
     retry_after,
 )
-from daimon.core.vectors import check_positive
 from daimon.models.gemini._mapping import (
     REQUEST_OPTIONS,
     ChunkDecoder,

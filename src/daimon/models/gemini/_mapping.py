@@ -33,7 +33,7 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
-from daimon.core.sdk_support import stop_reason
+from daimon.kit.sdk_support import stop_reason
 
 __all__ = (
     "ChunkDecoder",

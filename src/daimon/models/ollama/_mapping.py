@@ -28,7 +28,7 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.messages import ImagePart, Message, Role, ToolCall
-from daimon.core.sdk_support import stop_reason
+from daimon.kit.sdk_support import stop_reason
 
 __all__ = (
     "CHAT_ARGUMENTS",

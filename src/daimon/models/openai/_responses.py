@@ -17,7 +17,7 @@ from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
 from daimon.core.errors import ModelError, StreamClosedError
 from daimon.core.events import Done, ReasoningEvent, StreamEvent, TextDelta, UsageEvent
 from daimon.core.messages import ImagePart, Message, Reasoning, Role, TextPart, ToolCall
-from daimon.core.streaming import PendingToolCall
+from daimon.kit.streaming import PendingToolCall
 
 __all__ = (
     "EventDecoder",

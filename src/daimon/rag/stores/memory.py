@@ -25,9 +25,9 @@ from typing import Any, Self
 
 from daimon.core.documents import Document, ScoredDocument
 from daimon.core.errors import SerializationError, VectorStoreError
-from daimon.core.filters import Condition, parse_filter
 from daimon.core.optional import require
-from daimon.core.vectors import (
+from daimon.kit.filters import Condition, parse_filter
+from daimon.kit.vectors import (
     Metric,
     VectorStoreBase,
     check_dimension,

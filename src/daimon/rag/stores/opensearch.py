@@ -14,7 +14,7 @@ One index per store, created by :meth:`OpenSearchVectorStore.setup`::
 
 The metadata is kept verbatim in ``_source``; its scalar values with identifier keys are also
 indexed under a field per JSON type (``f_s.lang``, ``f_n.year``, ``f_b.draft``). A field mapped
-per type is what keeps :mod:`daimon.core.filters`' rules (a string never equals a number, a bool
+per type is what keeps :mod:`daimon.kit.filters`' rules (a string never equals a number, a bool
 never equals ``1``) on an engine whose dynamic mapping would coerce one into the other, and lets
 documents disagree about a field's type. Filters become an efficient k-NN ``filter`` (a ``bool``
 query of ``term``/``terms``/``range`` clauses), applied during the search, so ``top_k`` results
@@ -32,14 +32,14 @@ from typing import Any, Literal, Self
 
 from daimon.core.documents import Document, ScoredDocument
 from daimon.core.errors import BuilderError, DimensionMismatchError, VectorStoreError
-from daimon.core.filters import Condition, parse_filter
 from daimon.core.optional import require
-from daimon.core.vectors import (
+from daimon.kit.checks import check_positive
+from daimon.kit.filters import Condition, parse_filter
+from daimon.kit.vectors import (
     Metric,
     VectorStoreBase,
     check_dimension,
     check_metric,
-    check_positive,
     check_records,
     check_top_k,
     check_vector,
@@ -148,7 +148,7 @@ class OpenSearchVectorStore(VectorStoreBase):
             store then does not close).
         dimension: Length of every vector.
         index: The index's name (created by :meth:`setup`).
-        metric: ``"cosine"``, ``"dot"`` or ``"l2"`` (see :mod:`daimon.core.vectors`).
+        metric: ``"cosine"``, ``"dot"`` or ``"l2"`` (see :mod:`daimon.kit.vectors`).
         engine: The k-NN engine, ``"lucene"`` or ``"faiss"`` (both filter during the search).
         hnsw_m: HNSW ``m``: links per node.
         hnsw_ef_construction: HNSW ``ef_construction``: candidates kept while building.

@@ -10,7 +10,7 @@ One table per store::
 with an HNSW index on ``embedding`` whose operator class matches the metric (``cosine`` →
 ``vector_cosine_ops`` and ``<=>``, ``dot`` → ``vector_ip_ops`` and ``<#>``, ``l2`` →
 ``vector_l2_ops`` and ``<->``). :meth:`PgVectorStore.setup` creates the extension, the table and
-the index. Filters (:mod:`daimon.core.filters`) become SQL over ``metadata``, with every value
+the index. Filters (:mod:`daimon.kit.filters`) become SQL over ``metadata``, with every value
 bound as a parameter. Connections come from a ``psycopg_pool`` pool; each one sets
 ``hnsw.ef_search`` and turns on pgvector's iterative index scans, so a filtered query still
 returns ``top_k`` rows when the nearest ones are filtered out.
@@ -29,14 +29,14 @@ from typing import Any, Self
 
 from daimon.core.documents import Document, ScoredDocument
 from daimon.core.errors import BuilderError, DimensionMismatchError, VectorStoreError
-from daimon.core.filters import Condition, parse_filter
 from daimon.core.optional import require
-from daimon.core.vectors import (
+from daimon.kit.checks import check_positive
+from daimon.kit.filters import Condition, parse_filter
+from daimon.kit.vectors import (
     Metric,
     VectorStoreBase,
     check_dimension,
     check_metric,
-    check_positive,
     check_records,
     check_top_k,
     check_vector,
@@ -100,7 +100,7 @@ class PgVectorStore(VectorStoreBase):
         dimension: Length of every vector.
         table: The table's name (created by :meth:`setup`).
         schema: The table's schema; the connection's ``search_path`` when ``None``.
-        metric: ``"cosine"``, ``"dot"`` or ``"l2"`` (see :mod:`daimon.core.vectors`).
+        metric: ``"cosine"``, ``"dot"`` or ``"l2"`` (see :mod:`daimon.kit.vectors`).
         hnsw_m: HNSW ``m``: links per node (more: better recall, bigger index).
         hnsw_ef_construction: HNSW ``ef_construction``: candidates kept while building.
         ef_search: ``hnsw.ef_search``: candidates kept while searching (recall against speed;
@@ -378,7 +378,7 @@ class PgVectorStore(VectorStoreBase):
         Args:
             embedding: The query vector.
             top_k: How many documents at most.
-            filter: Metadata conditions (:mod:`daimon.core.filters`).
+            filter: Metadata conditions (:mod:`daimon.kit.filters`).
             ef_search: ``hnsw.ef_search`` for this query only, instead of the store's.
 
         Raises:
@@ -427,7 +427,7 @@ class PgVectorStore(VectorStoreBase):
         """The batch as one float64 ``(rows, dimension)`` array of finite values.
 
         Checked as a whole (fast for large batches); when that fails, row by row, so the error
-        names the first bad vector as :func:`~daimon.core.vectors.check_vector` words it.
+        names the first bad vector as :func:`~daimon.kit.vectors.check_vector` words it.
         """
         try:
             matrix = np.asarray(embeddings, dtype=np.float64)
@@ -551,7 +551,7 @@ class PgVectorStore(VectorStoreBase):
 def _where(conditions: tuple[Condition, ...]) -> tuple[Any, list[Any]]:
     """A SQL condition over ``metadata`` and its parameters; ``TRUE`` for no conditions.
 
-    The semantics are :mod:`daimon.core.filters`': ``jsonb`` equality keeps types apart (a bool
+    The semantics are :mod:`daimon.kit.filters`': ``jsonb`` equality keeps types apart (a bool
     never equals a number, a number never a string; ``1 = 1.0``), and ranges hold for numbers
     only.
     """

@@ -5,7 +5,7 @@ the payload keeps the id, the content and the metadata::
 
     {"id": "doc#0", "content": "...", "metadata": {...}}
 
-Filters (:mod:`daimon.core.filters`) become Qdrant filters on ``metadata.<field>``: strings and
+Filters (:mod:`daimon.kit.filters`) become Qdrant filters on ``metadata.<field>``: strings and
 booleans match by value, numbers (equality too) by range, so ``1 == 1.0`` and a boolean is never
 a number. Qdrant reports Euclidean distance for ``l2``; it is negated here, so higher is closer
 for every metric.
@@ -19,15 +19,15 @@ from typing import Any, Self
 
 from daimon.core.documents import Document, ScoredDocument
 from daimon.core.errors import BuilderError, DimensionMismatchError, VectorStoreError
-from daimon.core.filters import Condition, parse_filter
 from daimon.core.optional import require
-from daimon.core.vectors import (
+from daimon.kit.checks import check_positive
+from daimon.kit.filters import Condition, parse_filter
+from daimon.kit.vectors import (
     Metric,
     VectorStoreBase,
     check_batch,
     check_dimension,
     check_metric,
-    check_positive,
     check_top_k,
     check_vector,
 )

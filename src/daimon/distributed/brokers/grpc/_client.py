@@ -10,15 +10,7 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
 from daimon.core.results import ApprovalDecision
-from daimon.core.task_records import (
-    DeadLetter,
-    SettleByTaskId,
-    SettlingDelivery,
-    as_decisions,
-    check_dead_letter_limit,
-    check_options,
-)
-from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
+from daimon.core.tasks import AgentTask, DeadLetter, TaskPause, TaskResult, TaskStatus
 from daimon.distributed.brokers.grpc._wire import (
     ERROR_KEY,
     MAX_MESSAGE,
@@ -34,6 +26,13 @@ from daimon.distributed.brokers.grpc._wire import (
     SubmitRequest,
     TaskRef,
     path,
+)
+from daimon.kit.task_records import (
+    SettleByTaskId,
+    SettlingDelivery,
+    as_decisions,
+    check_dead_letter_limit,
+    check_options,
 )
 
 grpc = require("grpc", extra="grpc")

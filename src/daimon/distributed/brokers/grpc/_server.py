@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError, DaimonError, SerializationError
 from daimon.core.optional import require
-from daimon.core.task_records import check_dead_letter_limit
 from daimon.distributed.brokers.grpc._store import SqliteTaskQueue
 from daimon.distributed.brokers.grpc._wire import (
     ERROR_KEY,
@@ -33,6 +32,7 @@ from daimon.distributed.brokers.grpc._wire import (
     SubmitRequest,
     TaskRef,
 )
+from daimon.kit.task_records import check_dead_letter_limit
 
 grpc = require("grpc", extra="grpc")
 

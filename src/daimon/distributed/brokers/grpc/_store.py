@@ -2,7 +2,7 @@
 
 Every call is one transaction on one connection, run on one thread, so a claim and a settle
 never interleave; with ``synchronous=FULL`` (the default) a submit is on disk before it returns.
-A task's row holds its payload, its :class:`~daimon.core.task_records.TaskRecord` (versioned
+A task's row holds its payload, its :class:`~daimon.kit.task_records.TaskRecord` (versioned
 JSON) and ``visible_at``: when it may be delivered next (``NULL`` once it has ended). A running
 task's ``visible_at`` is its lease deadline, so a task whose worker died is delivered again.
 Times are the server's wall clock.
@@ -15,12 +15,12 @@ import sqlite3
 import time
 from pathlib import Path
 
-from daimon.core import task_records as records
 from daimon.core.codec import dumps, loads
 from daimon.core.errors import BuilderError
 from daimon.core.results import ApprovalDecision
-from daimon.core.task_records import DeadLetter, TaskRecord, dead_letter_attempts, dead_letter_task
-from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
+from daimon.core.tasks import AgentTask, DeadLetter, TaskPause, TaskResult, TaskStatus
+from daimon.kit import task_records as records
+from daimon.kit.task_records import TaskRecord, dead_letter_attempts, dead_letter_task
 
 __all__ = ("SqliteTaskQueue",)
 
@@ -175,7 +175,7 @@ class SqliteTaskQueue:
         delay: float = 0.0,
         paused: TaskPause | None = None,
     ) -> str:
-        """End an attempt; its outcome (see :func:`daimon.core.task_records.settle`)."""
+        """End an attempt; its outcome (see :func:`daimon.kit.task_records.settle`)."""
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             rec, _ = self._load(queue, task_id)

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from daimon.core.results import ApprovalDecision
-from daimon.core.task_records import DeadLetter
-from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskStatus
+from daimon.core.tasks import AgentTask, DeadLetter, TaskPause, TaskResult, TaskStatus
 
 __all__ = (
     "ClaimReply",

@@ -22,7 +22,8 @@ from daimon.core.errors import (
     SerializationError,
     VectorStoreError,
 )
-from daimon.core.lifecycle import SetupOnEnter
+from daimon.kit.checks import check_positive
+from daimon.kit.lifecycle import SetupOnEnter
 
 __all__ = (
     "METRICS",
@@ -32,7 +33,6 @@ __all__ = (
     "check_dimension",
     "check_metadata",
     "check_metric",
-    "check_positive",
     "check_records",
     "check_top_k",
     "check_vector",
@@ -50,13 +50,6 @@ def check_metric(metric: str) -> Metric:
     if metric not in METRICS:
         raise BuilderError(f"unknown metric {metric!r}; use one of {', '.join(METRICS)}")
     return metric
-
-
-def check_positive(name: str, value: int) -> int:
-    """``value`` if it is a positive int, else :class:`BuilderError` naming the setting ``name``."""
-    if type(value) is not int or value < 1:
-        raise BuilderError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 def check_dimension(dimension: int) -> int:

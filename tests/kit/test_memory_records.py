@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from daimon.core.errors import SerializationError
-from daimon.core.memory_records import decode_message, encode_message
 from daimon.core.messages import Message, ToolCall
+from daimon.kit.memory_records import decode_message, encode_message
 
 
 def test_a_message_round_trips_as_text() -> None:

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from daimon.core.lifecycle import AsyncClosing, SetupOnEnter, serve_until_cancelled
+from daimon.kit.lifecycle import AsyncClosing, SetupOnEnter, serve_until_cancelled
 
 
 class Closing(AsyncClosing):

@@ -28,7 +28,8 @@ from daimon.core.errors import (
     SerializationError,
 )
 from daimon.core.ids import check_id
-from daimon.core.lifecycle import SetupOnEnter
+from daimon.kit.checks import check_positive
+from daimon.kit.lifecycle import SetupOnEnter
 
 __all__ = (
     "BaseCheckpoint",
@@ -129,8 +130,8 @@ def check_run_id(run_id: object) -> str:
 
 def check_retention(keep_last: object, ttl: object) -> None:
     """Refuse retention settings that make no sense, at construction."""
-    if keep_last is not None and (type(keep_last) is not int or keep_last < 1):
-        raise BuilderError(f"keep_last must be a positive integer or None, got {keep_last!r}")
+    if keep_last is not None:
+        check_positive("keep_last", keep_last, "or None")
     if ttl is not None and (
         isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf
     ):

@@ -1,7 +1,7 @@
 """What every SDK-backed model plugin needs: retry hints, loop-bound clients, stop reasons, usage.
 
-Plugins may import only :mod:`daimon.core`, so the pieces they share live here rather than
-being copied into each provider package.
+Part of the backend kit (:mod:`daimon.kit`): the pieces provider plugins share live here rather
+than being copied into each provider package.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 from daimon.core.chat import StopReason, Usage
-from daimon.core.lifecycle import AsyncClosing
+from daimon.kit.lifecycle import AsyncClosing
 
 __all__ = (
     "LoopClients",

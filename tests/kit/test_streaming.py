@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
 import pytest
 from hypothesis import given
 
@@ -21,9 +26,23 @@ from daimon.core import (
     Usage,
     UsageEvent,
 )
-from daimon.core.streaming import StreamAccumulator, events_from_response, stream_from_response
+from daimon.kit.streaming import StreamAccumulator, events_from_response, stream_from_response
 
-from . import strategies as s
+
+def _core_strategies() -> Any:
+    """tests/core/strategies.py, the core types' Hypothesis strategies (tests/ is not a package)."""
+    qualified = "_daimon_tests_core_strategies"
+    if qualified not in sys.modules:
+        path = Path(__file__).parents[1] / "core" / "strategies.py"
+        spec = importlib.util.spec_from_file_location(qualified, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[qualified] = module
+        spec.loader.exec_module(module)
+    return sys.modules[qualified]
+
+
+s = _core_strategies()
 
 
 def _accumulate(events: list[StreamEvent]) -> ChatResponse:

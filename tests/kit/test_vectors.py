@@ -9,7 +9,7 @@ from daimon.core import (
     SerializationError,
     VectorStoreError,
 )
-from daimon.core.vectors import (
+from daimon.kit.vectors import (
     check_batch,
     check_dimension,
     check_metric,

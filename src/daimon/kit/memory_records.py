@@ -1,7 +1,7 @@
 """What every memory backend stores: one message as versioned JSON text, and back.
 
-Plugins may import only :mod:`daimon.core`, so the checks they share live here: a message that
-could be written but never read back is refused before anything is written.
+Part of the backend kit (:mod:`daimon.kit`), so that the backends share one encoding and one set of
+checks: a message that could be written but never read back is refused before anything is written.
 """
 
 from __future__ import annotations

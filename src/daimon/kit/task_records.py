@@ -1,4 +1,4 @@
-"""A task's record in a broker: the state machine every broker shares, and the pieces around it.
+r"""A task's record in a broker: the state machine every broker shares, and the pieces around it.
 
 A broker keeps one record per task: its state, how many attempts started (and how many were
 handed back undone), the lease of the running attempt, and the result or error. The functions
@@ -16,8 +16,8 @@ Every ``begin`` starts a new attempt; only the newest attempt may settle a task,
 settles once. :class:`TaskStore` is what a broker whose service cannot hold records (RabbitMQ,
 SQS, Pub/Sub, Service Bus) asks of the store that does; :class:`SettlingDelivery` and
 :class:`StoreDelivery` are the delivery code those brokers share, and :func:`submit_through` their
-submit (which withdraws the record of a task whose message could not be sent). :class:`DeadLetter`
-and the ``dead_letter_*`` helpers are how every broker lists its dead letters.
+submit (which withdraws the record of a task whose message could not be sent). The
+``dead_letter_*`` helpers are how every broker lists its :class:`~daimon.core.DeadLetter`\ s.
 :class:`BrokerBoundary`, a base of every broker handle, delivery and the Redis task store, makes
 each operation raise :class:`~daimon.core.errors.BrokerError` for whatever the client library
 raises when its service fails or cannot be reached. Standard library only.
@@ -37,12 +37,20 @@ from daimon.core.codec import dumps, loads
 from daimon.core.errors import BrokerError, BuilderError, DaimonError, SerializationError
 from daimon.core.ids import check_id
 from daimon.core.results import ApprovalDecision
-from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskResume, TaskState, TaskStatus
+from daimon.core.tasks import (
+    AgentTask,
+    DeadLetter,
+    TaskPause,
+    TaskResult,
+    TaskResume,
+    TaskState,
+    TaskStatus,
+)
+from daimon.kit.checks import check_positive
 
 __all__ = (
     "BrokerBoundary",
     "BrokerHandle",
-    "DeadLetter",
     "MAX_DEAD_LETTERS",
     "SettleByTaskId",
     "SettlingDelivery",
@@ -96,8 +104,7 @@ def check_options(lease: float, max_deliver: int) -> None:
     """Refuse a lease that is not positive or a max_deliver that is not a positive integer."""
     if not lease > 0:
         raise BuilderError(f"lease must be positive, got {lease!r}")
-    if type(max_deliver) is not int or max_deliver < 1:
-        raise BuilderError(f"max_deliver must be a positive integer, got {max_deliver!r}")
+    check_positive("max_deliver", max_deliver)
 
 
 def lost_attempt(attempt: int, lease: float) -> str:
@@ -551,10 +558,11 @@ class BrokerHandle(BrokerBoundary):
 
 
 class SettleByTaskId(BrokerHandle):
-    """A :class:`BrokerHandle` with the ``receive``/``complete``/``fail`` of ``TaskBroker``.
+    """A :class:`BrokerHandle` with the seed's by-id loop: ``receive``, ``complete``, ``fail``.
 
-    They work over ``claim``, for callers of :class:`daimon.core.TaskBroker` that settle by id;
-    the broker keeps the deliveries it handed out this way in ``self._held``.
+    They work over :meth:`~daimon.core.Broker.claim`, for simple callers that settle by task id
+    rather than through a :class:`~daimon.core.Delivery` (no heartbeats: the lease must outlast
+    the work); the broker keeps the deliveries it handed out this way in ``self._held``.
     """
 
     _held: dict[str, Any]
@@ -621,23 +629,10 @@ class StoreBackedBroker(SettleByTaskId):
             await self._store.aclose()
 
 
-# --- Dead letters, as every broker lists them (daimon.distributed.Broker.dead_letters).
+# --- Dead letters, as every broker lists them (daimon.core.Broker.dead_letters).
 
 MAX_DEAD_LETTERS = 10_000
 """The most dead letters one :meth:`Broker.dead_letters` call lists."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeadLetter:
-    """A dead-lettered task, as ``daimon.distributed.Broker.dead_letters`` lists it."""
-
-    task: AgentTask
-    reason: str
-    """Why it was dead-lettered (the error its status carries)."""
-    attempts: int = 0
-    """Attempts it had spent (``0`` when the broker cannot tell)."""
-    dead_at: float = 0.0
-    """When it was dead-lettered, in epoch seconds (``0.0`` when the broker cannot tell)."""
 
 
 def check_dead_letter_limit(limit: int) -> int:

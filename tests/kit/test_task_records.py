@@ -9,7 +9,8 @@ import pytest
 
 from daimon.core import BuilderError, TaskResult, TaskState
 from daimon.core.codec import dumps, loads
-from daimon.core.task_records import (
+from daimon.distributed.brokers.redis import RedisTaskStore
+from daimon.kit.task_records import (
     BrokerError,
     TaskRecord,
     begin,
@@ -20,7 +21,6 @@ from daimon.core.task_records import (
     submit_through,
     view,
 )
-from daimon.distributed.brokers.redis import RedisTaskStore
 
 LEASE = 10.0
 

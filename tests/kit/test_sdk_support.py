@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from daimon.core.chat import StopReason, Usage
-from daimon.core.sdk_support import (
+from daimon.kit.sdk_support import (
     LoopClients,
     LoopClientsOwner,
     cache_exclusive_usage,

@@ -4,7 +4,8 @@ from typing import Any
 
 import pytest
 
-from daimon.core import Condition, FilterError, matches, parse_filter
+from daimon.core import FilterError
+from daimon.kit.filters import Condition, matches, parse_filter
 
 
 def test_parse_flattens_every_form() -> None:
