@@ -24,7 +24,7 @@ def test_missing_module_names_the_extra() -> None:
     with pytest.raises(MissingDependencyError) as caught:
         require("daimon_no_such_module_xyz", extra="redis")
     error = caught.value
-    assert 'pip install "daimon[redis]"' in str(error)
+    assert 'pip install "daimon-agents[redis]"' in str(error)
     assert (error.module, error.extra) == ("daimon_no_such_module_xyz", "redis")
     assert isinstance(error.__cause__, ModuleNotFoundError)
     assert error.__cause__.name == "daimon_no_such_module_xyz"

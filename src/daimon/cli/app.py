@@ -350,7 +350,9 @@ def _root(
     if version:
         from importlib.metadata import version as dist_version
 
-        typer.echo(f"daimon {dist_version('daimon')}")
+        from daimon.core.errors import DISTRIBUTION
+
+        typer.echo(f"daimon {dist_version(DISTRIBUTION)}")
         raise typer.Exit()
 
 
