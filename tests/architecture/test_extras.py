@@ -52,7 +52,7 @@ def test_blocking_an_imported_library(block_imports: Callable[..., None]) -> Non
 
     assert wave
     block_imports("wave")
-    with pytest.raises(MissingDependencyError, match=r"daimon\[wave-extra\]"):
+    with pytest.raises(MissingDependencyError, match=r"daimon-agents\[wave-extra\]"):
         require("wave", extra="wave-extra")
 
 

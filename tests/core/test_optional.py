@@ -53,7 +53,9 @@ def blocked_csv(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.mark.usefixtures("blocked_csv")
 def test_installed_but_blocked_module() -> None:
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[csvx\]"') as caught:
+    with pytest.raises(
+        MissingDependencyError, match=r'pip install "daimon-agents\[csvx\]"'
+    ) as caught:
         require("csv", extra="csvx")
     assert isinstance(caught.value.__cause__, ImportError)
 

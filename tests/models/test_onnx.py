@@ -136,7 +136,7 @@ async def test_close_is_idempotent_and_the_model_reloads() -> None:
 def test_a_missing_library_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     monkeypatch.delitem(sys.modules, "daimon.models.onnx", raising=False)
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[embed\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[embed\]"'):
         importlib.import_module("daimon.models.onnx")
 
 
