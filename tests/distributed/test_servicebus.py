@@ -368,7 +368,7 @@ def test_a_missing_sdk_names_the_servicebus_extra(
 ) -> None:
     extra, _, message = import_without("daimon.distributed.brokers.servicebus", "azure.servicebus")
     assert extra == "servicebus"
-    assert 'pip install "daimon[servicebus]"' in message
+    assert 'pip install "daimon-agents[servicebus]"' in message
 
 
 async def test_a_task_over_the_size_limit_is_refused_and_leaves_no_record(

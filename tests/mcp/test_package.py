@@ -19,7 +19,7 @@ def test_importing_the_package_loads_no_sdk() -> None:
 def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(vars(daimon.mcp), "MCPClient", raising=False)
     monkeypatch.setitem(sys.modules, "mcp", None)
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[mcp\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[mcp\]"'):
         _ = daimon.mcp.MCPClient
 
 

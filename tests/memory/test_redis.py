@@ -138,4 +138,4 @@ def test_a_missing_client_library_names_its_extra(
 ) -> None:
     extra, _, message = import_without("daimon.memory.redis", "redis")
     assert extra == "redis"
-    assert 'pip install "daimon[redis]"' in message
+    assert 'pip install "daimon-agents[redis]"' in message

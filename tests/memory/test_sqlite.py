@@ -159,4 +159,4 @@ def test_a_missing_client_library_names_its_extra(
 ) -> None:
     extra, _, message = import_without("daimon.memory.sqlite", "aiosqlite")
     assert extra == "sqlite"
-    assert 'pip install "daimon[sqlite]"' in message
+    assert 'pip install "daimon-agents[sqlite]"' in message

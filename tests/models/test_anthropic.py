@@ -321,5 +321,5 @@ def test_config(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "anthropic", None)
     monkeypatch.delitem(sys.modules, "daimon.models.anthropic")
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[anthropic\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[anthropic\]"'):
         infer_model("anthropic:claude-x", api_key="k")

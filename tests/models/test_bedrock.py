@@ -718,7 +718,7 @@ async def test_no_credentials_is_a_model_error(monkeypatch: pytest.MonkeyPatch) 
 def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "aiobotocore.session", None)
     monkeypatch.delitem(sys.modules, "daimon.models.bedrock", raising=False)
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[bedrock\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[bedrock\]"'):
         infer_model("bedrock:m", region="us-east-1")
 
 

@@ -640,7 +640,7 @@ async def test_vertex_express_mode(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "google.genai", None)
     monkeypatch.delitem(sys.modules, "daimon.models.gemini", raising=False)
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[gemini\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[gemini\]"'):
         infer_model("gemini:gemini-x", api_key="k")
 
 

@@ -82,7 +82,7 @@ def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     ]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setattr(sys, "meta_path", [Block(), *sys.meta_path])
-    with pytest.raises(MissingDependencyError, match=r"daimon\[local\]"):
+    with pytest.raises(MissingDependencyError, match=r"daimon-agents\[local\]"):
         infer_model("local:smollm2")
 
 

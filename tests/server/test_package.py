@@ -37,7 +37,7 @@ def test_a_missing_extra_is_named(
 ) -> None:
     extra, module, message = import_without("daimon.server:create_app", "fastapi")
     assert (module, extra) == ("fastapi", "server")
-    assert 'pip install "daimon[server]"' in message
+    assert 'pip install "daimon-agents[server]"' in message
 
 
 def test_the_namespace_is_curated() -> None:

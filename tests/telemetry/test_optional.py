@@ -96,6 +96,6 @@ def test_a_missing_extra_is_named_and_the_propagation_helpers_still_work(tmp_pat
     assert report["carrier"] == {}
     extra, message = report["otel"]  # type: ignore[misc]
     assert extra == "otel"
-    assert 'pip install "daimon[otel]"' in message
+    assert 'pip install "daimon-agents[otel]"' in message
     assert report["yaml"] == "eval"
     assert report["rich"] == "eval"

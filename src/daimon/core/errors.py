@@ -109,12 +109,17 @@ class PromptTemplateError(BuilderError):
         self.missing = tuple(sorted(missing))
 
 
+DISTRIBUTION = "daimon-agents"
+"""The name daimon is installed under (``pip install daimon-agents``); ``daimon`` on PyPI is another
+project. The import name is ``daimon``."""
+
+
 class MissingDependencyError(DaimonError, ImportError):
     """An optional library is not installed; the message names the extra to install."""
 
     def __init__(self, module: str, extra: str) -> None:
         super().__init__(
-            f'{module!r} is not installed; install it with: pip install "daimon[{extra}]"'
+            f'{module!r} is not installed; install it with: pip install "{DISTRIBUTION}[{extra}]"'
         )
         self.module = module
         self.extra = extra

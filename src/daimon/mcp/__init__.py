@@ -4,7 +4,7 @@
 tools to agents as ordinary daimon tools; :func:`serve_mcp` serves an agent's tools, and the agent
 itself as an ``ask_<name>`` tool, to any MCP client over stdio or streamable HTTP.
 
-Needs the ``mcp`` extra (``pip install "daimon[mcp]"``). The namespace is lazy: importing
+Needs the ``mcp`` extra (``pip install "daimon-agents[mcp]"``). The namespace is lazy: importing
 ``daimon.mcp`` loads nothing, and the SDK loads with the first name used.
 """
 

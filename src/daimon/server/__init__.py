@@ -1,4 +1,4 @@
-"""Serve agents over HTTP (extra ``server``: ``pip install "daimon[server]"``).
+"""Serve agents over HTTP (extra ``server``: ``pip install "daimon-agents[server]"``).
 
 ::
 

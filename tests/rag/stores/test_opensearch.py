@@ -405,4 +405,4 @@ def test_a_missing_library_names_the_opensearch_extra(
 ) -> None:
     extra, _, message = import_without("daimon.rag.stores.opensearch", library)
     assert extra == "opensearch"
-    assert 'pip install "daimon[opensearch]"' in message
+    assert 'pip install "daimon-agents[opensearch]"' in message

@@ -319,7 +319,7 @@ def test_a_missing_library_names_the_postgres_extra(
 ) -> None:
     extra, _, message = import_without("daimon.rag.stores.pgvector", library)
     assert extra == "postgres"
-    assert 'pip install "daimon[postgres]"' in message
+    assert 'pip install "daimon-agents[postgres]"' in message
 
 
 # ---- large batches: binary COPY into a staging table, then one INSERT ... ON CONFLICT ----------

@@ -1,7 +1,7 @@
 """Anthropic models: Claude through the Messages API.
 
-Needs the ``anthropic`` extra (``pip install "daimon[anthropic]"``). The SDK's own retries are
-off: wrap a model in :class:`~daimon.models.retry.RetryingModel` to retry.
+Needs the ``anthropic`` extra (``pip install "daimon-agents[anthropic]"``). The SDK's own retries
+are off: wrap a model in :class:`~daimon.models.retry.RetryingModel` to retry.
 
 Mapping notes:
 

@@ -1,8 +1,8 @@
 """Amazon Bedrock models, through the Converse and ConverseStream APIs of ``aiobotocore``.
 
-Needs the ``bedrock`` extra (``pip install "daimon[bedrock]"``). botocore's own retries are off:
-wrap a model in :class:`~daimon.models.retry.RetryingModel` to retry. Credentials come from the
-AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, SSO, instance and
+Needs the ``bedrock`` extra (``pip install "daimon-agents[bedrock]"``). botocore's own retries are
+off: wrap a model in :class:`~daimon.models.retry.RetryingModel` to retry. Credentials come from
+the AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, SSO, instance and
 container roles, ...) unless given; the region from ``region=``, ``AWS_REGION``,
 ``AWS_DEFAULT_REGION`` or the profile.
 

@@ -1,6 +1,6 @@
 """Gemini models on the Gemini API or Vertex AI, through the ``google-genai`` SDK.
 
-Needs the ``gemini`` extra (``pip install "daimon[gemini]"``). The SDK's own retries are off:
+Needs the ``gemini`` extra (``pip install "daimon-agents[gemini]"``). The SDK's own retries are off:
 wrap a model in :class:`~daimon.models.retry.RetryingModel` to retry. One class serves both
 back ends: ``GeminiModel("gemini-2.5-flash")`` uses the Gemini API (``GEMINI_API_KEY`` or
 ``GOOGLE_API_KEY``), ``GeminiModel("gemini-2.5-flash", vertexai=True)`` uses Vertex AI

@@ -1,9 +1,9 @@
 """Ollama models through the native API (``/api/chat``, ``/api/embed``) of the ``ollama`` package.
 
-Needs the ``ollama`` extra (``pip install "daimon[ollama]"``). The server is ``base_url``, else
-``OLLAMA_HOST``, else ``http://127.0.0.1:11434``; ``api_key`` (or ``OLLAMA_API_KEY``) is sent as a
-bearer token, for ollama.com or a server behind a proxy. Local models cost nothing: daimon's price
-table has no entry for them.
+Needs the ``ollama`` extra (``pip install "daimon-agents[ollama]"``). The server is ``base_url``,
+else ``OLLAMA_HOST``, else ``http://127.0.0.1:11434``; ``api_key`` (or ``OLLAMA_API_KEY``) is sent
+as a bearer token, for ollama.com or a server behind a proxy. Local models cost nothing: daimon's
+price table has no entry for them.
 
 Mapping notes:
 

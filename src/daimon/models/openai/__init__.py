@@ -1,6 +1,6 @@
 """OpenAI models: Chat Completions or Responses, on OpenAI, Azure OpenAI or compatible servers.
 
-Needs the ``openai`` extra (``pip install "daimon[openai]"``). The SDK's own retries are off:
+Needs the ``openai`` extra (``pip install "daimon-agents[openai]"``). The SDK's own retries are off:
 wrap a model in :class:`~daimon.models.retry.RetryingModel` to retry.
 
 Chat Completions has no error flag on tool results: a failed tool's result text says so itself.
