@@ -10,7 +10,7 @@ import pytest
 
 from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, tool
 from daimon.checkpoint import FileCheckpoint, RedisCheckpoint
-from daimon.core import CheckpointConflictError
+from daimon.core import CheckpointConflictError, CheckpointState
 from daimon.core.protocols import Checkpoint
 from daimon.models import FunctionModel
 
@@ -83,12 +83,42 @@ async def died_mid_tool(make: MakeStore, run_id: str) -> None:
     assert died == [5]
 
 
+class LoadTogether:
+    """A store handle whose ``load`` returns only once every handle of its group has loaded.
+
+    Two resumers started at once may or may not load the run before the other claims it: that
+    depends on how fast each one's connection opens. This pins the case the claim is for (both
+    read the same checkpoint, then race to run its pending tool), so the test never depends on
+    timing. (A resumer that loads after another's claim, while that one's tool still runs, is
+    the documented limit: telling a live resumer from a dead one needs a lease.)
+    """
+
+    def __init__(self, store: Checkpoint, barrier: asyncio.Barrier) -> None:
+        self._store = store
+        self._barrier = barrier
+
+    async def save(self, state: CheckpointState) -> None:
+        await self._store.save(state)
+
+    async def load(self, run_id: str) -> CheckpointState | None:
+        state = await self._store.load(run_id)
+        await self._barrier.wait()
+        return state
+
+    async def list_runs(self) -> list[str]:
+        return await self._store.list_runs()
+
+    async def delete(self, run_id: str) -> None:
+        await self._store.delete(run_id)
+
+
 @pytest.mark.parametrize("make_store", STORES, indirect=True)
 async def test_two_resumers_of_a_run_that_died_mid_tool_run_it_once(make_store: MakeStore) -> None:
     await died_mid_tool(make_store, "run-claim")
     charges: list[int] = []
-    first = charging_agent(make_store(), charges)
-    second = charging_agent(make_store(), charges)
+    both_loaded = asyncio.Barrier(2)
+    first = charging_agent(LoadTogether(make_store(), both_loaded), charges)
+    second = charging_agent(LoadTogether(make_store(), both_loaded), charges)
 
     outcomes = await asyncio.gather(
         first.resume("run-claim"), second.resume("run-claim"), return_exceptions=True

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 import uuid
@@ -135,9 +136,35 @@ async def test_a_save_replayed_after_a_lost_reply_is_not_a_conflict(store: Redis
 
     record = _base.encode(CheckpointState(run_id="r", iteration=1), 1, 1_700_000_000_000)
     keys = [f"{store.prefix}run:r", f"{store.prefix}runs"]
-    args = [0, record, 1_700_000_000_000, 0, 0, "r"]
+    args = [0, record, 1_700_000_000_000, 0, 0, "r", "save-1"]
     assert await store._save_script(keys=keys, args=args) == 0
     assert await store._save_script(keys=keys, args=args) == 0  # the replay
     other = _base.encode(CheckpointState(run_id="r", iteration=2), 1, 1_700_000_000_001)
-    assert await store._save_script(keys=keys, args=[0, other, 1, 0, 0, "r"]) == 1  # a rival
+    rival = [0, other, 1, 0, 0, "r", "save-2"]
+    assert await store._save_script(keys=keys, args=rival) == 1  # a rival
+    # A rival whose record is byte-equal (two resumers claiming one run in one millisecond) is
+    # still a rival: it used to pass as the first save's replay, and both ran the pending tool.
+    twin = [0, record, 1_700_000_000_000, 0, 0, "r", "save-3"]
+    assert await store._save_script(keys=keys, args=twin) == 1
     assert [s.iteration for s in await store.history("r")] == [1]
+
+
+async def test_two_handles_saving_equal_records_at_once_conflict(redis_url: str) -> None:
+    """Two handles that saw one checkpoint each save the same state: exactly one wins."""
+    prefix = f"daimon-test:{uuid.uuid4().hex}:"
+    first, second = (RedisCheckpoint(redis_url, prefix=prefix) for _ in range(2))
+    try:
+        await first.save(CheckpointState(run_id="twin", iteration=1))
+        assert await second.load("twin") is not None
+        claim = CheckpointState(run_id="twin", iteration=1)
+        outcomes = await asyncio.gather(
+            first.save(claim), second.save(claim), return_exceptions=True
+        )
+        assert sorted(type(o).__name__ for o in outcomes) == [
+            "CheckpointConflictError",
+            "NoneType",
+        ], outcomes
+    finally:
+        await first.delete("twin")
+        await first.aclose()
+        await second.aclose()

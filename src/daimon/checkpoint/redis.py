@@ -8,6 +8,7 @@ one Redis server (not Redis Cluster: the keys of a save live in different slots)
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any, cast
 
 from daimon.core.checkpoints import CheckpointState
@@ -25,16 +26,19 @@ __all__ = ("RedisCheckpoint",)
 _log = logging.getLogger("daimon.checkpoint")
 
 # KEYS: run hash, runs index. ARGV: expected seq (0: none), record, now ms, ttl ms (0: none),
-# keep_last (0: all), run id. Returns 0 when written, else the newest seq in the store.
+# keep_last (0: all), run id, this save's token. Returns 0 when written, else the newest seq in
+# the store. A save retried after its reply was lost finds its own token beside the head: two
+# handles saving byte-equal records in one millisecond (two resumers claiming one run) used to
+# pass that test both, so each thought it had claimed the run.
 _SAVE = """
 local head = tonumber(redis.call('HGET', KEYS[1], 'head') or '0')
 local expected = tonumber(ARGV[1])
 local seq = expected + 1
-if head == seq and redis.call('HGET', KEYS[1], tostring(seq)) == ARGV[2] then
+if head == seq and redis.call('HGET', KEYS[1], 'saved-by') == ARGV[7] then
   return 0 -- this very save, retried after its reply was lost
 end
 if head ~= 0 and head ~= expected then return head end
-redis.call('HSET', KEYS[1], tostring(seq), ARGV[2], 'head', tostring(seq))
+redis.call('HSET', KEYS[1], tostring(seq), ARGV[2], 'head', tostring(seq), 'saved-by', ARGV[7])
 local keep = tonumber(ARGV[5])
 if keep > 0 then
   for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
@@ -151,7 +155,8 @@ class RedisCheckpoint(BaseCheckpoint):
         seq = (expected or 0) + 1
         now = _base.now_ms()
         record = _base.encode(state, seq, now)
-        args = [expected or 0, record, now, self._ttl_ms, self._keep_last or 0, run_id]
+        token = uuid.uuid4().hex
+        args = [expected or 0, record, now, self._ttl_ms, self._keep_last or 0, run_id, token]
         head = int(await self._save_script(keys=[key, self._index], args=args))
         if head:
             raise _base.conflict(run_id, expected, head)
