@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -93,11 +94,36 @@ async def test_dead_letters_go_to_the_dead_queue(
         assert delivery is not None
         assert await delivery.fail("ValueError: nope")
         assert (await broker.status("task-1")).state is TaskState.FAILED
+        # Already there, no waiting: fail() returns after RabbitMQ confirmed the dead letter.
         dead = await broker._channel.get_queue(f"{queue}.dead")
-        message = await dead.get(timeout=5, fail=False)
-        for _ in range(20):
+        message = await dead.get(fail=False)
+        assert message is not None and message.message_id == "task-1"
+        assert (message.headers or {})["x-daimon-reason"] == "ValueError: nope"
+        await message.ack()
+        assert await dead.get(fail=False) is None  # one copy, and the task message was acked
+        assert await broker.claim(wait=0.2) is None
+
+
+async def test_a_dead_letter_that_cannot_be_published_goes_through_the_dlx(
+    rabbitmq_url: str, redis_url: str, queue: str
+) -> None:
+    """With ``<queue>.dead`` gone, the copy comes back unroutable: the task is rejected instead."""
+    async with open_broker(rabbitmq_url, redis_url, queue) as broker:
+        await broker.submit(sample_task())
+        delivery = await broker.claim(wait=2)
+        assert delivery is not None
+        channel = broker._channel
+        await channel.queue_delete(f"{queue}.dead")
+        spare = await channel.declare_queue(exclusive=True)
+        await spare.bind(f"{queue}.dlx")
+        assert await delivery.fail("ValueError: nope")
+        message = None
+        for _ in range(50):  # RabbitMQ's own dead-lettering is asynchronous: wait for it
+            message = await spare.get(fail=False)
             if message is not None:
                 break
-            message = await dead.get(timeout=5, fail=False)
+            await asyncio.sleep(0.1)
         assert message is not None and message.message_id == "task-1"
+        assert message.headers["x-death"][0]["reason"] == "rejected"
         await message.ack()
+        assert await broker.claim(wait=0.2) is None

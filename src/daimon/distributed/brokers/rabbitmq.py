@@ -7,6 +7,15 @@ retry delay (per-message TTL) before it dead-letters back into ``<queue>``. Cons
 manually, after the task's outcome is recorded; a worker whose connection closes (it crashed)
 gets its unacked tasks requeued by RabbitMQ at once.
 
+A task is dead-lettered by the broker itself: it publishes a copy to ``<queue>.dead`` and
+waits for the publisher confirm before it acks the task message, so once ``fail`` (or the
+``claim`` that finds a task's attempts spent) returns, ``dead_letters`` lists it. (Rejecting
+into the dead-letter exchange would not promise that: RabbitMQ moves a rejected message
+asynchronously, after ``basic.reject`` has been sent.) If the worker dies between the confirm
+and the ack, the message comes back, finds its task ended and is acked. If the copy cannot be
+published, the message is rejected into the dead-letter exchange instead, which also stays as
+the backstop for what RabbitMQ dead-letters on its own.
+
 RabbitMQ is not a key-value store, and a task's state must be readable by any client and
 changed with compare-and-set (attempt fencing), so states live in a ``store``: a
 :class:`~daimon.distributed.brokers.redis.RedisTaskStore`, or anything with its methods. The
@@ -45,12 +54,17 @@ from daimon.kit.task_records import (
 
 aio_pika = require("aio_pika", extra="rabbitmq")
 aio_pika_exceptions = require("aio_pika.exceptions", extra="rabbitmq")
+amqp_commands = require("pamqp.commands", extra="rabbitmq")  # aio-pika's frames
 
 __all__ = ("RabbitMQBroker", "TaskStore")
 
 _log = logging.getLogger("daimon.distributed")
 _SERVICE_ERRORS = (aio_pika_exceptions.AMQPError, OSError)
 """What aio-pika raises when RabbitMQ fails or cannot be reached: raised as BrokerError."""
+_DEAD_AT = "x-daimon-dead-at"
+"""The header with the time (epoch seconds) the broker dead-lettered a task."""
+_REASON = "x-daimon-reason"
+"""The header with why, for when the task store no longer has the task's record."""
 
 
 class RabbitMQBroker(StoreBackedBroker):
@@ -163,7 +177,8 @@ class RabbitMQBroker(StoreBackedBroker):
         )
         self._channel, self._queue = channel, queue
 
-    async def _publish(self, routing_key: str, body: bytes, task_id: str, **props: Any) -> None:
+    async def _publish(self, routing_key: str, body: bytes, task_id: str, **props: Any) -> Any:
+        """Publish to the default exchange; the publisher confirm (or a returned message)."""
         await self._ready()
         message = aio_pika.Message(
             body,
@@ -172,7 +187,7 @@ class RabbitMQBroker(StoreBackedBroker):
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
             **props,
         )
-        await self._channel.default_exchange.publish(message, routing_key=routing_key)
+        return await self._channel.default_exchange.publish(message, routing_key=routing_key)
 
     async def submit(self, task: AgentTask) -> str:
         """Queue ``task`` (after RabbitMQ confirms it); a started or ended task is not requeued.
@@ -220,16 +235,10 @@ class RabbitMQBroker(StoreBackedBroker):
             await channel.close()
         letters = []
         for message in taken:
-            death = ((message.headers or {}).get("x-death") or [{}])[0]
-            death = death if isinstance(death, dict) else {}
-            at = death.get("time")
+            reason, at = _death(message.headers or {})
             letters.append(
                 await dead_letter_from_store(
-                    self._store,
-                    message.body,
-                    message.message_id or "",
-                    str(death.get("reason", "")),
-                    at.timestamp() if isinstance(at, datetime.datetime) else 0.0,
+                    self._store, message.body, message.message_id or "", reason, at
                 )
             )
         # A stable sort: within one second (x-death's resolution) the queue's order stays.
@@ -266,7 +275,7 @@ class RabbitMQBroker(StoreBackedBroker):
                 task_id, lease=self._lease, max_deliver=self._max_deliver, payload=payload
             )
         except BuilderError:  # no task id at all
-            await message.reject(requeue=False)
+            await self._dead_letter(message, "the message names no task")
             return None
         if outcome == "skip":
             await message.ack()
@@ -275,7 +284,7 @@ class RabbitMQBroker(StoreBackedBroker):
             await self._delay(message, value)
             return None
         if outcome == "dead":
-            await message.reject(requeue=False)
+            await self._dead_letter(message, "its attempts are spent")
             return None
         attempt = int(value)
         if task is None:  # undecodable: dead-letter it rather than fail on it forever
@@ -284,6 +293,23 @@ class RabbitMQBroker(StoreBackedBroker):
             await _RabbitDelivery(self, message, placeholder).fail(error)
             return None
         return _RabbitDelivery(self, message, dataclasses.replace(task, attempt=attempt))
+
+    async def _dead_letter(self, message: Any, reason: str) -> None:
+        """Put a copy in ``<queue>.dead`` (confirmed, so it is listed from now on), then ack."""
+        try:
+            confirm = await self._publish(
+                f"{self._queue_name}.dead",
+                message.body,
+                message.message_id or "",
+                headers={_DEAD_AT: time.time(), _REASON: reason},
+            )
+        except _SERVICE_ERRORS:
+            confirm = None
+        if not isinstance(confirm, amqp_commands.Basic.Ack):  # nacked, or returned unroutable
+            _log.warning("could not publish a dead letter; rejecting it into the DLX instead")
+            await message.reject(requeue=False)
+            return
+        await message.ack()
 
     async def _delay(self, message: Any, seconds: float) -> None:
         """Send a copy through the delay queue (back in ``seconds``), then ack this one."""
@@ -294,6 +320,23 @@ class RabbitMQBroker(StoreBackedBroker):
             expiration=max(seconds, 0.001),
         )
         await message.ack()
+
+
+def _death(headers: dict[str, Any]) -> tuple[str, float]:
+    """Why and when (epoch seconds, 0 if unknown) a dead letter died, from its headers.
+
+    The broker's own dead letters carry ``x-daimon-*`` headers; what RabbitMQ dead-lettered
+    itself carries ``x-death``.
+    """
+    at = headers.get(_DEAD_AT)
+    if isinstance(at, (int, float)):
+        return str(headers.get(_REASON, "")), float(at)
+    death = (headers.get("x-death") or [{}])[0]
+    death = death if isinstance(death, dict) else {}
+    when = death.get("time")
+    return str(death.get("reason", "")), (
+        when.timestamp() if isinstance(when, datetime.datetime) else 0.0
+    )
 
 
 class _RabbitDelivery(StoreDelivery):
@@ -312,7 +355,7 @@ class _RabbitDelivery(StoreDelivery):
             return
         try:
             if outcome == "dead":
-                await message.reject(requeue=False)
+                await self._broker._dead_letter(message, error)
             elif outcome == "released" or (outcome == "requeued" and delay <= 0):
                 await message.nack(requeue=True)
             elif outcome == "requeued":
