@@ -17,22 +17,50 @@ from daimon.core.optional import require
 
 if TYPE_CHECKING:
     from daimon.mcp._client import MCPClient, MCPTool
+    from daimon.mcp._content import (
+        MCPAudio,
+        MCPContent,
+        MCPEmbeddedResource,
+        MCPImage,
+        MCPResourceLink,
+    )
     from daimon.mcp._convert import MCPPrompt, MCPPromptArgument, MCPResource, MCPResourceContents
-    from daimon.mcp._server import create_mcp_server, mcp_http_app, serve_mcp
+    from daimon.mcp._declare import Prompt, Resource, prompt, resource
+    from daimon.mcp._server import MCPServer, create_mcp_server, mcp_http_app, serve_mcp
 
 __all__ = (
+    "MCPAudio",
     "MCPClient",
+    "MCPContent",
+    "MCPEmbeddedResource",
+    "MCPImage",
     "MCPPrompt",
     "MCPPromptArgument",
     "MCPResource",
     "MCPResourceContents",
+    "MCPResourceLink",
+    "MCPServer",
     "MCPTool",
+    "Prompt",
+    "Resource",
     "create_mcp_server",
     "mcp_http_app",
+    "prompt",
+    "resource",
     "serve_mcp",
 )
 
 _LAZY = {
+    "MCPAudio": "daimon.mcp._content",
+    "MCPContent": "daimon.mcp._content",
+    "MCPEmbeddedResource": "daimon.mcp._content",
+    "MCPImage": "daimon.mcp._content",
+    "MCPResourceLink": "daimon.mcp._content",
+    "MCPServer": "daimon.mcp._server",
+    "Prompt": "daimon.mcp._declare",
+    "Resource": "daimon.mcp._declare",
+    "prompt": "daimon.mcp._declare",
+    "resource": "daimon.mcp._declare",
     "MCPClient": "daimon.mcp._client",
     "MCPPrompt": "daimon.mcp._convert",
     "MCPPromptArgument": "daimon.mcp._convert",

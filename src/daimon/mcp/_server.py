@@ -43,6 +43,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -61,11 +62,12 @@ from daimon.core.lifecycle import serve_until_cancelled
 from daimon.core.messages import ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.tools import ToolOutput
-from daimon.mcp._convert import call_tool_result, mcp_tool
+from daimon.mcp._convert import call_tool_result, mcp_tool, output_schema
+from daimon.mcp._declare import Prompt, Resource
 from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
 from daimon.tools import EndRun, RunContext, Tool, ToolRegistry
 
-__all__ = ("create_mcp_server", "mcp_http_app", "serve_mcp")
+__all__ = ("MCPServer", "create_mcp_server", "mcp_http_app", "serve_mcp")
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _TRACE_KEYS = ("traceparent", "tracestate", "baggage")  # SEP-414: W3C names, in _meta
@@ -103,6 +105,53 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, dict) else None
 
 
+class MCPServer:
+    """An agent (any promptable) with the resources and prompts its MCP server offers too.
+
+    It is promptable itself (it runs the agent), so everything that serves an agent serves it:
+    :func:`serve_mcp`, :func:`mcp_http_app`, :func:`create_mcp_server` and
+    ``daimon mcp serve module:attr``.
+
+    Raises:
+        BuilderError: Two resources share a URI, or two prompts a name.
+    """
+
+    __slots__ = ("agent", "instructions", "prompts", "resources")
+
+    def __init__(
+        self,
+        agent: Promptable,
+        *,
+        resources: Iterable[Resource] = (),
+        prompts: Iterable[Prompt] = (),
+        instructions: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.resources = tuple(resources)
+        self.prompts = tuple(prompts)
+        self.instructions = instructions
+        for what, keys in (
+            ("resource URI", [r.uri for r in self.resources]),
+            ("prompt name", [p.name for p in self.prompts]),
+        ):
+            twice = sorted({key for key in keys if keys.count(key) > 1})
+            if twice:
+                raise BuilderError(f"MCPServer: the {what} {twice[0]!r} is declared twice")
+
+    @property
+    def name(self) -> str:
+        """The agent's name."""
+        return self.agent.name
+
+    def prompt(self, input: Any, /, **options: Any) -> Any:
+        """Run the agent (:meth:`Promptable.prompt`)."""
+        return self.agent.prompt(input, **options)
+
+    def prompt_stream(self, input: Any, /, **options: Any) -> Any:
+        """Run the agent, streaming (:meth:`Promptable.prompt_stream`)."""
+        return self.agent.prompt_stream(input, **options)
+
+
 def _exposed(agent: Promptable, *, expose_tools: bool, expose_agent: bool) -> ToolRegistry:
     tools: list[Tool] = []
     own = getattr(agent, "tools", None)
@@ -115,7 +164,7 @@ def _exposed(agent: Promptable, *, expose_tools: bool, expose_agent: bool) -> To
 
 
 def create_mcp_server(
-    agent: Promptable,
+    agent: Promptable | MCPServer,
     *,
     expose_tools: bool = True,
     expose_agent: bool = True,
@@ -124,12 +173,14 @@ def create_mcp_server(
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) offering ``agent``'s tools.
 
-    ``agent`` is any :class:`~daimon.core.protocols.Promptable`: an Agent offers its tools and
-    itself; a Supervisor, a HandoffNetwork or a flow offers itself only (``ask_<name>``). A run
-    that pauses for approvals (or a team or flow whose agent does) answers an error result
-    naming the tools. Tools that need approval are left out. Arguments are validated against
-    each tool's schema before it runs; every failure (invalid arguments, a tool that raises, a
-    timeout, an agent run that fails) is an ``isError`` result the caller can read.
+    ``agent`` is any :class:`~daimon.core.protocols.Promptable`, or an :class:`MCPServer` adding
+    resources and prompts to one. An Agent offers its tools and itself; a Supervisor, a
+    HandoffNetwork or a flow offers itself only (``ask_<name>``). A run that pauses for
+    approvals (or a team or flow whose agent does) answers an error result naming the tools.
+    Tools that need approval are left out. Arguments are validated against each tool's schema
+    before it runs; every failure (invalid arguments, a tool that raises, a timeout, an agent
+    run that fails) is an ``isError`` result the caller can read. An unknown resource or prompt,
+    a missing prompt argument, or a resource or prompt function that raises is a JSON-RPC error.
 
     Args:
         agent: The agent (or any promptable) to serve.
@@ -141,8 +192,13 @@ def create_mcp_server(
     Raises:
         DuplicateToolError: The agent has a tool called ``ask_<agent name>`` itself.
     """
+    extras = agent if isinstance(agent, MCPServer) else MCPServer(agent)
+    agent = extras.agent
     registry = _exposed(agent, expose_tools=expose_tools, expose_agent=expose_agent)
-    listed = mcp_types.ListToolsResult(tools=[mcp_tool(spec) for spec in registry.specs])
+    outputs = {t.name: output_schema(t) for t in registry}
+    listed = mcp_types.ListToolsResult(
+        tools=[mcp_tool(spec, outputs.get(spec.name)) for spec in registry.specs]
+    )
     schemas = {spec.name: dict(spec.parameters) for spec in registry.specs}
 
     async def list_tools(
@@ -174,16 +230,73 @@ def create_mcp_server(
         except BaseException:  # the request was cancelled: tell the tool too
             run_ctx.cancel.cancel("the MCP request was cancelled")
             raise
-        return call_tool_result(output)
+        return call_tool_result(output, outputs.get(call.name))
 
     return Server(
         name or agent.name,
         version=_version(),
-        instructions=instructions,
+        instructions=instructions if instructions is not None else extras.instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         get_tool_input_schema=schemas.get,
+        **_resource_handlers(extras.resources),
+        **_prompt_handlers(extras.prompts),
     )
+
+
+def _resource_handlers(resources: tuple[Resource, ...]) -> dict[str, Any]:
+    """The SDK handlers for ``resources``: none (no capability) when there are none."""
+    if not resources:
+        return {}
+    ordered = sorted(resources, key=lambda r: r.is_template)  # a static URI wins over a template
+    static = [r.listed() for r in resources if not r.is_template]
+    templates = [r.listed_template() for r in resources if r.is_template]
+
+    async def list_resources(ctx: Any, params: Any) -> mcp_types.ListResourcesResult:
+        return mcp_types.ListResourcesResult(resources=static)
+
+    async def list_templates(ctx: Any, params: Any) -> mcp_types.ListResourceTemplatesResult:
+        return mcp_types.ListResourceTemplatesResult(resource_templates=templates)
+
+    async def read_resource(
+        ctx: Any, params: mcp_types.ReadResourceRequestParams
+    ) -> mcp_types.ReadResourceResult:
+        uri = str(params.uri)
+        for declared in ordered:
+            values = declared.match(uri)
+            if values is not None:
+                return await declared.read(uri, values)
+        raise MCPError(mcp_types.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+
+    return {
+        "on_list_resources": list_resources,
+        "on_list_resource_templates": list_templates,
+        "on_read_resource": read_resource,
+    }
+
+
+def _prompt_handlers(prompts: tuple[Prompt, ...]) -> dict[str, Any]:
+    """The SDK handlers for ``prompts``: none (no capability) when there are none."""
+    if not prompts:
+        return {}
+    by_name = {p.name: p for p in prompts}
+    listed = mcp_types.ListPromptsResult(prompts=[p.listed() for p in prompts])
+
+    async def list_prompts(ctx: Any, params: Any) -> mcp_types.ListPromptsResult:
+        return listed
+
+    async def get_prompt(
+        ctx: Any, params: mcp_types.GetPromptRequestParams
+    ) -> mcp_types.GetPromptResult:
+        found = by_name.get(params.name)
+        if found is None:
+            known = ", ".join(sorted(by_name))
+            raise MCPError(
+                mcp_types.INVALID_PARAMS, f"Unknown prompt {params.name!r}; the prompts: {known}"
+            )
+        return await found.get(dict(params.arguments or {}))
+
+    return {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
 
 
 def _trace_carrier(ctx: Any) -> dict[str, str] | None:
@@ -223,7 +336,7 @@ def _caller_trace(ctx: Any) -> contextlib.AbstractContextManager[None]:
 
 
 def mcp_http_app(
-    agent: Promptable,
+    agent: Promptable | MCPServer,
     *,
     host: str = "127.0.0.1",
     port: int | None = None,
@@ -288,7 +401,7 @@ def mcp_http_app(
 
 
 async def serve_mcp(
-    agent: Promptable,
+    agent: Promptable | MCPServer,
     *,
     transport: Literal["stdio", "http"] = "stdio",
     host: str = "127.0.0.1",

@@ -1,0 +1,287 @@
+"""Resources and prompts declared with daimon's decorators, read through the official SDK client."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from daimon import Message
+from daimon.core.errors import BuilderError
+from daimon.core.messages import ImagePart
+from daimon.mcp import (
+    MCPEmbeddedResource,
+    MCPImage,
+    MCPResourceLink,
+    MCPServer,
+    Prompt,
+    Resource,
+    mcp_http_app,
+    prompt,
+    resource,
+)
+from mcp import Client
+
+from .conftest import Probe, make_agent, serving
+
+PNG = b"\x89PNG\r\n\x1a\n-not-really"
+
+
+@resource("docs://readme", mime_type="text/markdown")
+def readme() -> str:
+    """The project's readme."""
+    return "# Hello"
+
+
+@resource("docs://logo", mime_type="image/png")
+async def logo() -> bytes:
+    """The logo."""
+    return PNG
+
+
+@resource("users://{user_id}/profile/{field}", mime_type="application/json")
+def profile(user_id: str, field: str) -> str:
+    """One field of a user's profile."""
+    return json.dumps({"user": user_id, "field": field})
+
+
+@resource("docs://broken")
+def broken() -> str:
+    """Always fails."""
+    raise OSError("disk on fire")
+
+
+@resource("docs://wrong-type")
+def wrong_type() -> Any:
+    """Returns neither text nor bytes."""
+    return 42
+
+
+@prompt
+def review(code: str, language: str = "python") -> str:
+    """Review a piece of code.
+
+    Args:
+        code: The code to review.
+        language: Its language.
+    """
+    return f"Review this {language} code:\n{code}"
+
+
+@prompt(name="describe", description="Describe a picture.")
+async def describe_picture() -> list[Any]:
+    return [
+        MCPImage(data=PNG),
+        MCPEmbeddedResource(uri="docs://readme", mime_type="text/markdown", text="# Hello"),
+        MCPResourceLink(uri="docs://logo", name="logo"),
+        Message.assistant("I see a logo."),
+        Message.user([ImagePart(data=PNG, media_type="image/png")]),
+        "What else?",
+    ]
+
+
+@prompt
+def failing() -> str:
+    """Always fails."""
+    raise ValueError("no prompt today")
+
+
+def _server() -> MCPServer:
+    return MCPServer(
+        make_agent(Probe()),
+        resources=[readme, logo, profile, broken, wrong_type],
+        prompts=[review, describe_picture, failing],
+        instructions="Docs and reviews.",
+    )
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_resources_are_listed_and_read(protocol: str) -> None:
+    app = mcp_http_app(_server(), expose_agent=False)
+    async with serving(app) as base, Client(f"{base}/mcp", mode=protocol) as client:
+        listed = {r.uri: r for r in (await client.list_resources()).resources}
+        assert sorted(listed) == [
+            "docs://broken",
+            "docs://logo",
+            "docs://readme",
+            "docs://wrong-type",
+        ]
+        assert (listed["docs://readme"].name, listed["docs://readme"].description) == (
+            "readme",
+            "The project's readme.",
+        )
+        (template,) = (await client.list_resource_templates()).resource_templates
+        assert (template.uri_template, template.mime_type) == (
+            "users://{user_id}/profile/{field}",
+            "application/json",
+        )
+
+        (text,) = (await client.read_resource("docs://readme")).contents
+        assert (text.uri, text.mime_type, text.text) == (
+            "docs://readme",
+            "text/markdown",
+            "# Hello",
+        )
+        (blob,) = (await client.read_resource("docs://logo")).contents
+        assert (blob.mime_type, base64.b64decode(blob.blob)) == ("image/png", PNG)
+        (filled,) = (await client.read_resource("users://42/profile/email")).contents
+        assert filled.uri == "users://42/profile/email"
+        assert json.loads(filled.text) == {"user": "42", "field": "email"}
+
+
+async def test_bad_resource_reads_are_json_rpc_errors_and_the_server_keeps_serving() -> None:
+    app = mcp_http_app(_server(), expose_agent=False)
+    async with serving(app) as base, Client(f"{base}/mcp", mode="legacy") as client:
+        with pytest.raises(MCPError, match="Resource not found: docs://nothing") as unknown:
+            await client.read_resource("docs://nothing")
+        assert unknown.value.code == -32602
+        with pytest.raises(MCPError, match="Resource not found"):  # a template needs each part
+            await client.read_resource("users://42/profile")
+        with pytest.raises(MCPError, match="reading docs://broken failed: OSError: disk on fire"):
+            await client.read_resource("docs://broken")
+        with pytest.raises(MCPError, match="returned a int, not str or bytes"):
+            await client.read_resource("docs://wrong-type")
+        (text,) = (await client.read_resource("docs://readme")).contents
+        assert text.text == "# Hello"
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_prompts_are_listed_and_rendered(protocol: str) -> None:
+    app = mcp_http_app(_server(), expose_agent=False)
+    async with serving(app) as base, Client(f"{base}/mcp", mode=protocol) as client:
+        assert client.instructions == "Docs and reviews."
+        listed = {p.name: p for p in (await client.list_prompts()).prompts}
+        assert sorted(listed) == ["describe", "failing", "review"]
+        assert listed["review"].description == "Review a piece of code."
+        arguments = [(a.name, a.description, a.required) for a in listed["review"].arguments or ()]
+        assert arguments == [
+            ("code", "The code to review.", True),
+            ("language", "Its language.", False),
+        ]
+        assert listed["describe"].description == "Describe a picture."
+
+        got = await client.get_prompt("review", {"code": "x = 1"})
+        (message,) = got.messages
+        assert (message.role, message.content.text) == ("user", "Review this python code:\nx = 1")
+        got = await client.get_prompt("review", {"code": "fn main() {}", "language": "rust"})
+        assert "rust code" in got.messages[0].content.text
+
+        rich = (await client.get_prompt("describe")).messages
+        kinds = [(m.role, m.content.type) for m in rich]
+        assert kinds == [
+            ("user", "image"),
+            ("user", "resource"),
+            ("user", "resource_link"),
+            ("assistant", "text"),
+            ("user", "image"),
+            ("user", "text"),
+        ]
+        assert (
+            base64.b64decode(rich[0].content.data) == PNG
+            and rich[0].content.mime_type == "image/png"
+        )
+        assert rich[1].content.resource.text == "# Hello"
+        assert rich[2].content.uri == "docs://logo"
+
+
+async def test_bad_prompt_requests_are_json_rpc_errors() -> None:
+    app = mcp_http_app(_server(), expose_agent=False)
+    async with serving(app) as base, Client(f"{base}/mcp", mode="legacy") as client:
+        with pytest.raises(
+            MCPError, match="prompt 'review' needs the argument\\(s\\) code"
+        ) as missing:
+            await client.get_prompt("review", {"language": "go"})
+        assert missing.value.code == -32602
+        with pytest.raises(
+            MCPError, match="has no argument\\(s\\) colour; it takes code, language"
+        ):
+            await client.get_prompt("review", {"code": "x", "colour": "red"})
+        with pytest.raises(MCPError, match="Unknown prompt 'nothing'; the prompts: describe"):
+            await client.get_prompt("nothing")
+        with pytest.raises(MCPError, match="prompt 'failing' failed: ValueError: no prompt today"):
+            await client.get_prompt("failing")
+        assert (await client.get_prompt("review", {"code": "y"})).messages
+
+
+async def test_a_server_without_resources_or_prompts_declares_neither() -> None:
+    app = mcp_http_app(make_agent(Probe()), expose_agent=False)
+    async with serving(app) as base, Client(f"{base}/mcp", mode="legacy") as client:
+        capabilities = client.server_capabilities
+        assert capabilities.resources is None and capabilities.prompts is None
+        with pytest.raises(MCPError):
+            await client.list_resources()
+
+
+async def test_the_mcp_server_is_promptable_and_runs_its_agent() -> None:
+    server = _server()
+    assert server.name == "helper"
+    response = await server.prompt("what is 40 + 2?")
+    assert response.text == "the answer is 42"
+    events = [event async for event in server.prompt_stream("again")]
+    assert events[-1].response.text == "the answer is 42"
+
+
+# ------------------------------------------------------------------------------ declarations
+
+
+def test_resource_and_prompt_declarations() -> None:
+    assert isinstance(readme, Resource) and not readme.is_template
+    assert profile.is_template
+    assert profile.match("users://7/profile/name") == {"user_id": "7", "field": "name"}
+    assert profile.match("users://7/8/profile/name") is None
+    assert readme.match("docs://readme") == {} and readme.match("docs://readme2") is None
+    assert isinstance(review, Prompt)
+    assert [a.required for a in review.arguments] == [True, False]
+
+
+def test_a_template_must_name_the_functions_parameters() -> None:
+    with pytest.raises(BuilderError, match=r"placeholders \['id'\] must be the parameters"):
+
+        @resource("x://{id}")
+        def wrong(key: str) -> str:
+            return key
+
+    with pytest.raises(BuilderError, match=r"parameters of static\(\), which are \['extra'\]"):
+
+        @resource("x://static")
+        def static(extra: str) -> str:
+            return extra
+
+
+def test_a_prompt_takes_named_parameters_only() -> None:
+    with pytest.raises(BuilderError, match="args must be a named parameter"):
+
+        @prompt
+        def variadic(*args: str) -> str:
+            return ""
+
+
+def test_duplicate_uris_or_prompt_names_are_refused() -> None:
+    agent = make_agent(Probe())
+    with pytest.raises(BuilderError, match="resource URI 'docs://readme' is declared twice"):
+        MCPServer(agent, resources=[readme, readme])
+    with pytest.raises(BuilderError, match="prompt name 'review' is declared twice"):
+        MCPServer(agent, prompts=[review, prompt(name="review")(describe_picture.function)])
+
+
+def test_sync_functions_run_off_the_event_loop() -> None:
+    seen: list[bool] = []
+
+    @resource("x://where")
+    def where() -> str:
+        try:
+            asyncio.get_running_loop()
+            seen.append(True)
+        except RuntimeError:
+            seen.append(False)
+        return "here"
+
+    async def read() -> None:
+        await where.read("x://where", {})
+
+    asyncio.run(read())
+    assert seen == [False]
