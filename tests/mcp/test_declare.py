@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
+import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -29,6 +33,7 @@ from mcp import Client
 from .conftest import Probe, make_agent, serving
 
 PNG = b"\x89PNG\r\n\x1a\n-not-really"
+CONFORMANCE = Path(__file__).resolve().parent / "conformance"
 
 
 @resource("docs://readme", mime_type="text/markdown")
@@ -207,6 +212,50 @@ async def test_bad_prompt_requests_are_json_rpc_errors() -> None:
         assert (await client.get_prompt("review", {"code": "y"})).messages
 
 
+# resources/subscribe is the handshake era's (2025-11-25); 2026-07-28 has subscriptions/listen
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_subscribed_clients_are_told_of_updates_until_they_unsubscribe() -> None:
+    server = _server()
+    updated: list[str] = []
+    arrived = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ResourceUpdatedNotification):
+            updated.append(message.params.uri)
+            arrived.set()
+
+    app = mcp_http_app(server, expose_agent=False)
+    async with serving(app) as base:
+        await _subscribe_and_be_told(server, base, on_message, arrived)
+        assert updated == ["docs://readme"]
+        # the client has gone without unsubscribing its template instance: the subscription
+        # went with its connection
+        for _ in range(100):
+            if not server._subscribers:
+                break
+            await asyncio.sleep(0.05)
+        assert server._subscribers == {}
+        assert await server.notify_resource_updated("users://1/profile/name") == 0
+
+
+async def _subscribe_and_be_told(
+    server: MCPServer, base: str, on_message: Any, arrived: asyncio.Event
+) -> None:
+    async with Client(f"{base}/mcp", mode="legacy", message_handler=on_message) as client:
+        assert client.server_capabilities.resources.subscribe
+        assert await server.notify_resource_updated("docs://readme") == 0  # nobody subscribed
+        await client.subscribe_resource("docs://readme")
+        await client.subscribe_resource("users://1/profile/name")  # an instance of a template
+        with pytest.raises(MCPError, match="Resource not found: docs://nothing"):
+            await client.subscribe_resource("docs://nothing")
+        assert await server.notify_resource_updated("docs://readme") == 1
+        await asyncio.wait_for(arrived.wait(), 10)
+        await client.unsubscribe_resource("docs://readme")
+        assert await server.notify_resource_updated("docs://readme") == 0
+        assert await server.notify_resource_updated("users://1/profile/name") == 1
+        assert list(server._subscribers) == ["users://1/profile/name"]
+
+
 async def test_a_server_without_resources_or_prompts_declares_neither() -> None:
     app = mcp_http_app(make_agent(Probe()), expose_agent=False)
     async with serving(app) as base, Client(f"{base}/mcp", mode="legacy") as client:
@@ -285,3 +334,21 @@ def test_sync_functions_run_off_the_event_loop() -> None:
 
     asyncio.run(read())
     assert seen == [False]
+
+
+async def test_daimon_mcp_serve_serves_an_mcp_server_at_module_attr() -> None:
+    from mcp import StdioServerParameters
+
+    path = os.pathsep.join([str(CONFORMANCE), *sys.path])
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "daimon.cli", "mcp", "serve", "server_app:server"],
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    async with Client(params) as client:
+        (text,) = (await client.read_resource("test://static-text")).contents
+        assert text.text == "This is the content of the static text resource."
+        got = await client.get_prompt("test_prompt_with_arguments", {"arg1": "a", "arg2": "b"})
+        assert got.messages[0].content.text == "Prompt with arguments: arg1='a', arg2='b'"
+        (image,) = (await client.call_tool("test_image_content", {})).content
+        assert image.type == "image"

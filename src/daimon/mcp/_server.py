@@ -116,7 +116,7 @@ class MCPServer:
         BuilderError: Two resources share a URI, or two prompts a name.
     """
 
-    __slots__ = ("agent", "instructions", "prompts", "resources")
+    __slots__ = ("_subscribers", "agent", "instructions", "prompts", "resources")
 
     def __init__(
         self,
@@ -130,6 +130,9 @@ class MCPServer:
         self.resources = tuple(resources)
         self.prompts = tuple(prompts)
         self.instructions = instructions
+        # uri -> the subscribed connections, each with a session to send on; a connection
+        # that closes drops its subscriptions (see _subscribe)
+        self._subscribers: dict[str, dict[Any, Any]] = {}
         for what, keys in (
             ("resource URI", [r.uri for r in self.resources]),
             ("prompt name", [p.name for p in self.prompts]),
@@ -137,6 +140,38 @@ class MCPServer:
             twice = sorted({key for key in keys if keys.count(key) > 1})
             if twice:
                 raise BuilderError(f"MCPServer: the {what} {twice[0]!r} is declared twice")
+
+    async def notify_resource_updated(self, uri: str) -> int:
+        """Tell every client subscribed to ``uri`` that it changed; how many were told.
+
+        Clients subscribe with ``resources/subscribe`` (protocol 2025-11-25 and before) and are
+        sent ``notifications/resources/updated``; a client that has gone is skipped.
+        """
+        told = 0
+        subscribers = self._subscribers.get(uri)
+        for connection, session in list(subscribers.items() if subscribers else ()):
+            try:
+                await session.send_resource_updated(uri)
+            except Exception:  # a closed connection must not stop the others
+                subscribers.pop(connection, None)  # type: ignore[union-attr]
+                continue
+            told += 1
+        return told
+
+    def _subscribe(self, uri: str, session: Any) -> None:
+        connection = _connection(session)
+        subscribers = self._subscribers.setdefault(uri, {})
+        if connection not in subscribers:
+            # the SDK unwinds a connection's exit stack when it closes, however it closes
+            connection.exit_stack.callback(self._unsubscribe, uri, session)
+        subscribers[connection] = session
+
+    def _unsubscribe(self, uri: str, session: Any) -> None:
+        subscribers = self._subscribers.get(uri)
+        if subscribers is not None:
+            subscribers.pop(_connection(session), None)
+            if not subscribers:
+                del self._subscribers[uri]
 
     @property
     def name(self) -> str:
@@ -150,6 +185,17 @@ class MCPServer:
     def prompt_stream(self, input: Any, /, **options: Any) -> Any:
         """Run the agent, streaming (:meth:`Promptable.prompt_stream`)."""
         return self.agent.prompt_stream(input, **options)
+
+
+def _connection(session: Any) -> Any:
+    """The connection (``mcp.server.connection.Connection``) a request's session belongs to.
+
+    The SDK makes a session per request; a notification sent on any of them outside a request
+    goes on the connection's own stream, so one session per connection is kept. The SDK does
+    not expose a session's connection publicly (mcp 2.3), hence the private attribute; the
+    tests fail if it goes.
+    """
+    return session._connection
 
 
 def _exposed(agent: Promptable, *, expose_tools: bool, expose_agent: bool) -> ToolRegistry:
@@ -239,13 +285,14 @@ def create_mcp_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         get_tool_input_schema=schemas.get,
-        **_resource_handlers(extras.resources),
+        **_resource_handlers(extras),
         **_prompt_handlers(extras.prompts),
     )
 
 
-def _resource_handlers(resources: tuple[Resource, ...]) -> dict[str, Any]:
-    """The SDK handlers for ``resources``: none (no capability) when there are none."""
+def _resource_handlers(server: MCPServer) -> dict[str, Any]:
+    """The SDK handlers for the server's resources: none (no capability) when there are none."""
+    resources = server.resources
     if not resources:
         return {}
     ordered = sorted(resources, key=lambda r: r.is_template)  # a static URI wins over a template
@@ -258,20 +305,38 @@ def _resource_handlers(resources: tuple[Resource, ...]) -> dict[str, Any]:
     async def list_templates(ctx: Any, params: Any) -> mcp_types.ListResourceTemplatesResult:
         return mcp_types.ListResourceTemplatesResult(resource_templates=templates)
 
-    async def read_resource(
-        ctx: Any, params: mcp_types.ReadResourceRequestParams
-    ) -> mcp_types.ReadResourceResult:
-        uri = str(params.uri)
+    def find(uri: str) -> tuple[Resource, dict[str, str]]:
         for declared in ordered:
             values = declared.match(uri)
             if values is not None:
-                return await declared.read(uri, values)
+                return declared, values
         raise MCPError(mcp_types.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+
+    async def read_resource(
+        ctx: Any, params: mcp_types.ReadResourceRequestParams
+    ) -> mcp_types.ReadResourceResult:
+        declared, values = find(str(params.uri))
+        return await declared.read(str(params.uri), values)
+
+    async def subscribe(
+        ctx: Any, params: mcp_types.SubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        find(str(params.uri))  # only a resource the server has
+        server._subscribe(str(params.uri), ctx.session)
+        return mcp_types.EmptyResult()
+
+    async def unsubscribe(
+        ctx: Any, params: mcp_types.UnsubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        server._unsubscribe(str(params.uri), ctx.session)
+        return mcp_types.EmptyResult()
 
     return {
         "on_list_resources": list_resources,
         "on_list_resource_templates": list_templates,
         "on_read_resource": read_resource,
+        "on_subscribe_resource": subscribe,
+        "on_unsubscribe_resource": unsubscribe,
     }
 
 
