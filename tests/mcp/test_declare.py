@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types
 import pytest
@@ -49,7 +49,7 @@ async def logo() -> bytes:
 
 
 @resource("users://{user_id}/profile/{field}", mime_type="application/json")
-def profile(user_id: str, field: str) -> str:
+def profile(user_id: str, field: Literal["name", "email", "nickname"]) -> str:
     """One field of a user's profile."""
     return json.dumps({"user": user_id, "field": field})
 
@@ -67,7 +67,7 @@ def wrong_type() -> Any:
 
 
 @prompt
-def review(code: str, language: str = "python") -> str:
+def review(code: str, language: Literal["python", "rust", "go"] = "python") -> str:
     """Review a piece of code.
 
     Args:
@@ -146,6 +146,8 @@ async def test_bad_resource_reads_are_json_rpc_errors_and_the_server_keeps_servi
         assert unknown.value.code == -32602
         with pytest.raises(MCPError, match="Resource not found"):  # a template needs each part
             await client.read_resource("users://42/profile")
+        with pytest.raises(MCPError, match="Resource not found"):  # not one of the Literal's
+            await client.read_resource("users://42/profile/password")
         with pytest.raises(MCPError, match="reading docs://broken failed: OSError: disk on fire"):
             await client.read_resource("docs://broken")
         with pytest.raises(MCPError, match="returned a int, not str or bytes"):
@@ -205,6 +207,8 @@ async def test_bad_prompt_requests_are_json_rpc_errors() -> None:
             MCPError, match="has no argument\\(s\\) colour; it takes code, language"
         ):
             await client.get_prompt("review", {"code": "x", "colour": "red"})
+        with pytest.raises(MCPError, match="language must be one of python, rust, go, not 'cobol'"):
+            await client.get_prompt("review", {"code": "x", "language": "cobol"})
         with pytest.raises(MCPError, match="Unknown prompt 'nothing'; the prompts: describe"):
             await client.get_prompt("nothing")
         with pytest.raises(MCPError, match="prompt 'failing' failed: ValueError: no prompt today"):
@@ -256,11 +260,37 @@ async def _subscribe_and_be_told(
         assert list(server._subscribers) == ["users://1/profile/name"]
 
 
+async def test_literal_arguments_and_placeholders_are_completed() -> None:
+    app = mcp_http_app(_server(), expose_agent=False)
+    async with serving(app) as base, Client(f"{base}/mcp", mode="legacy") as client:
+        assert client.server_capabilities.completions is not None
+        review_ref = mcp_types.PromptReference(name="review")
+        got = await client.complete(review_ref, {"name": "language", "value": ""})
+        assert got.completion.values == ["python", "rust", "go"]
+        got = await client.complete(review_ref, {"name": "language", "value": "r"})
+        assert (got.completion.values, got.completion.total) == (["rust"], 1)
+        got = await client.complete(review_ref, {"name": "code", "value": "x"})
+        assert got.completion.values == []  # a free-text argument has no completions
+        template = mcp_types.ResourceTemplateReference(uri="users://{user_id}/profile/{field}")
+        got = await client.complete(template, {"name": "field", "value": "n"})
+        assert got.completion.values == ["name", "nickname"]
+        with pytest.raises(MCPError, match="prompt 'review' has no argument 'colour'"):
+            await client.complete(review_ref, {"name": "colour", "value": ""})
+        with pytest.raises(MCPError, match="Unknown prompt 'nothing'"):
+            await client.complete(
+                mcp_types.PromptReference(name="nothing"), {"name": "a", "value": ""}
+            )
+        unknown = mcp_types.ResourceTemplateReference(uri="docs://readme")  # not a template
+        with pytest.raises(MCPError, match="Unknown resource template 'docs://readme'"):
+            await client.complete(unknown, {"name": "a", "value": ""})
+
+
 async def test_a_server_without_resources_or_prompts_declares_neither() -> None:
     app = mcp_http_app(make_agent(Probe()), expose_agent=False)
     async with serving(app) as base, Client(f"{base}/mcp", mode="legacy") as client:
         capabilities = client.server_capabilities
         assert capabilities.resources is None and capabilities.prompts is None
+        assert capabilities.completions is None
         with pytest.raises(MCPError):
             await client.list_resources()
 

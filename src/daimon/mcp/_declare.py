@@ -16,8 +16,9 @@ import base64
 import functools
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, overload
 
 import anyio.to_thread
@@ -48,6 +49,34 @@ async def _call(function: Callable[..., Any], arguments: Mapping[str, Any]) -> A
     return await anyio.to_thread.run_sync(functools.partial(function, **arguments))
 
 
+def _choices(function: Callable[..., Any]) -> dict[str, tuple[str, ...]]:
+    """Each parameter annotated ``Literal["a", "b", ...]`` (strings), with its values."""
+    try:
+        params = inspect.signature(function, eval_str=True).parameters.values()
+    except (NameError, TypeError):  # an annotation that does not resolve: no choices
+        return {}
+    found: dict[str, tuple[str, ...]] = {}
+    for param in params:
+        if typing.get_origin(param.annotation) is Literal:
+            values = typing.get_args(param.annotation)
+            if all(isinstance(v, str) for v in values):
+                found[param.name] = values
+    return found
+
+
+def _complete(
+    choices: Mapping[str, tuple[str, ...]],
+    names: Iterable[str],
+    what: str,
+    argument: str,
+    prefix: str,
+) -> list[str]:
+    """The choices of ``argument`` starting with ``prefix`` (at most 100, as MCP allows)."""
+    if argument not in names:
+        raise MCPError(mcp_types.INVALID_PARAMS, f"{what} has no argument {argument!r}")
+    return [value for value in choices.get(argument, ()) if value.startswith(prefix)][:100]
+
+
 def _failed(what: str, exc: Exception) -> MCPError:
     return MCPError(mcp_types.INTERNAL_ERROR, f"{what} failed: {type(exc).__name__}: {exc}")
 
@@ -64,6 +93,13 @@ class Resource:
     name: str
     description: str | None = None
     mime_type: str | None = None
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The values of each placeholder annotated ``Literal[...]``, offered as completions."""
+
+    def complete(self, argument: str, prefix: str) -> list[str]:
+        """Completions for a placeholder (``completion/complete``)."""
+        names = _PLACEHOLDER.findall(self.uri)
+        return _complete(self.choices, names, f"resource template {self.uri!r}", argument, prefix)
 
     @property
     def is_template(self) -> bool:
@@ -81,7 +117,11 @@ class Resource:
             position = found.end()
         pattern.append(re.escape(self.uri[position:]))
         matched = re.fullmatch("".join(pattern), uri)
-        return matched.groupdict() if matched else None
+        if matched is None:
+            return None
+        values = matched.groupdict()
+        allowed = all(values[key] in choices for key, choices in self.choices.items())
+        return values if allowed else None  # a Literal placeholder matches its values only
 
     async def read(self, uri: str, values: Mapping[str, str]) -> mcp_types.ReadResourceResult:
         """Call the function; its text or bytes as the resource's contents."""
@@ -151,6 +191,7 @@ def resource(
             name=name or function.__name__,
             description=description if description is not None else doc,
             mime_type=mime_type,
+            choices=_choices(function),
         )
 
     return declare
@@ -169,6 +210,13 @@ class Prompt:
     name: str
     description: str | None
     arguments: tuple[mcp_types.PromptArgument, ...]
+    choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The values of each argument annotated ``Literal[...]``: completions, and all it accepts."""
+
+    def complete(self, argument: str, prefix: str) -> list[str]:
+        """Completions for an argument (``completion/complete``)."""
+        names = [a.name for a in self.arguments]
+        return _complete(self.choices, names, f"prompt {self.name!r}", argument, prefix)
 
     def listed(self) -> mcp_types.Prompt:
         """As ``prompts/list`` shows it."""
@@ -185,6 +233,13 @@ class Prompt:
                 mcp_types.INVALID_PARAMS,
                 f"prompt {self.name!r} needs the argument(s) {', '.join(missing)}",
             )
+        for key, allowed in self.choices.items():
+            if key in arguments and arguments[key] not in allowed:
+                raise MCPError(
+                    mcp_types.INVALID_PARAMS,
+                    f"prompt {self.name!r}: {key} must be one of {', '.join(allowed)}, "
+                    f"not {arguments[key]!r}",
+                )
         unknown = sorted(set(arguments) - known)
         if unknown:
             raise MCPError(
@@ -261,6 +316,7 @@ def prompt(
             name=name or fn.__name__,
             description=description if description is not None else (doc.description or None),
             arguments=tuple(arguments),
+            choices=_choices(fn),
         )
 
     return declare if function is None else declare(function)

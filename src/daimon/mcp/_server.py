@@ -287,6 +287,7 @@ def create_mcp_server(
         get_tool_input_schema=schemas.get,
         **_resource_handlers(extras),
         **_prompt_handlers(extras.prompts),
+        **_completion_handler(extras),
     )
 
 
@@ -338,6 +339,33 @@ def _resource_handlers(server: MCPServer) -> dict[str, Any]:
         "on_subscribe_resource": subscribe,
         "on_unsubscribe_resource": unsubscribe,
     }
+
+
+def _completion_handler(server: MCPServer) -> dict[str, Any]:
+    """``completion/complete`` for prompt arguments and template placeholders (``Literal``)."""
+    prompts = {p.name: p for p in server.prompts}
+    templates = {r.uri: r for r in server.resources if r.is_template}
+    if not prompts and not templates:
+        return {}
+
+    async def complete(
+        ctx: Any, params: mcp_types.CompleteRequestParams
+    ) -> mcp_types.CompleteResult:
+        ref = params.ref
+        if isinstance(ref, mcp_types.PromptReference):
+            found: Prompt | Resource | None = prompts.get(ref.name)
+            missing = f"Unknown prompt {ref.name!r}"
+        else:
+            found = templates.get(ref.uri)
+            missing = f"Unknown resource template {ref.uri!r}"
+        if found is None:
+            raise MCPError(mcp_types.INVALID_PARAMS, missing)
+        values = found.complete(params.argument.name, params.argument.value)
+        return mcp_types.CompleteResult(
+            completion=mcp_types.Completion(values=values, total=len(values), has_more=False)
+        )
+
+    return {"on_completion": complete}
 
 
 def _prompt_handlers(prompts: tuple[Prompt, ...]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ stdout once it accepts requests, and stops when its stdin closes (so it never ou
 that started it). The server scenarios of ``@modelcontextprotocol/conformance`` call tools,
 resources and prompts by fixed names (``test_simple_text``, ``test://static-text``, ...); each
 is written here the way a daimon user would write it today. Where daimon has no way to express
-what a scenario asks for (logging, progress, elicitation, completions, ...),
+what a scenario asks for (logging, progress, sampling, elicitation, ...),
 the tool does the nearest thing daimon can and the scenario fails: ``baseline.yml`` lists
 those scenarios and what daimon lacks for each, so this file and the baseline change together
 as daimon's MCP server grows.
@@ -255,7 +255,8 @@ PROMPTS = [
     test_prompt_with_embedded_resource,
     test_prompt_with_image,
 ]
-# Not expressible in daimon today, so not here: completions.
+# Completions: prompt arguments and template placeholders annotated Literal[...] are completed;
+# the suite completes test_prompt_with_arguments's free-text arg1 (no values).
 
 
 def _no_model(request: ChatRequest) -> ChatResponse:
