@@ -1,5 +1,9 @@
 """Serving an agent over MCP: its tools, and the agent itself as an ``ask_<name>`` tool.
 
+An :class:`~daimon.mcp.MCPServer` adds resources, prompts and completions
+(:mod:`daimon.mcp._served`); tools may return rich content and typed results
+(:mod:`daimon.mcp._convert`).
+
 Over streamable HTTP the server is closed by default:
 
 * it binds 127.0.0.1 unless told otherwise, and refuses to start on any other address without
@@ -43,7 +47,6 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -63,11 +66,11 @@ from daimon.core.messages import ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.tools import ToolOutput
 from daimon.mcp._convert import call_tool_result, mcp_tool, output_schema
-from daimon.mcp._declare import Prompt, Resource
+from daimon.mcp._served import MCPServer, extra_handlers
 from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
 from daimon.tools import EndRun, RunContext, Tool, ToolRegistry
 
-__all__ = ("MCPServer", "create_mcp_server", "mcp_http_app", "serve_mcp")
+__all__ = ("create_mcp_server", "mcp_http_app", "serve_mcp")
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _TRACE_KEYS = ("traceparent", "tracestate", "baggage")  # SEP-414: W3C names, in _meta
@@ -103,99 +106,6 @@ class _AskAgent:
 
 def _jsonable(value: Any) -> Any:
     return value if isinstance(value, dict) else None
-
-
-class MCPServer:
-    """An agent (any promptable) with the resources and prompts its MCP server offers too.
-
-    It is promptable itself (it runs the agent), so everything that serves an agent serves it:
-    :func:`serve_mcp`, :func:`mcp_http_app`, :func:`create_mcp_server` and
-    ``daimon mcp serve module:attr``.
-
-    Raises:
-        BuilderError: Two resources share a URI, or two prompts a name.
-    """
-
-    __slots__ = ("_subscribers", "agent", "instructions", "prompts", "resources")
-
-    def __init__(
-        self,
-        agent: Promptable,
-        *,
-        resources: Iterable[Resource] = (),
-        prompts: Iterable[Prompt] = (),
-        instructions: str | None = None,
-    ) -> None:
-        self.agent = agent
-        self.resources = tuple(resources)
-        self.prompts = tuple(prompts)
-        self.instructions = instructions
-        # uri -> the subscribed connections, each with a session to send on; a connection
-        # that closes drops its subscriptions (see _subscribe)
-        self._subscribers: dict[str, dict[Any, Any]] = {}
-        for what, keys in (
-            ("resource URI", [r.uri for r in self.resources]),
-            ("prompt name", [p.name for p in self.prompts]),
-        ):
-            twice = sorted({key for key in keys if keys.count(key) > 1})
-            if twice:
-                raise BuilderError(f"MCPServer: the {what} {twice[0]!r} is declared twice")
-
-    async def notify_resource_updated(self, uri: str) -> int:
-        """Tell every client subscribed to ``uri`` that it changed; how many were told.
-
-        Clients subscribe with ``resources/subscribe`` (protocol 2025-11-25 and before) and are
-        sent ``notifications/resources/updated``; a client that has gone is skipped.
-        """
-        told = 0
-        subscribers = self._subscribers.get(uri)
-        for connection, session in list(subscribers.items() if subscribers else ()):
-            try:
-                await session.send_resource_updated(uri)
-            except Exception:  # a closed connection must not stop the others
-                subscribers.pop(connection, None)  # type: ignore[union-attr]
-                continue
-            told += 1
-        return told
-
-    def _subscribe(self, uri: str, session: Any) -> None:
-        connection = _connection(session)
-        subscribers = self._subscribers.setdefault(uri, {})
-        if connection not in subscribers:
-            # the SDK unwinds a connection's exit stack when it closes, however it closes
-            connection.exit_stack.callback(self._unsubscribe, uri, session)
-        subscribers[connection] = session
-
-    def _unsubscribe(self, uri: str, session: Any) -> None:
-        subscribers = self._subscribers.get(uri)
-        if subscribers is not None:
-            subscribers.pop(_connection(session), None)
-            if not subscribers:
-                del self._subscribers[uri]
-
-    @property
-    def name(self) -> str:
-        """The agent's name."""
-        return self.agent.name
-
-    def prompt(self, input: Any, /, **options: Any) -> Any:
-        """Run the agent (:meth:`Promptable.prompt`)."""
-        return self.agent.prompt(input, **options)
-
-    def prompt_stream(self, input: Any, /, **options: Any) -> Any:
-        """Run the agent, streaming (:meth:`Promptable.prompt_stream`)."""
-        return self.agent.prompt_stream(input, **options)
-
-
-def _connection(session: Any) -> Any:
-    """The connection (``mcp.server.connection.Connection``) a request's session belongs to.
-
-    The SDK makes a session per request; a notification sent on any of them outside a request
-    goes on the connection's own stream, so one session per connection is kept. The SDK does
-    not expose a session's connection publicly (mcp 2.3), hence the private attribute; the
-    tests fail if it goes.
-    """
-    return session._connection
 
 
 def _exposed(agent: Promptable, *, expose_tools: bool, expose_agent: bool) -> ToolRegistry:
@@ -285,111 +195,8 @@ def create_mcp_server(
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         get_tool_input_schema=schemas.get,
-        **_resource_handlers(extras),
-        **_prompt_handlers(extras.prompts),
-        **_completion_handler(extras),
+        **extra_handlers(extras),
     )
-
-
-def _resource_handlers(server: MCPServer) -> dict[str, Any]:
-    """The SDK handlers for the server's resources: none (no capability) when there are none."""
-    resources = server.resources
-    if not resources:
-        return {}
-    ordered = sorted(resources, key=lambda r: r.is_template)  # a static URI wins over a template
-    static = [r.listed() for r in resources if not r.is_template]
-    templates = [r.listed_template() for r in resources if r.is_template]
-
-    async def list_resources(ctx: Any, params: Any) -> mcp_types.ListResourcesResult:
-        return mcp_types.ListResourcesResult(resources=static)
-
-    async def list_templates(ctx: Any, params: Any) -> mcp_types.ListResourceTemplatesResult:
-        return mcp_types.ListResourceTemplatesResult(resource_templates=templates)
-
-    def find(uri: str) -> tuple[Resource, dict[str, str]]:
-        for declared in ordered:
-            values = declared.match(uri)
-            if values is not None:
-                return declared, values
-        raise MCPError(mcp_types.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
-
-    async def read_resource(
-        ctx: Any, params: mcp_types.ReadResourceRequestParams
-    ) -> mcp_types.ReadResourceResult:
-        declared, values = find(str(params.uri))
-        return await declared.read(str(params.uri), values)
-
-    async def subscribe(
-        ctx: Any, params: mcp_types.SubscribeRequestParams
-    ) -> mcp_types.EmptyResult:
-        find(str(params.uri))  # only a resource the server has
-        server._subscribe(str(params.uri), ctx.session)
-        return mcp_types.EmptyResult()
-
-    async def unsubscribe(
-        ctx: Any, params: mcp_types.UnsubscribeRequestParams
-    ) -> mcp_types.EmptyResult:
-        server._unsubscribe(str(params.uri), ctx.session)
-        return mcp_types.EmptyResult()
-
-    return {
-        "on_list_resources": list_resources,
-        "on_list_resource_templates": list_templates,
-        "on_read_resource": read_resource,
-        "on_subscribe_resource": subscribe,
-        "on_unsubscribe_resource": unsubscribe,
-    }
-
-
-def _completion_handler(server: MCPServer) -> dict[str, Any]:
-    """``completion/complete`` for prompt arguments and template placeholders (``Literal``)."""
-    prompts = {p.name: p for p in server.prompts}
-    templates = {r.uri: r for r in server.resources if r.is_template}
-    if not prompts and not templates:
-        return {}
-
-    async def complete(
-        ctx: Any, params: mcp_types.CompleteRequestParams
-    ) -> mcp_types.CompleteResult:
-        ref = params.ref
-        if isinstance(ref, mcp_types.PromptReference):
-            found: Prompt | Resource | None = prompts.get(ref.name)
-            missing = f"Unknown prompt {ref.name!r}"
-        else:
-            found = templates.get(ref.uri)
-            missing = f"Unknown resource template {ref.uri!r}"
-        if found is None:
-            raise MCPError(mcp_types.INVALID_PARAMS, missing)
-        values = found.complete(params.argument.name, params.argument.value)
-        return mcp_types.CompleteResult(
-            completion=mcp_types.Completion(values=values, total=len(values), has_more=False)
-        )
-
-    return {"on_completion": complete}
-
-
-def _prompt_handlers(prompts: tuple[Prompt, ...]) -> dict[str, Any]:
-    """The SDK handlers for ``prompts``: none (no capability) when there are none."""
-    if not prompts:
-        return {}
-    by_name = {p.name: p for p in prompts}
-    listed = mcp_types.ListPromptsResult(prompts=[p.listed() for p in prompts])
-
-    async def list_prompts(ctx: Any, params: Any) -> mcp_types.ListPromptsResult:
-        return listed
-
-    async def get_prompt(
-        ctx: Any, params: mcp_types.GetPromptRequestParams
-    ) -> mcp_types.GetPromptResult:
-        found = by_name.get(params.name)
-        if found is None:
-            known = ", ".join(sorted(by_name))
-            raise MCPError(
-                mcp_types.INVALID_PARAMS, f"Unknown prompt {params.name!r}; the prompts: {known}"
-            )
-        return await found.get(dict(params.arguments or {}))
-
-    return {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
 
 
 def _trace_carrier(ctx: Any) -> dict[str, str] | None:
