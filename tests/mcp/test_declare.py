@@ -295,6 +295,23 @@ async def test_a_server_without_resources_or_prompts_declares_neither() -> None:
             await client.list_resources()
 
 
+async def test_tools_alone_are_served_without_an_agent() -> None:
+    agent_tools = list(make_agent(Probe()).tools)
+    server = MCPServer(agent_tools, name="toolbox", resources=[readme])
+    assert server.agent is None and server.name == "toolbox"
+    async with serving(mcp_http_app(server)) as base, Client(f"{base}/mcp") as client:
+        assert client.server_info is not None and client.server_info.name == "toolbox"
+        names = sorted(t.name for t in (await client.list_tools()).tools)
+        assert names == ["add", "explode", "wait"]  # no ask_ tool, no tool needing approval
+        assert (await client.call_tool("add", {"a": 1, "b": 2})).structured_content == {"result": 3}
+        (text,) = (await client.read_resource("docs://readme")).contents
+        assert text.text == "# Hello"
+    with pytest.raises(BuilderError, match="serves tools only: no agent to prompt"):
+        await server.prompt("hello")
+    with pytest.raises(BuilderError, match="give the server a name="):
+        MCPServer(agent_tools)
+
+
 async def test_the_mcp_server_is_promptable_and_runs_its_agent() -> None:
     server = _server()
     assert server.name == "helper"

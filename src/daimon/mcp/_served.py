@@ -19,32 +19,42 @@ from mcp.shared.exceptions import MCPError
 from daimon.core.errors import BuilderError
 from daimon.core.protocols import Promptable
 from daimon.mcp._declare import Prompt, Resource
+from daimon.tools import Tool
 
 __all__ = ("MCPServer", "extra_handlers")
 
 
 class MCPServer:
-    """An agent (any promptable) with the resources and prompts its MCP server offers too.
+    """An agent (any promptable), or tools alone, with the resources and prompts to offer too.
 
     It is promptable itself (it runs the agent), so everything that serves an agent serves it:
     :func:`serve_mcp`, :func:`mcp_http_app`, :func:`create_mcp_server` and
-    ``daimon mcp serve module:attr``.
+    ``daimon mcp serve module:attr``. Given tools instead of an agent, it serves those tools
+    (no ``ask_`` tool) and cannot be prompted.
 
     Raises:
-        BuilderError: Two resources share a URI, or two prompts a name.
+        BuilderError: Two resources share a URI, or two prompts a name; tools without a name.
     """
 
-    __slots__ = ("_subscribers", "agent", "instructions", "prompts", "resources")
+    __slots__ = ("_name", "_subscribers", "agent", "instructions", "prompts", "resources", "tools")
 
     def __init__(
         self,
-        agent: Promptable,
+        agent_or_tools: Promptable | Iterable[Tool],
         *,
+        name: str | None = None,
         resources: Iterable[Resource] = (),
         prompts: Iterable[Prompt] = (),
         instructions: str | None = None,
     ) -> None:
-        self.agent = agent
+        if isinstance(agent_or_tools, Promptable):
+            self.agent: Promptable | None = agent_or_tools
+            self.tools: tuple[Tool, ...] = ()
+        else:
+            self.agent, self.tools = None, tuple(agent_or_tools)
+            if not name:
+                raise BuilderError("MCPServer(tools): give the server a name= (no agent names it)")
+        self._name = name
         self.resources = tuple(resources)
         self.prompts = tuple(prompts)
         self.instructions = instructions
@@ -93,16 +103,21 @@ class MCPServer:
 
     @property
     def name(self) -> str:
-        """The agent's name."""
-        return self.agent.name
+        """The server's name: ``name``, else the agent's."""
+        return self._name or self._the_agent().name
 
     def prompt(self, input: Any, /, **options: Any) -> Any:
         """Run the agent (:meth:`Promptable.prompt`)."""
-        return self.agent.prompt(input, **options)
+        return self._the_agent().prompt(input, **options)
 
     def prompt_stream(self, input: Any, /, **options: Any) -> Any:
         """Run the agent, streaming (:meth:`Promptable.prompt_stream`)."""
-        return self.agent.prompt_stream(input, **options)
+        return self._the_agent().prompt_stream(input, **options)
+
+    def _the_agent(self) -> Promptable:
+        if self.agent is None:
+            raise BuilderError(f"MCPServer {self._name!r} serves tools only: no agent to prompt")
+        return self.agent
 
 
 def _connection(session: Any) -> Any:

@@ -108,13 +108,14 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, dict) else None
 
 
-def _exposed(agent: Promptable, *, expose_tools: bool, expose_agent: bool) -> ToolRegistry:
+def _exposed(served: MCPServer, *, expose_tools: bool, expose_agent: bool) -> ToolRegistry:
+    agent = served.agent
+    own = served.tools if agent is None else getattr(agent, "tools", None)
     tools: list[Tool] = []
-    own = getattr(agent, "tools", None)
-    if expose_tools and isinstance(own, ToolRegistry):  # an agent's; a team or flow has none
+    if expose_tools and isinstance(own, ToolRegistry | tuple):  # a team or flow has none
         # A tool that needs a person's approval is never handed to a remote caller.
         tools.extend(t for t in own if not getattr(t, "requires_approval", False))
-    if expose_agent:
+    if expose_agent and agent is not None:
         tools.append(_AskAgent(agent))
     return ToolRegistry(tools)
 
@@ -149,8 +150,7 @@ def create_mcp_server(
         DuplicateToolError: The agent has a tool called ``ask_<agent name>`` itself.
     """
     extras = agent if isinstance(agent, MCPServer) else MCPServer(agent)
-    agent = extras.agent
-    registry = _exposed(agent, expose_tools=expose_tools, expose_agent=expose_agent)
+    registry = _exposed(extras, expose_tools=expose_tools, expose_agent=expose_agent)
     outputs = {t.name: output_schema(t) for t in registry}
     listed = mcp_types.ListToolsResult(
         tools=[mcp_tool(spec, outputs.get(spec.name)) for spec in registry.specs]
@@ -189,7 +189,7 @@ def create_mcp_server(
         return call_tool_result(output, outputs.get(call.name))
 
     return Server(
-        name or agent.name,
+        name or extras.name,
         version=_version(),
         instructions=instructions if instructions is not None else extras.instructions,
         on_list_tools=list_tools,

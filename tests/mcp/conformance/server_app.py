@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from daimon import Agent, ChatRequest, ChatResponse, ToolOutput, tool
+from daimon import ToolOutput, tool
 from daimon.mcp import (
     MCPAudio,
     MCPContent,
@@ -33,7 +33,6 @@ from daimon.mcp import (
     prompt,
     resource,
 )
-from daimon.models import FunctionModel
 from daimon.testing import serving
 from daimon.tools import RunContext
 
@@ -259,17 +258,12 @@ PROMPTS = [
 # the suite completes test_prompt_with_arguments's free-text arg1 (no values).
 
 
-def _no_model(request: ChatRequest) -> ChatResponse:
-    return ChatResponse.reply("The conformance server serves tools only.")
-
-
-agent = Agent(FunctionModel(_no_model), name="everything", tools=TOOLS)
-server = MCPServer(agent, resources=RESOURCES, prompts=PROMPTS)
+server = MCPServer(TOOLS, name="everything", resources=RESOURCES, prompts=PROMPTS)
 
 
 async def main() -> None:
     """Serve until stdin closes."""
-    app = lambda port: mcp_http_app(server, port=port, expose_agent=False)  # noqa: E731
+    app = lambda port: mcp_http_app(server, port=port)  # noqa: E731
     async with serving(app_for_port=app) as base:
         print(f"{base}/mcp", flush=True)
         await asyncio.to_thread(sys.stdin.read)
