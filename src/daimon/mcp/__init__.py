@@ -3,6 +3,9 @@
 :class:`MCPClient` connects to an MCP server (stdio, streamable HTTP or HTTP+SSE) and offers its
 tools to agents as ordinary daimon tools; :func:`serve_mcp` serves an agent's tools, and the agent
 itself as an ``ask_<name>`` tool, to any MCP client over stdio or streamable HTTP.
+:class:`MCPServer` adds the resources (:func:`resource`) and prompts (:func:`prompt`) it offers;
+tools may return :class:`MCPImage`, :class:`MCPAudio`, :class:`MCPEmbeddedResource` and
+:class:`MCPResourceLink` content.
 
 Needs the ``mcp`` extra (``pip install "daimon-agents[mcp]"``). The namespace is lazy: importing
 ``daimon.mcp`` loads nothing, and the SDK loads with the first name used.
@@ -17,22 +20,51 @@ from daimon.core.optional import require
 
 if TYPE_CHECKING:
     from daimon.mcp._client import MCPClient, MCPTool
+    from daimon.mcp._content import (
+        MCPAudio,
+        MCPContent,
+        MCPEmbeddedResource,
+        MCPImage,
+        MCPResourceLink,
+    )
     from daimon.mcp._convert import MCPPrompt, MCPPromptArgument, MCPResource, MCPResourceContents
+    from daimon.mcp._declare import Prompt, Resource, prompt, resource
+    from daimon.mcp._served import MCPServer
     from daimon.mcp._server import create_mcp_server, mcp_http_app, serve_mcp
 
 __all__ = (
+    "MCPAudio",
     "MCPClient",
+    "MCPContent",
+    "MCPEmbeddedResource",
+    "MCPImage",
     "MCPPrompt",
     "MCPPromptArgument",
     "MCPResource",
     "MCPResourceContents",
+    "MCPResourceLink",
+    "MCPServer",
     "MCPTool",
+    "Prompt",
+    "Resource",
     "create_mcp_server",
     "mcp_http_app",
+    "prompt",
+    "resource",
     "serve_mcp",
 )
 
 _LAZY = {
+    "MCPAudio": "daimon.mcp._content",
+    "MCPContent": "daimon.mcp._content",
+    "MCPEmbeddedResource": "daimon.mcp._content",
+    "MCPImage": "daimon.mcp._content",
+    "MCPResourceLink": "daimon.mcp._content",
+    "MCPServer": "daimon.mcp._served",
+    "Prompt": "daimon.mcp._declare",
+    "Resource": "daimon.mcp._declare",
+    "prompt": "daimon.mcp._declare",
+    "resource": "daimon.mcp._declare",
     "MCPClient": "daimon.mcp._client",
     "MCPPrompt": "daimon.mcp._convert",
     "MCPPromptArgument": "daimon.mcp._convert",

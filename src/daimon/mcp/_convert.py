@@ -6,8 +6,11 @@ from daimon.mcp import _sdk  # noqa: F401  # isort: skip - first: names the extr
 
 import base64
 import binascii
+import inspect
 import json
 import re
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,16 +19,25 @@ import mcp_types
 
 from daimon.core.messages import ImagePart, Message
 from daimon.core.tools import ToolOutput, ToolSpec
+from daimon.mcp._content import (
+    MCPAudio,
+    MCPEmbeddedResource,
+    MCPImage,
+    MCPResourceLink,
+    content_blocks,
+)
 
 __all__ = (
     "MCPPrompt",
     "MCPPromptArgument",
     "MCPResource",
     "MCPResourceContents",
+    "OutputSchema",
     "call_tool_result",
     "input_schema",
     "mcp_tool",
     "model_tool_name",
+    "output_schema",
     "prompt_from_wire",
     "prompt_messages",
     "resource_contents",
@@ -200,15 +212,104 @@ def prompt_messages(result: mcp_types.GetPromptResult) -> list[Message]:
 # ------------------------------------------------------------------------------ server side
 
 
-def mcp_tool(spec: ToolSpec) -> mcp_types.Tool:
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """What a tool's return annotation promises, as MCP's ``outputSchema``.
+
+    MCP wants an object schema; any other (``int``, a list) is wrapped as ``{"result": ...}``,
+    and so is the structured content sent with each result.
+    """
+
+    schema: dict[str, Any]
+    wrapped: bool
+
+    def structured(self, data: Any) -> dict[str, Any]:
+        """The structured content for a result's JSON ``data``."""
+        return {"result": data} if self.wrapped else data
+
+
+_NOT_STRUCTURED = {"str", "None", "NoneType", "ToolOutput", "Any"}
+
+
+def output_schema(tool: object) -> OutputSchema | None:
+    """The output schema of a function tool with a JSON return annotation, else ``None``.
+
+    Text (``str``), ``None``, ``ToolOutput``, ``Any`` and :mod:`daimon.mcp` content results
+    have none.
+    """
+    function = getattr(tool, "function", None)
+    if not callable(function):
+        return None
+    try:
+        annotation = inspect.signature(function, eval_str=True).return_annotation
+    except (NameError, TypeError, ValueError):  # an annotation that does not resolve here
+        return None
+    if annotation is inspect.Signature.empty or not _structured(annotation):
+        return None
+    from pydantic import PydanticUserError, TypeAdapter
+
+    try:
+        schema = TypeAdapter(annotation).json_schema(mode="serialization")
+    except (PydanticUserError, TypeError, ValueError):  # no JSON Schema for it
+        return None
+    if schema.get("type") == "object":
+        return OutputSchema(schema, wrapped=False)
+    defs = schema.pop("$defs", None)
+    wrapped = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    return OutputSchema({**wrapped, "$defs": defs} if defs else wrapped, wrapped=True)
+
+
+def _structured(annotation: Any) -> bool:
+    """Whether a result of this type is JSON data: not text, nothing, any or MCP content."""
+    members = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
+    if any(_name(member) in _NOT_STRUCTURED for member in members):
+        return False
+    return not _mentions_mcp_content(annotation)
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
+def _name(annotation: Any) -> str:
+    return str(getattr(annotation, "__name__", annotation))
+
+
+def _mentions_mcp_content(annotation: Any) -> bool:
+    if annotation in (MCPImage, MCPAudio, MCPEmbeddedResource, MCPResourceLink):
+        return True
+    return any(_mentions_mcp_content(inner) for inner in typing.get_args(annotation))
+
+
+def mcp_tool(spec: ToolSpec, output: OutputSchema | None = None) -> mcp_types.Tool:
     """A daimon tool as MCP lists it."""
     schema = dict(spec.parameters)
     schema.setdefault("type", "object")
-    return mcp_types.Tool(name=spec.name, description=spec.description, input_schema=schema)
+    return mcp_types.Tool(
+        name=spec.name,
+        description=spec.description,
+        input_schema=schema,
+        output_schema=output.schema if output else None,
+    )
 
 
-def call_tool_result(output: ToolOutput) -> mcp_types.CallToolResult:
-    """A daimon tool result as MCP sends it; object data also goes out as structured content."""
+def call_tool_result(
+    output: ToolOutput, schema: OutputSchema | None = None
+) -> mcp_types.CallToolResult:
+    """A daimon tool result as MCP sends it; object data also goes out as structured content.
+
+    A result of :mod:`daimon.mcp` content (an image, audio, resources, or a list of them and
+    text) goes out as those content blocks, without structured content. A tool with an
+    output ``schema`` sends its data as the structured content that schema describes.
+    """
+    blocks = None if output.is_error else content_blocks(output.data)
+    if blocks is not None:
+        return mcp_types.CallToolResult(content=blocks)
+    if schema is not None and not output.is_error:
+        return mcp_types.CallToolResult(
+            content=[mcp_types.TextContent(text=output.content)],
+            structured_content=schema.structured(output.data),
+        )
     structured = output.data if isinstance(output.data, Mapping) else None
     return mcp_types.CallToolResult(
         content=[mcp_types.TextContent(text=output.content)],

@@ -1,5 +1,9 @@
 """Serving an agent over MCP: its tools, and the agent itself as an ``ask_<name>`` tool.
 
+An :class:`~daimon.mcp.MCPServer` adds resources, prompts and completions
+(:mod:`daimon.mcp._served`); tools may return rich content and typed results
+(:mod:`daimon.mcp._convert`).
+
 Over streamable HTTP the server is closed by default:
 
 * it binds 127.0.0.1 unless told otherwise, and refuses to start on any other address without
@@ -61,7 +65,8 @@ from daimon.core.messages import ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.tools import ToolOutput
 from daimon.kit.lifecycle import serve_until_cancelled
-from daimon.mcp._convert import call_tool_result, mcp_tool
+from daimon.mcp._convert import call_tool_result, mcp_tool, output_schema
+from daimon.mcp._served import MCPServer, extra_handlers
 from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
 from daimon.tools import EndRun, RunContext, Tool, ToolRegistry
 
@@ -103,19 +108,20 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, dict) else None
 
 
-def _exposed(agent: Promptable, *, expose_tools: bool, expose_agent: bool) -> ToolRegistry:
+def _exposed(served: MCPServer, *, expose_tools: bool, expose_agent: bool) -> ToolRegistry:
+    agent = served.agent
+    own = served.tools if agent is None else getattr(agent, "tools", None)
     tools: list[Tool] = []
-    own = getattr(agent, "tools", None)
-    if expose_tools and isinstance(own, ToolRegistry):  # an agent's; a team or flow has none
+    if expose_tools and isinstance(own, ToolRegistry | tuple):  # a team or flow has none
         # A tool that needs a person's approval is never handed to a remote caller.
         tools.extend(t for t in own if not getattr(t, "requires_approval", False))
-    if expose_agent:
+    if expose_agent and agent is not None:
         tools.append(_AskAgent(agent))
     return ToolRegistry(tools)
 
 
 def create_mcp_server(
-    agent: Promptable,
+    agent: Promptable | MCPServer,
     *,
     expose_tools: bool = True,
     expose_agent: bool = True,
@@ -124,12 +130,14 @@ def create_mcp_server(
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) offering ``agent``'s tools.
 
-    ``agent`` is any :class:`~daimon.core.protocols.Promptable`: an Agent offers its tools and
-    itself; a Supervisor, a HandoffNetwork or a flow offers itself only (``ask_<name>``). A run
-    that pauses for approvals (or a team or flow whose agent does) answers an error result
-    naming the tools. Tools that need approval are left out. Arguments are validated against
-    each tool's schema before it runs; every failure (invalid arguments, a tool that raises, a
-    timeout, an agent run that fails) is an ``isError`` result the caller can read.
+    ``agent`` is any :class:`~daimon.core.protocols.Promptable`, or an :class:`MCPServer` adding
+    resources and prompts to one. An Agent offers its tools and itself; a Supervisor, a
+    HandoffNetwork or a flow offers itself only (``ask_<name>``). A run that pauses for
+    approvals (or a team or flow whose agent does) answers an error result naming the tools.
+    Tools that need approval are left out. Arguments are validated against each tool's schema
+    before it runs; every failure (invalid arguments, a tool that raises, a timeout, an agent
+    run that fails) is an ``isError`` result the caller can read. An unknown resource or prompt,
+    a missing prompt argument, or a resource or prompt function that raises is a JSON-RPC error.
 
     Args:
         agent: The agent (or any promptable) to serve.
@@ -141,8 +149,12 @@ def create_mcp_server(
     Raises:
         DuplicateToolError: The agent has a tool called ``ask_<agent name>`` itself.
     """
-    registry = _exposed(agent, expose_tools=expose_tools, expose_agent=expose_agent)
-    listed = mcp_types.ListToolsResult(tools=[mcp_tool(spec) for spec in registry.specs])
+    extras = agent if isinstance(agent, MCPServer) else MCPServer(agent)
+    registry = _exposed(extras, expose_tools=expose_tools, expose_agent=expose_agent)
+    outputs = {t.name: output_schema(t) for t in registry}
+    listed = mcp_types.ListToolsResult(
+        tools=[mcp_tool(spec, outputs.get(spec.name)) for spec in registry.specs]
+    )
     schemas = {spec.name: dict(spec.parameters) for spec in registry.specs}
 
     async def list_tools(
@@ -174,15 +186,16 @@ def create_mcp_server(
         except BaseException:  # the request was cancelled: tell the tool too
             run_ctx.cancel.cancel("the MCP request was cancelled")
             raise
-        return call_tool_result(output)
+        return call_tool_result(output, outputs.get(call.name))
 
     return Server(
-        name or agent.name,
+        name or extras.name,
         version=_version(),
-        instructions=instructions,
+        instructions=instructions if instructions is not None else extras.instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         get_tool_input_schema=schemas.get,
+        **extra_handlers(extras),
     )
 
 
@@ -223,7 +236,7 @@ def _caller_trace(ctx: Any) -> contextlib.AbstractContextManager[None]:
 
 
 def mcp_http_app(
-    agent: Promptable,
+    agent: Promptable | MCPServer,
     *,
     host: str = "127.0.0.1",
     port: int | None = None,
@@ -288,7 +301,7 @@ def mcp_http_app(
 
 
 async def serve_mcp(
-    agent: Promptable,
+    agent: Promptable | MCPServer,
     *,
     transport: Literal["stdio", "http"] = "stdio",
     host: str = "127.0.0.1",

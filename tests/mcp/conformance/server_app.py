@@ -7,8 +7,8 @@ stdout once it accepts requests, and stops when its stdin closes (so it never ou
 that started it). The server scenarios of ``@modelcontextprotocol/conformance`` call tools,
 resources and prompts by fixed names (``test_simple_text``, ``test://static-text``, ...); each
 is written here the way a daimon user would write it today. Where daimon has no way to express
-what a scenario asks for (image results, logging, progress, elicitation, resources, prompts,
-...), the tool does the nearest thing daimon can and the scenario fails: ``baseline.yml`` lists
+what a scenario asks for (logging, progress, sampling, elicitation, ...),
+the tool does the nearest thing daimon can and the scenario fails: ``baseline.yml`` lists
 those scenarios and what daimon lacks for each, so this file and the baseline change together
 as daimon's MCP server grows.
 """
@@ -16,13 +16,23 @@ as daimon's MCP server grows.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import sys
 from collections.abc import Mapping
 from typing import Any
 
-from daimon import Agent, ChatRequest, ChatResponse, ToolOutput, tool
-from daimon.mcp import mcp_http_app
-from daimon.models import FunctionModel
+from daimon import ToolOutput, tool
+from daimon.mcp import (
+    MCPAudio,
+    MCPContent,
+    MCPEmbeddedResource,
+    MCPImage,
+    MCPServer,
+    mcp_http_app,
+    prompt,
+    resource,
+)
 from daimon.testing import serving
 from daimon.tools import RunContext
 
@@ -46,39 +56,39 @@ def test_error_handling() -> str:
 
 
 @tool
-def test_image_content() -> dict[str, str]:
-    """Returns a 1x1 red PNG.
-
-    daimon tools return text or JSON, so this can only be the image's data as JSON (no image
-    content block).
-    """
-    return {"mimeType": "image/png", "data": RED_PIXEL_PNG}
+def test_image_content() -> MCPImage:
+    """Returns a 1x1 red PNG."""
+    return MCPImage(data=base64.b64decode(RED_PIXEL_PNG), mime_type="image/png")
 
 
 @tool
-def test_audio_content() -> dict[str, str]:
-    """Returns a tiny WAV file (as JSON: daimon has no audio results)."""
-    return {"mimeType": "audio/wav", "data": SILENT_WAV}
+def test_audio_content() -> MCPAudio:
+    """Returns a tiny WAV file."""
+    return MCPAudio(data=base64.b64decode(SILENT_WAV), mime_type="audio/wav")
 
 
 @tool
-def test_embedded_resource() -> dict[str, str]:
-    """Returns a resource (as JSON: daimon has no embedded-resource results)."""
-    return {
-        "uri": "test://embedded-resource",
-        "mimeType": "text/plain",
-        "text": "This is an embedded resource content.",
-    }
+def test_embedded_resource() -> MCPEmbeddedResource:
+    """Returns a resource, embedded."""
+    return MCPEmbeddedResource(
+        uri="test://embedded-resource",
+        mime_type="text/plain",
+        text="This is an embedded resource content.",
+    )
 
 
 @tool
-def test_multiple_content_types() -> dict[str, Any]:
-    """Returns text, an image and a resource (as one JSON value: daimon has one text per result)."""
-    return {
-        "text": "Multiple content types test:",
-        "image": {"mimeType": "image/png", "data": RED_PIXEL_PNG},
-        "resource": {"uri": "test://mixed-content-resource", "text": '{"test":"data","value":123}'},
-    }
+def test_multiple_content_types() -> list[str | MCPContent]:
+    """Returns text, an image and a resource."""
+    return [
+        "Multiple content types test:",
+        MCPImage(data=base64.b64decode(RED_PIXEL_PNG), mime_type="image/png"),
+        MCPEmbeddedResource(
+            uri="test://mixed-content-resource",
+            mime_type="application/json",
+            text='{"test":"data","value":123}',
+        ),
+    ]
 
 
 @tool
@@ -170,22 +180,90 @@ TOOLS = [
     test_reconnection,
     JsonSchema2020Tool(),
 ]
-# Not expressible in daimon today, so not here: resources (test://static-text,
-# test://static-binary, the template test://template/{id}/data, test://watched-resource),
-# prompts (test_simple_prompt, test_prompt_with_arguments, test_prompt_with_embedded_resource,
-# test_prompt_with_image) and completions.
 
 
-def _no_model(request: ChatRequest) -> ChatResponse:
-    return ChatResponse.reply("The conformance server serves tools only.")
+@resource("test://static-text", mime_type="text/plain")
+def static_text() -> str:
+    """A fixed text resource."""
+    return "This is the content of the static text resource."
 
 
-agent = Agent(FunctionModel(_no_model), name="everything", tools=TOOLS)
+@resource("test://static-binary", mime_type="image/png")
+def static_binary() -> bytes:
+    """A fixed binary resource (a 1x1 PNG)."""
+    return base64.b64decode(RED_PIXEL_PNG)
+
+
+@resource("test://template/{id}/data", mime_type="application/json")
+def template_data(id: str) -> str:
+    """Data for any id."""
+    return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
+
+
+@resource("test://watched-resource", mime_type="text/plain")
+def watched_resource() -> str:
+    """A resource clients may subscribe to (``server.notify_resource_updated`` tells them)."""
+    return "Watched resource content"
+
+
+@prompt
+def test_simple_prompt() -> str:
+    """A prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+@prompt
+def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+    """A prompt with required arguments.
+
+    Args:
+        arg1: First test argument
+        arg2: Second test argument
+    """
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@prompt
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[str | MCPContent]:
+    """A prompt embedding a resource.
+
+    Args:
+        resourceUri: URI of the resource to embed
+    """
+    return [
+        MCPEmbeddedResource(
+            uri=resourceUri, mime_type="text/plain", text="Embedded resource content for testing."
+        ),
+        "Please process the embedded resource above.",
+    ]
+
+
+@prompt
+def test_prompt_with_image() -> list[str | MCPContent]:
+    """A prompt with an image."""
+    return [
+        MCPImage(data=base64.b64decode(RED_PIXEL_PNG), mime_type="image/png"),
+        "Please analyze the image above.",
+    ]
+
+
+RESOURCES = [static_text, static_binary, template_data, watched_resource]
+PROMPTS = [
+    test_simple_prompt,
+    test_prompt_with_arguments,
+    test_prompt_with_embedded_resource,
+    test_prompt_with_image,
+]
+# Completions: prompt arguments and template placeholders annotated Literal[...] are completed;
+# the suite completes test_prompt_with_arguments's free-text arg1 (no values).
+
+
+server = MCPServer(TOOLS, name="everything", resources=RESOURCES, prompts=PROMPTS)
 
 
 async def main() -> None:
     """Serve until stdin closes."""
-    app = lambda port: mcp_http_app(agent, port=port, expose_agent=False)  # noqa: E731
+    app = lambda port: mcp_http_app(server, port=port)  # noqa: E731
     async with serving(app_for_port=app) as base:
         print(f"{base}/mcp", flush=True)
         await asyncio.to_thread(sys.stdin.read)
