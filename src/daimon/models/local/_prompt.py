@@ -214,9 +214,9 @@ class Output:
         return options[0] if len(options) == 1 else {"anyOf": options}
 
 
-_PLAIN_STRING = r'^[^{}<>"\\\n]+$'
+_PLAIN_STRING = r'^[^ \t\n{}<>"\\\[\]),;:=][^{}<>"\\\n]*$'
 """Free-form string arguments in a call: one line, not empty, no braces, angle brackets, quotes
-or backslashes.
+or backslashes, and not starting with a space or closing punctuation.
 
 A tiny model asked for an argument it cannot find tends to close the call inside the string
 (``"expression": "}}"``) and ramble until ``max_tokens``; this keeps its strings to values."""
