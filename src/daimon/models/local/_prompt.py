@@ -81,7 +81,7 @@ class ChatTemplate:
         jinja2 = require("jinja2", extra="local")
 
         try:
-            return self._template.render(
+            prompt: str = self._template.render(
                 messages=list(messages),
                 add_generation_prompt=True,
                 bos_token=self.bos_token,
@@ -89,6 +89,7 @@ class ChatTemplate:
             )
         except jinja2.TemplateError as exc:
             raise ModelError(f"the chat template failed: {exc}", provider=_PROVIDER) from exc
+        return prompt
 
 
 def _raise_template_error(message: str) -> None:
