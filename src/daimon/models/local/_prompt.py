@@ -215,12 +215,13 @@ class Output:
         return options[0] if len(options) == 1 else {"anyOf": options}
 
 
-_PLAIN_STRING = r'^[^ \t\n{}<>"\\\[\]),;:=][^{}<>"\\\n]*$'
-"""Free-form string arguments in a call: one line, not empty, no braces, angle brackets, quotes
-or backslashes, and not starting with a space or closing punctuation.
+_PLAIN_STRING = r'^[^ \t\n{}<>"\\\[\]),;:=][^{}<>"\\\n]{0,79}$'
+"""Free-form string arguments in a call: one line of at most 80 characters, not empty, with no
+braces, angle brackets, quotes or backslashes, not starting with a space or closing punctuation.
 
 A tiny model asked for an argument it cannot find tends to close the call inside the string
-(``"expression": "}}"``) and ramble until ``max_tokens``; this keeps its strings to values."""
+(``"expression": "}}"``), or to spell on forever, until ``max_tokens`` cuts the call short; this
+keeps its strings to short values. Only the grammar holds it, not validation."""
 _STRING_RULES = frozenset({"pattern", "enum", "const", "format", "maxLength", "minLength"})
 
 
