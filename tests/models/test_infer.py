@@ -72,13 +72,13 @@ def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
     class Block:
         def find_spec(self, name: str, *args: object) -> None:
-            if name == "llama_cpp" or name.startswith("llama_cpp."):
+            if name.split(".")[0] in ("mistralrs", "llama_cpp"):  # both local runtimes
                 raise ImportError(f"blocked {name}")
 
     for name in [
         m
         for m in sys.modules
-        if m == "llama_cpp" or m.startswith(("llama_cpp.", "daimon.models.local"))
+        if m.split(".")[0] in ("mistralrs", "llama_cpp") or m.startswith("daimon.models.local")
     ]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setattr(sys, "meta_path", [Block(), *sys.meta_path])

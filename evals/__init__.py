@@ -1,0 +1,1 @@
+"""Evaluation datasets that ship with daimon (run by ``daimon eval``)."""

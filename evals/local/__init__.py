@@ -1,0 +1,1 @@
+"""The local-model eval: tools.yaml and its agent."""

@@ -1,0 +1,226 @@
+"""Prompts and grammars of local models: no HTML escaping, grammars built from the schemas."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from daimon import ChatRequest, Message, ResponseFormat, ToolCall
+from daimon.cli.demo import calculator
+from daimon.core import ModelError
+from daimon.models.local._prompt import (
+    CALL_CLOSE,
+    CALL_OPEN,
+    ChatTemplate,
+    Output,
+    build_output,
+    chat_messages,
+    decision_messages,
+    gbnf_grammar,
+    lark_grammar,
+    parse_output,
+)
+from daimon.tools import tool
+
+pytest.importorskip("jinja2")
+
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+TRICKY = """Say "hi" & <b>don't</b> escape 'this'"""
+
+
+@tool
+def lookup(name: str) -> str:
+    """Look up a colleague.
+
+    Args:
+        name: The person's full name.
+    """
+    return name
+
+
+def test_the_template_renders_quotes_and_markup_byte_exact() -> None:
+    template = ChatTemplate(SMOLLM2_TEMPLATE)
+    prompt = template.render([{"role": "user", "content": TRICKY}])
+    assert TRICKY in prompt
+    assert "&#34;" not in prompt and "&quot;" not in prompt and "&lt;" not in prompt
+    assert prompt.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+    assert prompt.endswith(f"<|im_start|>user\n{TRICKY}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_a_file_without_a_template_gets_chatml_and_bos_eos_reach_the_template() -> None:
+    assert ChatTemplate(None).render([{"role": "user", "content": "x"}]) == (
+        "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
+    )
+    template = ChatTemplate(
+        "{{ bos_token }}{{ messages[0]['content'] }}{{ eos_token }}",
+        bos_token="<s>",
+        eos_token="</s>",
+    )
+    assert template.render([{"role": "user", "content": "a"}]) == "<s>a</s>"
+
+
+def test_template_errors_are_model_errors() -> None:
+    with pytest.raises(ModelError, match="chat template is broken"):
+        ChatTemplate("{% for %}")
+    refusing = ChatTemplate("{{ raise_exception('roles must alternate') }}")
+    with pytest.raises(ModelError, match="roles must alternate"):
+        refusing.render([])
+
+
+def test_tools_are_listed_in_the_system_message_and_results_fold_into_user_turns() -> None:
+    call = ToolCall(id="c1", name="calculator", arguments={"expression": '"1" + 2'})
+    request = ChatRequest(
+        messages=[
+            Message.system("Be brief."),
+            Message.user("q"),
+            Message.assistant(tool_calls=[call]),
+            Message.tool("c1", "3", name="calculator"),
+        ],
+        tools=[calculator.spec],
+    )
+    wire = chat_messages(request, request.tools)
+    assert [m["role"] for m in wire] == ["system", "user", "assistant", "user"]
+    assert wire[0]["content"].startswith("Be brief.\n\nYou can call these tools:\n- calculator:")
+    assert "expression (string): The arithmetic to compute" in wire[0]["content"]
+    assert wire[2]["content"] == (
+        f'{CALL_OPEN}{{"name": "calculator", "arguments": {{"expression": "\\"1\\" + 2"}}}}'
+        f"{CALL_CLOSE}"
+    )
+    assert wire[3]["content"] == "Tool calculator result: 3"
+    # Without tools offered, nothing is listed and no system message is added.
+    assert chat_messages(ChatRequest(messages=[Message.user("q")]), ()) == [
+        {"role": "user", "content": "q"}
+    ]
+
+
+def test_the_decision_question_names_every_tool_and_none() -> None:
+    system, user = decision_messages("What is 2+2?", [calculator.spec, lookup.spec])
+    assert "- calculator: Evaluate an arithmetic" in system["content"]
+    assert "- lookup: Look up a colleague." in system["content"]
+    assert "- none:" in system["content"]
+    assert user == {"role": "user", "content": "What is 2+2?"}
+
+
+@pytest.mark.parametrize(
+    ("choice", "tools", "text", "schema"),
+    [
+        (None, (), True, False),
+        ("none", (), True, False),
+        ("auto", ("calculator", "lookup"), True, False),
+        ("required", ("calculator", "lookup"), False, False),
+        ("lookup", ("lookup",), False, False),
+    ],
+)
+def test_build_output(choice: str | None, tools: tuple[str, ...], text: bool, schema: bool) -> None:
+    request = ChatRequest(messages=[Message.user("q")], tools=[calculator.spec, lookup.spec])
+    output = build_output(request, choice)
+    assert tuple(name for name, _ in output.tools) == tools
+    assert output.text is text
+    assert (output.json_schema is not None) is schema
+    assert output.constrained is bool(tools)
+
+
+def test_structured_output_replaces_free_text() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    request = ChatRequest(
+        messages=[Message.user("q")], response_format=ResponseFormat(name="r", schema=schema)
+    )
+    output = build_output(request, None)
+    assert output.json_schema == schema and not output.text and output.constrained
+
+
+def test_the_call_schema_pins_the_tool_name() -> None:
+    one = Output(tools=(("calculator", calculator.spec.parameters),), text=False)
+    schema = one.call_schema()
+    assert schema["properties"]["name"] == {"const": "calculator"}
+    assert schema["properties"]["arguments"]["required"] == ["expression"]
+    two = Output(tools=(("a", {}), ("b", {})), text=False).call_schema()
+    assert [o["properties"]["name"]["const"] for o in two["anyOf"]] == ["a", "b"]
+    assert two["anyOf"][0]["properties"]["arguments"] == {"type": "object", "properties": {}}
+
+
+def test_the_lark_grammar_allows_a_call_or_text() -> None:
+    grammar = lark_grammar(Output(tools=(("calculator", calculator.spec.parameters),)))
+    lines = grammar.splitlines()
+    assert lines[0] == "start: call | text"
+    assert lines[1] == f'call: "{CALL_OPEN}" call_json "{CALL_CLOSE}"'
+    schema = json.loads(lines[2].removeprefix("call_json: %json "))
+    assert schema["properties"]["name"] == {"const": "calculator"}
+    assert schema["x-guidance"]["whitespace_flexible"] is False
+    assert lines[3].startswith("text: /[^<")
+    forced = lark_grammar(Output(tools=(("calculator", {}),), text=False))
+    assert forced.splitlines()[0] == "start: call"
+    structured = lark_grammar(Output(json_schema={"type": "object"}, text=False))
+    assert structured.splitlines()[0] == "start: answer_json"
+
+
+def test_the_gbnf_grammar_is_valid_for_llama_cpp() -> None:
+    grammar_module = pytest.importorskip("llama_cpp.llama_grammar")
+    output = Output(tools=(("calculator", calculator.spec.parameters), ("lookup", {})))
+    gbnf = gbnf_grammar(output, grammar_module.SchemaConverter)
+    assert gbnf.splitlines()[0] == "root ::= call | text"
+    assert f'call ::= "{CALL_OPEN}" call-json "{CALL_CLOSE}"' in gbnf
+    assert gbnf.count("root ::=") == 1
+    grammar_module.LlamaGrammar.from_string(gbnf, verbose=False)  # parses
+    structured = gbnf_grammar(
+        Output(
+            json_schema={"type": "object", "properties": {"a": {"type": "integer"}}}, text=False
+        ),
+        grammar_module.SchemaConverter,
+    )
+    assert structured.splitlines()[0] == "root ::= answer-json"
+    grammar_module.LlamaGrammar.from_string(structured, verbose=False)
+
+
+def _output(*names: str) -> Output:
+    return Output(tools=tuple((name, {}) for name in names))
+
+
+@pytest.mark.parametrize(
+    ("text", "calls"),
+    [
+        (
+            '<tool_call>{"name": "calculator", "arguments": {"expression": "17 * 23"}}</tool_call>',
+            [("calculator", {"expression": "17 * 23"})],
+        ),
+        (
+            ' <tool_call>{"name": "a", "arguments": {}}</tool_call>\n'
+            '<tool_call>{"name": "b"}</tool_call>',
+            [("a", {}), ("b", {})],
+        ),
+    ],
+)
+def test_tool_calls_are_parsed(text: str, calls: list[tuple[str, Any]]) -> None:
+    answer, parsed = parse_output(text, _output("calculator", "a", "b"))
+    assert answer == ""
+    assert [(name, json.loads(arguments)) for name, arguments in parsed] == calls
+
+
+def test_plain_text_is_the_answer() -> None:
+    assert parse_output("Paris is the capital.", _output("calculator")) == (
+        "Paris is the capital.",
+        [],
+    )
+    # Without tools offered, even text that looks like a call is text.
+    looks_like = '<tool_call>{"name": "x"}</tool_call>'
+    assert parse_output(looks_like, Output()) == (looks_like, [])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>{"name": "calculator", "argu',  # cut short by max_tokens
+        '<tool_call>{"name": "other", "arguments": {}}</tool_call>',  # not an offered tool
+    ],
+)
+def test_a_broken_call_is_a_model_error(text: str) -> None:
+    with pytest.raises(ModelError, match="unfinished tool call"):
+        parse_output(text, _output("calculator"))
