@@ -20,8 +20,10 @@ OPTIONAL_LIBRARIES = frozenset(
         "google",
         "grpc",
         "httpx",
+        "jinja2",
         "llama_cpp",
         "mcp",
+        "mistralrs",
         "nats",
         "numpy",
         "ollama",
@@ -88,5 +90,6 @@ PLUGIN_FOLDERS = (
 )
 """Packages that hold plugins and nothing else."""
 
-NOT_IN_ALL = frozenset({"all", "dev", "local"})
-"""Extras that ``daimon-agents[all]`` leaves out: itself, the test tools, the local llama.cpp."""
+NOT_IN_ALL = frozenset({"all", "dev", "local", "local-llama"})
+"""Extras that ``daimon-agents[all]`` leaves out: itself, the test tools, the local runtimes
+(a 26 MB mistral.rs wheel; llama.cpp, which compiles)."""

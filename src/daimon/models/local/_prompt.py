@@ -23,8 +23,8 @@ from daimon.core.optional import require
 __all__ = (
     "CALL_CLOSE",
     "CALL_OPEN",
-    "NO_TOOL",
     "ChatTemplate",
+    "NO_TOOL",
     "Output",
     "build_output",
     "chat_messages",

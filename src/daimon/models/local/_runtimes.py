@@ -22,7 +22,13 @@ from daimon.core.errors import ModelError
 from daimon.core.optional import require
 from daimon.models.local._prompt import Output, gbnf_grammar, lark_grammar
 
-__all__ = ("RUNTIMES", "Finish", "LlamaCppRuntime", "MistralRsRuntime", "Runtime")
+__all__ = (
+    "Finish",
+    "LlamaCppRuntime",
+    "MistralRsRuntime",
+    "RUNTIMES",
+    "Runtime",
+)
 
 _PROVIDER = "local"
 
@@ -176,7 +182,7 @@ class MistralRsRuntime:
 
 
 class LlamaCppRuntime:
-    """llama.cpp through llama-cpp-python (``pip install "daimon-agents[local-llama]"``, compiles)."""
+    """llama.cpp via llama-cpp-python (``pip install "daimon-agents[local-llama]"``, compiles)."""
 
     name = "llama"
     module = "llama_cpp"
