@@ -278,9 +278,9 @@ def test_a_missing_runtime_names_its_extra(weights: None, monkeypatch: pytest.Mo
         return None if name in ("llama_cpp", "mistralrs") else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[local-llama\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[local-llama\]"'):
         LocalModel(runtime="llama")
-    with pytest.raises(MissingDependencyError, match=r'pip install "daimon\[local\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "daimon-agents\[local\]"'):
         LocalModel()  # auto: without llama.cpp, mistral.rs, which is missing too
 
 
