@@ -118,9 +118,6 @@ class MistralRsRuntime:
             raise ModelError(
                 f"mistral.rs could not load {str(settings.path)!r}: {exc}", provider=_PROVIDER
             ) from exc
-            raise ModelError(
-                f"mistral.rs could not load {str(settings.path)!r}: {exc}", provider=_PROVIDER
-            ) from exc
 
     def generate(
         self,
