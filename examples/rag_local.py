@@ -12,9 +12,20 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from daimon import Agent, ChatRequest, Done, Middleware, Role, ToolCallEnd, ToolResult
+from daimon import (
+    Agent,
+    CallModel,
+    ChatRequest,
+    ChatResponse,
+    Done,
+    Extension,
+    Role,
+    RunContext,
+    ToolCall,
+    ToolResult,
+)
 from daimon.models import OnnxEmbeddingModel
-from daimon.models.local import LlamaCppModel
+from daimon.models.local import LocalModel
 from daimon.rag import (
     InMemoryVectorStore,
     RetrieverTool,
@@ -27,12 +38,19 @@ DOCS = Path(__file__).parent / "rag_docs"
 QUESTION = "How many vacation days do new employees get?"
 
 
-class SearchFirst(Middleware):
-    """A 135M model does not reliably choose a tool: make the search its first step."""
+class SearchFirst(Extension):
+    """A 135M model does not reliably call a tool, nor word a query: the run's first step searches
+    the handbook with the question itself, and the model answers from what that found."""
 
-    async def on_request(self, request: ChatRequest, state: object) -> ChatRequest:
-        searched = any(m.role is Role.TOOL for m in request.messages)
-        return replace(request, tool_choice="none" if searched else "search_handbook")
+    async def wrap_model_call(
+        self, request: ChatRequest, ctx: RunContext, call_next: CallModel
+    ) -> ChatResponse:
+        if not any(m.role is Role.TOOL for m in request.messages):
+            query = {"query": request.messages[-1].text}
+            return ChatResponse.tool_use(
+                ToolCall(id="search", name="search_handbook", arguments=query)
+            )
+        return await call_next(replace(request, tool_choice="none"))
 
 
 async def main(question: str) -> None:
@@ -49,17 +67,15 @@ async def main(question: str) -> None:
         top_k=2,
     )
     agent = Agent(
-        LlamaCppModel(n_threads=1, max_tokens=96),
+        LocalModel(n_threads=1, max_tokens=96),
         tools=[search],
-        middleware=[SearchFirst()],
+        extensions=[SearchFirst()],
         system_prompt="Answer from the handbook passages you find, in one short sentence.",
     )
     async for event in agent.prompt_stream(question):
-        if isinstance(event, ToolCallEnd):
-            print(f"-> {event.call.name}({event.call.arguments_json})")
-        elif isinstance(event, ToolResult):
+        if isinstance(event, ToolResult):
             sources = [line for line in event.output.content.splitlines() if line.startswith("[")]
-            print("<- " + "; ".join(sources))
+            print(f"-> {event.name}: " + "; ".join(sources))
         elif isinstance(event, Done) and event.response is not None:
             print(f"answer: {event.response.text.strip()}")
 
