@@ -58,10 +58,11 @@ if TYPE_CHECKING:
 __all__ = ("Run",)
 
 _NO_DECISIONS: Mapping[str, ApprovalDecision] = MappingProxyType({})
-# Built once or more per model call: fast_new skips calling the class; its four uses save
-# 1.0-1.4 µs a run together, 4-5% (benchmarks/micro_ab.py; docs/benchmarks.md).
+# Built once or more per run: fast_new skips calling the class; its uses save 0.3-0.6 µs each
+# (benchmarks/micro_ab.py; docs/benchmarks.md).
 _new_request = fast_new(ChatRequest)
 _new_response = fast_new(AgentResponse)
+_new_done = fast_new(Done)
 _FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd)
 
 
@@ -497,7 +498,7 @@ class Run:
             await hook.on_run_end(result, self.state)
         if stop_reason is None:
             return Done(response=result)
-        return Done(stop_reason=stop_reason, model=model, response=result)
+        return _new_done(stop_reason=stop_reason, model=model, response=result)
 
     async def _pause(self, waiting: Sequence[ToolCall]) -> Done:
         """End the run's turn waiting for approvals: the pending calls and how to resume."""
