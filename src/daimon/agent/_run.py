@@ -42,7 +42,7 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.ids import check_id
-from daimon.core.messages import Message, ToolCall
+from daimon.core.messages import Message, Role, ToolCall
 from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
 from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.cost import Budget, CostTracker, SpendRecord
@@ -63,6 +63,8 @@ _NO_DECISIONS: Mapping[str, ApprovalDecision] = MappingProxyType({})
 _new_request = fast_new(ChatRequest)
 _new_response = fast_new(AgentResponse)
 _new_done = fast_new(Done)
+_new_message = fast_new(Message)
+_new_progress = fast_new(RunProgress)
 _FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd)
 
 
@@ -282,7 +284,7 @@ class Run:
             text = prompt
             if agent.input_guardrails:
                 text = await check_input(agent.input_guardrails, text, history)
-            user = Message.user(text)
+            user = _new_message(role=Role.USER, content=text)  # Message.user(text), faster
         messages = state.messages
         system = await agent.system_message(state) if agent.system_prompt is not None else None
         if instructions:
@@ -292,7 +294,7 @@ class Run:
         messages.extend(agent.examples)
         messages.extend(history)
         start = len(messages)
-        self.progress = RunProgress(new_start=start, memory_mark=start)
+        self.progress = _new_progress(new_start=start, memory_mark=start)
         messages.append(user)
 
     # ------------------------------------------------------------------------ the model's turn
