@@ -27,6 +27,9 @@ else:  # typing.TypeVar takes no default before Python 3.13; only type checkers 
 
 __all__ = ("RunContext",)
 
+_NO_USAGE = Usage()
+"""A new run's usage: one object for every run (``Usage`` is immutable; sums make new ones)."""
+
 _SHARED = (
     "agent_name",
     "cancel",
@@ -101,7 +104,7 @@ class RunContext(Generic[DepsT]):
         self.session_id = session_id
         self.cancel = CancelToken() if cancel is None else cancel
         self.messages = [] if messages is None else messages
-        self.usage = Usage() if usage is None else usage
+        self.usage = _NO_USAGE if usage is None else usage
         self.cost = cost
         self.iteration = iteration
         self.on_usage = on_usage
