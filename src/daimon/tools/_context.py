@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic
 
 from daimon.core.cancel import CancelToken
-from daimon.core.chat import Usage
+from daimon.core.chat import _NO_USAGE, Usage  # the shared zero: a run starts from it
 from daimon.core.messages import Message
 
 if TYPE_CHECKING:
@@ -26,9 +26,6 @@ else:  # typing.TypeVar takes no default before Python 3.13; only type checkers 
     DepsT = TypeVar("DepsT")
 
 __all__ = ("RunContext",)
-
-_NO_USAGE = Usage()
-"""A new run's usage: one object for every run (``Usage`` is immutable; sums make new ones)."""
 
 _SHARED = (
     "agent_name",
