@@ -72,7 +72,7 @@ async def run_events(
         done = await run.open(prompt, resume, history, instructions)
         while done is None:
             if not run.pending:  # the model's turn
-                request = await run.request()
+                request = await run.hooked_request() if agent.hooks else run.request()
                 chain = run.model_chain
                 if chain is not None:  # through the agent's extensions
                     result: list[ChatResponse] = []

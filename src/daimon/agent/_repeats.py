@@ -55,32 +55,50 @@ class RepeatGuard:
         Raises:
             RepeatedToolCallError: A call returned the same result ``limit`` times already.
         """
+        seen = self._seen
         for index, call in enumerate(calls):
-            found = self._find(call)
+            entries = seen.get(call.name)  # none on a run's first turn: nothing more to look at
+            found = _find(entries, call.arguments) if entries is not None else None
             count = 1 + (found.count if found is not None else 0)
             if index:
-                count += sum(1 for other in calls[:index] if _same(other, call))
+                count += _earlier_copies(calls, index)
             if count > self._limit:
                 raise RepeatedToolCallError(call.name, call.arguments, count)
 
     def count(self, calls: Sequence[ToolCall], completed: Mapping[str, ToolOutput]) -> None:
         """Count the turn's results."""
+        seen = self._seen
         for call in calls:
             output = completed.get(call.id)
             if output is None:
                 continue
-            found = self._find(call)
+            entries = seen.get(call.name)
+            if entries is None:
+                seen[call.name] = [_Repeat(call.arguments, output)]
+                continue
+            found = _find(entries, call.arguments)
             if found is None:
-                self._seen.setdefault(call.name, []).append(_Repeat(call.arguments, output))
+                entries.append(_Repeat(call.arguments, output))
             else:
                 found.returned(output)
 
-    def _find(self, call: ToolCall) -> _Repeat | None:
-        for entry in self._seen.get(call.name, ()):
-            if entry.arguments == call.arguments:
-                return entry
-        return None
+
+def _find(entries: list[_Repeat], arguments: Any) -> _Repeat | None:
+    for entry in entries:
+        if entry.arguments == arguments:
+            return entry
+    return None
 
 
-def _same(one: ToolCall, other: ToolCall) -> bool:
-    return one.name == other.name and one.arguments == other.arguments
+def _earlier_copies(calls: Sequence[ToolCall], index: int) -> int:
+    """How many calls before ``calls[index]`` in its turn are the same call.
+
+    Its own function: a generator expression in ``check`` would make a cell of ``call`` on every
+    check, with or without a second call.
+    """
+    call = calls[index]
+    return sum(
+        1
+        for other in calls[:index]
+        if other.name == call.name and other.arguments == call.arguments
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +14,7 @@ from daimon.agent._checkpointing import RunCheckpointer, snapshot
 from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
 from daimon.agent._repeats import RepeatGuard
 from daimon.agent._tool_turn import (
+    NO_PROGRESS,
     Ended,
     ToolTurn,
     add_results,
@@ -41,7 +42,7 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.ids import check_id
-from daimon.core.messages import Message, ToolCall
+from daimon.core.messages import Message, Role, ToolCall
 from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
 from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.cost import Budget, CostTracker, SpendRecord
@@ -57,11 +58,13 @@ if TYPE_CHECKING:
 __all__ = ("Run",)
 
 _NO_DECISIONS: Mapping[str, ApprovalDecision] = MappingProxyType({})
-_NO_PROGRESS = RunProgress()
-# Built once or more per model call: fast_new skips calling the class; its four uses save
-# 1.0-1.4 µs a run together, 4-5% (benchmarks/micro_ab.py; docs/benchmarks.md).
+# Built once or more per run: fast_new skips calling the class; its uses save 0.3-0.6 µs each
+# (benchmarks/micro_ab.py; docs/benchmarks.md).
 _new_request = fast_new(ChatRequest)
 _new_response = fast_new(AgentResponse)
+_new_done = fast_new(Done)
+_new_message = fast_new(Message)
+_new_progress = fast_new(RunProgress)
 _FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd)
 
 
@@ -130,7 +133,6 @@ class Run:
         "_rollup",
         "agent",
         "assistant",
-        "call_tool",
         "calls",
         "cancel",
         "completed",
@@ -142,6 +144,7 @@ class Run:
         "response_format",
         "state",
         "stream",
+        "tool_chain",
         "tools",
     )
 
@@ -199,16 +202,16 @@ class Run:
             model_chain(model_layers, self.state, self._call_model, self) if model_layers else None
         )
         """The model call through the agent's extensions; ``None`` when it has none."""
-        self.call_tool: CallTool = (
-            tool_chain(tool_layers, self.state, self._call_tool) if tool_layers else self._call_tool
+        self.tool_chain: CallTool | None = (
+            tool_chain(tool_layers, self.state, self._call_tool) if tool_layers else None
         )
-        """A tool call, through the agent's extensions."""
+        """A tool call through the agent's extensions; ``None`` when it has none."""
         self._repeats: RepeatGuard | None = None  # made at the run's first tool call
         self.pending: tuple[ToolCall, ...] = ()
         """The calls of the last model turn that have no result yet."""
         self.completed: dict[str, ToolOutput] = {}
         """Results of this turn's calls, by call id."""
-        self.progress = _NO_PROGRESS
+        self.progress = NO_PROGRESS
         self.assistant: Message | None = None
         """The last model turn's message."""
         self.tools: tuple[ToolSpec, ...] = agent.tools.specs
@@ -281,7 +284,7 @@ class Run:
             text = prompt
             if agent.input_guardrails:
                 text = await check_input(agent.input_guardrails, text, history)
-            user = Message.user(text)
+            user = _new_message(role=Role.USER, content=text)  # Message.user(text), faster
         messages = state.messages
         system = await agent.system_message(state) if agent.system_prompt is not None else None
         if instructions:
@@ -291,13 +294,25 @@ class Run:
         messages.extend(agent.examples)
         messages.extend(history)
         start = len(messages)
-        self.progress = RunProgress(new_start=start, memory_mark=start)
+        self.progress = _new_progress(new_start=start, memory_mark=start)
         messages.append(user)
 
     # ------------------------------------------------------------------------ the model's turn
 
-    async def request(self) -> ChatRequest:
-        """The next model request, after the checks (iterations, budget) and the hooks."""
+    def request(self) -> ChatRequest:
+        """The next model request, after the checks (a run without hooks: no coroutine)."""
+        self._check()
+        return self._build_request()
+
+    async def hooked_request(self) -> ChatRequest:
+        """The next model request: the checks, the hooks' ``on_iteration_start``, the request."""
+        self._check()
+        for hook in self.agent.hooks:
+            await hook.on_iteration_start(self.state)
+        return self._build_request()  # after the hooks: they may change the messages
+
+    def _check(self) -> None:
+        """Refuse the next model call: cancelled, out of iterations, or over the budget."""
         agent, state, budget = self.agent, self.state, self._budget
         if self.cancel.cancelled:
             raise RunCancelled(self.cancel.reason)
@@ -306,10 +321,11 @@ class Run:
         if budget is not None:  # refused before the hooks: no call, no span
             budget.reserve(state.messages, self.tools, agent.max_tokens, self.response_format)
             self._reserved = True
-        for hook in agent.hooks:
-            await hook.on_iteration_start(state)
+
+    def _build_request(self) -> ChatRequest:
+        agent = self.agent
         request = self._request = _new_request(
-            messages=tuple(state.messages),
+            messages=tuple(self.state.messages),
             tools=self.tools,
             temperature=agent.temperature,
             max_tokens=agent.max_tokens,
@@ -416,7 +432,7 @@ class Run:
                 self._repeats = RepeatGuard(limit)
             self._repeats.check(todo)
         assert self._rollup is not None
-        turn = ToolTurn(self.call_tool, completed, self.stream)
+        turn = ToolTurn(self.tool_chain or self._call_tool, completed, self.stream)
         if self._checkpointer is not None:
             turn.checkpoint(self._checkpointer, calls, self.progress)
         ended: Ended | None = None
@@ -447,23 +463,22 @@ class Run:
             await hook.on_iteration_end(state)
         return events, None
 
-    async def _call_tool(self, call: ToolCall) -> ToolOutput:
-        """The innermost step of the tool chain: the tool itself, through the registry."""
+    def _call_tool(self, call: ToolCall) -> Awaitable[ToolOutput]:
+        """The innermost step of the tool chain: the tool itself, through the registry.
+
+        A plain function handing back the registry's coroutine: without a budget there is nothing
+        to do around the call, so the run awaits one coroutine level less per tool call.
+        """
         agent = self.agent
         assert self._rollup is not None
+        called = agent.tools.run(
+            call,
+            self.state.for_call(call.id, call.name),  # a view: nothing copied
+            validate=agent.validate_tool_inputs,
+            retry_policy=agent.tool_retry_policy,
+        )
         budget = self._rollup.budget
-        # Runs the tool starts (sub-agents) spend from this run's budget.
-        entered = None if budget is None else budget.ledger.enter()
-        try:
-            return await agent.tools.run(
-                call,
-                self.state.for_call(call.id, call.name),  # a view: nothing copied
-                validate=agent.validate_tool_inputs,
-                retry_policy=agent.tool_retry_policy,
-            )
-        finally:
-            if entered is not None:
-                Budget.leave(entered)
+        return called if budget is None else _within(budget, called)
 
     # ------------------------------------------------------------------------------- the end
 
@@ -485,7 +500,7 @@ class Run:
             await hook.on_run_end(result, self.state)
         if stop_reason is None:
             return Done(response=result)
-        return Done(stop_reason=stop_reason, model=model, response=result)
+        return _new_done(stop_reason=stop_reason, model=model, response=result)
 
     async def _pause(self, waiting: Sequence[ToolCall]) -> Done:
         """End the run's turn waiting for approvals: the pending calls and how to resume."""
@@ -514,8 +529,15 @@ class Run:
             await hook.on_error(exc, self.state)
 
     def close(self) -> None:
-        """Release what the run holds, however it ended."""
+        """Release what the run holds, however it ended.
+
+        Its references to itself go too (the context's usage callback, the extension chains), so
+        the run's objects are freed as it ends, not by the garbage collector: a cycle left here
+        cost a bare run 1.4 µs (25 objects for the collector per run; docs/benchmarks.md).
+        """
         self._detach()
+        self.state.on_usage = None  # a tool's report after the run's end has no run to add to
+        self.model_chain = self.tool_chain = None
         if self._checkpointer is not None:
             self._checkpointer.release()
         if self._record is not None:
@@ -565,6 +587,15 @@ class Run:
             text=changes.get("text", progress.text),
         )
         return self.progress
+
+
+async def _within(budget: RunBudget, called: Awaitable[ToolOutput]) -> ToolOutput:
+    """Await a tool call inside the run's budget: runs the tool starts (sub-agents) spend it."""
+    entered = budget.ledger.enter()
+    try:
+        return await called
+    finally:
+        Budget.leave(entered)
 
 
 def _read_output(output: OutputSpec, assistant: Message) -> tuple[ToolCall | None, Any, str | None]:

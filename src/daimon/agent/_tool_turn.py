@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "Ended",
+    "NO_PROGRESS",
     "ToolTurn",
     "add_results",
     "apply_decisions",
@@ -34,6 +35,8 @@ __all__ = (
 
 # One per tool result: fast_new skips calling the class (measured with the others: agent/_run.py).
 _new_message = fast_new(Message)
+NO_PROGRESS = RunProgress()
+"""A run's progress before it has any (progress is immutable: one object serves every run)."""
 
 
 class Ended(Exception):
@@ -161,7 +164,7 @@ class ToolTurn:
         """Seconds each call took, by call id, when the stream reports them."""
         self._checkpointer: RunCheckpointer | None = None
         self._calls: Sequence[ToolCall] = ()
-        self._progress = RunProgress()
+        self._progress = NO_PROGRESS
 
     def checkpoint(
         self, checkpointer: RunCheckpointer, calls: Sequence[ToolCall], progress: RunProgress

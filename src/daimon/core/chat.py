@@ -47,6 +47,12 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        # Immutable, so a sum with the shared zero (a reply without usage, a run's start) is the
+        # other operand itself: no new object (0.3 µs per model call of a run without usage).
+        if other is _NO_USAGE:
+            return self
+        if self is _NO_USAGE:
+            return other
         return _new_usage(  # Usage(...) without calling the class: see agent/_run.py's figures
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
@@ -56,7 +62,7 @@ class Usage:
         )
 
 
-_NO_USAGE = Usage()  # immutable, so every reply without usage can share one
+_NO_USAGE = Usage()  # immutable, so every reply without usage (and every run's start) shares one
 _new_usage = fast_new(Usage)
 
 

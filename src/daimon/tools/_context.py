@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic
 
 from daimon.core.cancel import CancelToken
-from daimon.core.chat import Usage
+from daimon.core.chat import _NO_USAGE, Usage  # the shared zero: a run starts from it
 from daimon.core.messages import Message
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class RunContext(Generic[DepsT]):
         self.session_id = session_id
         self.cancel = CancelToken() if cancel is None else cancel
         self.messages = [] if messages is None else messages
-        self.usage = Usage() if usage is None else usage
+        self.usage = _NO_USAGE if usage is None else usage
         self.cost = cost
         self.iteration = iteration
         self.on_usage = on_usage
