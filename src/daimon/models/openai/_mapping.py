@@ -27,6 +27,7 @@ __all__ = (
     "REQUEST_OPTIONS",
     "as_dict",
     "detail",
+    "image_url",
     "message_to_wire",
     "request_body",
     "response_from_wire",
@@ -107,12 +108,15 @@ def message_to_wire(message: Message) -> dict[str, Any]:
 def _part(part: TextPart | ImagePart) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
+    return {"type": "image_url", "image_url": {"url": image_url(part)}}
+
+
+def image_url(part: ImagePart) -> str:
+    """The image's URL, or its bytes as a ``data:`` URL (both OpenAI APIs take either)."""
     if part.url is not None:
-        url = part.url
-    else:
-        assert part.data is not None
-        url = f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"
-    return {"type": "image_url", "image_url": {"url": url}}
+        return part.url
+    assert part.data is not None
+    return f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"
 
 
 def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatResponse:

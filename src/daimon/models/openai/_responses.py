@@ -9,7 +9,6 @@ go back before the turn, as the API wants them beside the calls they led to.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from daimon.core.errors import ModelError, StreamClosedError
 from daimon.core.events import Done, ReasoningEvent, StreamEvent, TextDelta, UsageEvent
 from daimon.core.messages import ImagePart, Message, Reasoning, Role, TextPart, ToolCall
 from daimon.kit.streaming import PendingToolCall
+from daimon.models.openai._mapping import image_url
 
 __all__ = (
     "EventDecoder",
@@ -110,12 +110,7 @@ def _items(message: Message) -> Iterator[dict[str, Any]]:
 def _part(part: TextPart | ImagePart) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "input_text", "text": part.text}
-    if part.url is not None:
-        url = part.url
-    else:
-        assert part.data is not None
-        url = f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"
-    return {"type": "input_image", "image_url": url, "detail": "auto"}
+    return {"type": "input_image", "image_url": image_url(part), "detail": "auto"}
 
 
 # ---------------------------------------------------------------------------- responses
