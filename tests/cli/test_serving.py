@@ -42,6 +42,18 @@ def test_eval_below_the_threshold_exits_1_for_ci(cli: CLI, tmp_path: Path) -> No
     assert "answers" in result.stdout
 
 
+def test_eval_runs_any_promptable_a_supervisor_and_a_flow(cli: CLI, tmp_path: Path) -> None:
+    delegated = {"tool_called": "delegate", "contains": "team: "}
+    dataset = tmp_path / "team.jsonl"
+    dataset.write_text(json.dumps({"name": "team", "input": "2 + 3?", "expect": delegated}))
+    team = cli("eval", str(dataset), "agents:team")
+    assert team.returncode == 0, team.stderr + team.stdout
+    shouted = tmp_path / "shout.jsonl"
+    shouted.write_text(json.dumps({"name": "loud", "input": "hi", "expect": {"contains": "HI!"}}))
+    flow = cli("eval", str(shouted), "agents:shout")
+    assert flow.returncode == 0, flow.stderr + flow.stdout
+
+
 def test_serving_a_bad_agent_or_exposed_without_a_token_exits_2(cli: CLI) -> None:
     bad = cli("mcp", "serve", "agents:not_an_agent")
     assert bad.returncode == 2 and "not a daimon Agent" in bad.stderr

@@ -209,3 +209,11 @@ def test_distributed_exports_the_core_broker_protocols() -> None:
     assert daimon.distributed.Broker is Broker
     assert daimon.distributed.Delivery is Delivery
     assert daimon.distributed.DeadLetter is DeadLetter
+
+
+def test_one_promptable_protocol_in_the_house() -> None:
+    from daimon import eval as evaluation
+    from daimon import orchestration
+
+    assert orchestration.Promptable is Promptable
+    assert evaluation.Promptable is Promptable

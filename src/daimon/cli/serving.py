@@ -147,7 +147,7 @@ def eval_(
     concurrency: Annotated[int, typer.Option(help="Scenarios run at once.")] = 4,
 ) -> None:
     """Run evaluation scenarios against an agent; exits 1 below the pass threshold (for CI)."""
-    served = load_served_agent(agent)
+    served = load_served(agent)
     from daimon.eval import run_eval_cli
 
     raise _Exit(

@@ -7,10 +7,10 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Protocol, TypeAlias
+from typing import TypeAlias
 
 from daimon.core.errors import BuilderError
-from daimon.core.results import AgentResponse
+from daimon.core.protocols import Promptable
 from daimon.eval._report import EvalReport, EvalResult, ScorerResult
 from daimon.eval._scenario import EvalScenario
 from daimon.eval._scorers import EvalOutput, Scorer
@@ -22,14 +22,6 @@ ProgressCallback: TypeAlias = Callable[[EvalResult, int, int], None]
 """Called as each scenario finishes: its result, how many are done, and how many in all."""
 
 _MAX_ERROR_CHARS = 2000
-
-
-class Promptable(Protocol):
-    """What an eval runs: an :class:`~daimon.agent.Agent`, or anything prompted the same way."""
-
-    async def prompt(self, input: str) -> AgentResponse:
-        """Run to a final answer."""
-        ...
 
 
 class EvalRunner:

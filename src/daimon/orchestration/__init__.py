@@ -6,8 +6,9 @@
 * :class:`DagBuilder` / :class:`Dag`: nodes with dependencies, independent ones in parallel.
 * :class:`WorkflowBuilder` / :class:`Workflow`: a DAG wired by typed field names.
 
-Agents plug in structurally (:class:`Promptable`): usage and cost roll up into every result, and
-the run's :class:`~daimon.core.CancelToken` reaches each agent call. Graph, DAG and workflow runs
+Agents plug in structurally (:class:`Promptable`: :mod:`daimon.core`'s one protocol, re-exported;
+a step needs only its ``prompt``): usage and cost roll up into every result, and the run's
+:class:`~daimon.core.CancelToken` reaches each agent call. Graph, DAG and workflow runs
 tell an optional ``on_node`` observer each node's start, end and failure (:data:`NodeEvent`), and
 an optional ``on_agent_event`` observer what the agents a node prompts do (:class:`NodeAgentEvent`).
 A graph, DAG or workflow is itself a :class:`~daimon.core.protocols.Promptable` (text in, its

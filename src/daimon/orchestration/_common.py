@@ -12,6 +12,7 @@ from daimon.core.cancel import CancelToken
 from daimon.core.chat import Usage
 from daimon.core.errors import OrchestrationError, PromptTemplateError
 from daimon.core.events import Done, StreamEvent
+from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
 
 __all__ = (
@@ -31,15 +32,6 @@ START: Final = "__start__"
 """A graph's entry (``add_edge(START, "first")``); in drawings, where workflow inputs come from."""
 END: Final = "__end__"
 """A graph's exit (``add_edge("last", END)``); in drawings, where a workflow's results go."""
-
-
-@runtime_checkable
-class Promptable(Protocol):
-    """Anything that answers a prompt like an agent does: :class:`daimon.Agent` and look-alikes."""
-
-    async def prompt(self, text: str, /, *, cancel: CancelToken | None = None) -> AgentResponse:
-        """Run to a final answer, stopping early when ``cancel`` is cancelled."""
-        ...
 
 
 @runtime_checkable
