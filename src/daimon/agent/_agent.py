@@ -171,20 +171,16 @@ class Agent(Generic[DepsT, OutputT]):
         if system_prompt is not None and type(system_prompt) is not str:
             _check_system_prompt(system_prompt)
         self.system_prompt = system_prompt
-        self.skills: Skills | None = None
-        """The skills the model can load, or ``None``."""
-        if skills is not None:
-            self.skills, tools = _with_skills(skills, tools)
+        self.skills, tools = (None, tools) if skills is None else _with_skills(skills, tools)
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self._memory = memory
         if max_iterations != 10 or type(max_iterations) is not int:
             _positive("max_iterations", max_iterations)
         self.max_iterations = max_iterations
-        if max_repeated_tool_calls is not None and (
-            max_repeated_tool_calls != 3 or type(max_repeated_tool_calls) is not int
-        ):
-            _positive("max_repeated_tool_calls", max_repeated_tool_calls, "or None")
-        self.max_repeated_tool_calls = max_repeated_tool_calls
+        repeats = max_repeated_tool_calls
+        if repeats is not None and (repeats != 3 or type(repeats) is not int):
+            _positive("max_repeated_tool_calls", repeats, "or None")
+        self.max_repeated_tool_calls = repeats
         self.hooks: tuple[AgentHook, ...] = tuple(hooks) if hooks else ()
         self.middleware = (
             middleware if isinstance(middleware, MiddlewareStack) else _stack(middleware)
