@@ -300,6 +300,19 @@ async def test_a_streamed_run_loads_skills_too(skills_dir: Path) -> None:
     assert results[0].output.content == "Five, seven, five syllables."
 
 
+async def test_a_supervisor_passes_skills_to_its_agent(skills_dir: Path) -> None:
+    from daimon import Supervisor
+
+    model = ScriptedModel([load("haiku"), "A poem."])
+    worker = Agent(ScriptedModel([]), name="worker")
+    supervisor = Supervisor(model, {"worker": worker}, skills=skills_dir)
+    assert (await supervisor.prompt("a poem")).text == "A poem."
+    system = system_text(model.requests[0])
+    assert "Your agents:\n- worker" in system
+    assert system.endswith("- pdf-tools: Extracts text from PDFs. Use when the user mentions a PDF.")
+    assert tool_messages(model.requests[1])[-1].text == "Five, seven, five syllables."
+
+
 def test_replace_keeps_the_skills_and_one_of_each_tool(skills_dir: Path) -> None:
     @tool
     def other() -> str:
