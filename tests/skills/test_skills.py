@@ -89,6 +89,14 @@ def test_one_skills_own_folder_and_several_folders(write_skill: WriteSkill, tmp_
     assert Skills.from_dir(one, tmp_path / "b").names == ("alpha", "beta", "gamma")
 
 
+def test_a_folder_may_start_with_the_home_folder(
+    skills_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert Skills.from_dir("~/skills").names == ("haiku", "pdf-tools")
+    assert Skill.from_dir("~/skills/haiku").path == (skills_dir / "haiku").resolve()
+
+
 def test_folders_without_skill_md_and_hidden_folders_are_passed_over(
     write_skill: WriteSkill, tmp_path: Path
 ) -> None:
@@ -309,7 +317,9 @@ async def test_a_supervisor_passes_skills_to_its_agent(skills_dir: Path) -> None
     assert (await supervisor.prompt("a poem")).text == "A poem."
     system = system_text(model.requests[0])
     assert "Your agents:\n- worker" in system
-    assert system.endswith("- pdf-tools: Extracts text from PDFs. Use when the user mentions a PDF.")
+    assert system.endswith(
+        "- pdf-tools: Extracts text from PDFs. Use when the user mentions a PDF."
+    )
     assert tool_messages(model.requests[1])[-1].text == "Five, seven, five syllables."
 
 
@@ -325,6 +335,13 @@ def test_replace_keeps_the_skills_and_one_of_each_tool(skills_dir: Path) -> None
     assert copy.tools.names == ("load_skill", "read_skill_file")
     handed = agent.replace(tools=[*agent.tools, other])  # as HandoffNetwork adds its tools
     assert handed.tools.names == ("load_skill", "read_skill_file", "other")
+    plain = handed.replace(skills=None)
+    assert plain.skills is None and plain.tools.names == ("other",)
+    assert plain.replace(skills=skills_dir).tools.names == (
+        "other",
+        "load_skill",
+        "read_skill_file",
+    )
 
 
 def test_a_tool_named_like_a_skill_tool_is_a_duplicate(skills_dir: Path) -> None:

@@ -450,6 +450,9 @@ def _setting(agent: Agent[Any, Any], name: str) -> Any:
         return [(pairs[i].text, pairs[i + 1].text) for i in range(0, len(pairs), 2)]
     if name == "output_type":
         return agent.output.output_type if agent.output is not None else None
+    if name == "tools" and agent.skills is not None:  # the skills' own come back with skills=
+        own = agent.skills.tools
+        return [found for found in agent.tools if not any(found is t for t in own)]
     return getattr(agent, name)
 
 

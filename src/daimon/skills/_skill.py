@@ -70,7 +70,7 @@ class Skill:
                 breaks the specification; the message names the file.
             MissingDependencyError: PyYAML is not installed (the ``skills`` extra).
         """
-        root = Path(folder).resolve()
+        root = Path(folder).expanduser().resolve()
         file = find_skill_file(root)
         if file is None:
             raise SkillError(str(root), f"not a skill folder: it has no {SKILL_FILE}")

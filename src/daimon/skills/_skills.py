@@ -69,7 +69,7 @@ class Skills:
         self.max_file_bytes = max_file_bytes
         self._by_name = by_name
         self._instructions: str | None = None
-        self._tools: tuple[Tool, ...] | None = None
+        self._tools: tuple[Tool, ...] = (_LoadSkill(self), _ReadSkillFile(self))
 
     @classmethod
     def from_dir(
@@ -133,8 +133,6 @@ class Skills:
         The same objects on every read, so an agent given them twice (by ``replace``, say) keeps
         one of each.
         """
-        if self._tools is None:
-            self._tools = (_LoadSkill(self), _ReadSkillFile(self))
         return self._tools
 
     def unknown(self, name: object) -> ToolOutput:
@@ -172,7 +170,7 @@ def as_skills(value: object) -> Skills | None:
 
 def _scan(folder: str | os.PathLike[str]) -> list[Skill]:
     """The skills of a folder: itself, if it is one, else each skill folder directly inside it."""
-    root = Path(folder)
+    root = Path(folder).expanduser()
     if not root.is_dir():
         problem = "is not a folder" if root.exists() else "does not exist"
         raise SkillError(os.fspath(folder), f"the skills folder {problem}")
