@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         RunCancelled,
         SchemaValidationError,
         SerializationError,
+        SkillError,
         StreamClosedError,
         TimeoutError,  # noqa: A004 - daimon.TimeoutError is also a builtins.TimeoutError
         ToolError,
@@ -106,6 +107,7 @@ if TYPE_CHECKING:
     from daimon.prompt import (
         PromptTemplate,
     )
+    from daimon.skills import Skill, Skills
     from daimon.state import (
         RunState,
     )
@@ -179,6 +181,9 @@ _LAZY: dict[str, str] = {
     "SchemaValidationError": "daimon.core.errors",
     "SerializationError": "daimon.core.errors",
     "ShortCircuit": "daimon.middleware",
+    "Skill": "daimon.skills",
+    "SkillError": "daimon.core.errors",
+    "Skills": "daimon.skills",
     "StopReason": "daimon.core.chat",
     "StreamClosedError": "daimon.core.errors",
     "StreamEvent": "daimon.core.events",
@@ -263,6 +268,9 @@ __all__ = (
     "SchemaValidationError",
     "SerializationError",
     "ShortCircuit",
+    "Skill",
+    "SkillError",
+    "Skills",
     "StopReason",
     "StreamClosedError",
     "StreamEvent",

@@ -73,6 +73,7 @@ ALWAYS_INSTALLED = (
     "daimon.prompt",
     "daimon.cost",
     "daimon.state",
+    "daimon.skills",
     "daimon.memory.window",
     "daimon.memory.summary",
     "daimon.models.function",

@@ -302,3 +302,74 @@ def test_options_override_an_agent_file(tmp_path: Path) -> None:
     assert agent.max_repeated_tool_calls == 2
     assert agent.memory.max_messages == 4  # type: ignore[attr-defined]
     assert "(from " in notes.getvalue()
+
+
+# ---------------------------------------------------------------- skills from an agent file
+def _write_skill(folder: Path, name: str, description: str, body: str) -> None:
+    (folder / name).mkdir(parents=True)
+    text = f"---\nname: {name}\ndescription: {description}\n---\n{body}\n"
+    (folder / name / "SKILL.md").write_text(text, encoding="utf-8")
+
+
+def _openai_stream(*deltas: dict[str, Any], finish: str) -> list[Any]:
+    """An OpenAI Chat Completions stream, as the API sends it: deltas, the finish, [DONE]."""
+    from daimon.testing.models import SSE
+
+    def chunk(delta: dict[str, Any], reason: str | None = None) -> SSE:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+        return SSE(
+            data={
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 1_700_000_000,
+                "model": "m",
+                "choices": [choice],
+            }
+        )
+
+    return [*(chunk(d) for d in deltas), chunk({}, finish), SSE(data="[DONE]")]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openai") is None, reason="needs the openai extra")
+def test_an_agent_files_skills_load_on_demand(cli: CLI, tmp_path: Path) -> None:
+    from daimon.testing.models import WireServer
+
+    _write_skill(tmp_path / "config" / "skills", "haiku", "Writes haiku.", "Count 5-7-5 syllables.")
+    _write_skill(tmp_path / "config" / "skills", "limerick", "Writes limericks.", "Rhyme AABBA.")
+    load = {"index": 0, "id": "call_1", "type": "function"}
+    load["function"] = {"name": "load_skill", "arguments": '{"name": "haiku"}'}
+    with WireServer() as server:
+        (tmp_path / "config" / "agent.yaml").write_text(
+            f"model: openai-compatible:m@{server.url}/v1\nskills: [skills]\n", encoding="utf-8"
+        )
+        server.reply_sse(
+            _openai_stream({"role": "assistant", "tool_calls": [load]}, finish="tool_calls")
+        )
+        server.reply_sse(_openai_stream({"content": "An old silent pond."}, finish="stop"))
+        result = cli("run", "--agent", "config/agent.yaml", "a poem please")
+        first, second = (request.body for request in server.requests)
+    assert result.returncode == 0, result.stderr
+    assert "An old silent pond." in result.stdout
+    system = first["messages"][0]
+    assert system["role"] == "system"
+    assert "- haiku: Writes haiku.\n- limerick: Writes limericks." in system["content"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["load_skill", "read_skill_file"]
+    assert "5-7-5" not in json.dumps(first) and "AABBA" not in json.dumps(first)
+    loaded = second["messages"][-1]
+    assert (loaded["role"], loaded["tool_call_id"]) == ("tool", "call_1")
+    assert "Count 5-7-5 syllables." in loaded["content"]
+    assert "AABBA" not in json.dumps(second)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openai") is None, reason="needs the openai extra")
+def test_a_malformed_skill_in_an_agent_file_exits_2(cli: CLI, tmp_path: Path) -> None:
+    (tmp_path / "skills" / "bad").mkdir(parents=True)
+    (tmp_path / "skills" / "bad" / "SKILL.md").write_text("---\nname: bad\n---\n", encoding="utf-8")
+    (tmp_path / "agent.yaml").write_text(
+        "model: openai-compatible:m@http://127.0.0.1:9/v1\nskills: skills\n", encoding="utf-8"
+    )
+    result = cli("run", "--agent", "agent.yaml", "hi")
+    assert result.returncode == 2, result.stderr
+    bad = tmp_path.resolve() / "skills" / "bad" / "SKILL.md"
+    assert f"{bad}: the front matter has no 'description'" in result.stderr
+    _no_traceback(result)

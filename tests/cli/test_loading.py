@@ -118,6 +118,9 @@ def test_false_turns_the_repeated_call_guard_off(tmp_path: Path, name: str, text
         ("model_settings: [1]\n", "model_settings must be a table, got a list"),
         ("- just\n- a list\n", "the file must be a table of fields, got a list"),
         ("model: [unclosed\n", "is not valid YAML"),
+        ("skills: 3\n", "skills must be a folder or a list of folders"),
+        ("skills: [skills/, 3]\n", "skills must be a folder or a list of folders"),
+        ("skills: ['']\n", "skills must be a folder or a list of folders"),
     ],
 )
 def test_bad_fields_are_named(tmp_path: Path, text: str, message: str) -> None:
@@ -127,6 +130,29 @@ def test_bad_fields_are_named(tmp_path: Path, text: str, message: str) -> None:
         load_agent_file(path)
     assert message in str(caught.value)
     assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("agent.yaml", "skills: [skills, /abs/more]\n"),
+        ("agent.toml", 'skills = ["skills", "/abs/more"]\n'),
+    ],
+)
+def test_skill_folders_are_relative_to_the_agent_file(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / "config" / name
+    path.parent.mkdir()
+    path.write_text(text, encoding="utf-8")
+    config = load_agent_file(path)
+    assert config.skills == (str(tmp_path / "config" / "skills"), "/abs/more")
+
+
+def test_one_skill_folder_may_be_a_string(tmp_path: Path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text("skills: my-skills\n", encoding="utf-8")
+    assert load_agent_file(path).skills == (str(tmp_path / "my-skills"),)
+    path.write_text("name: x\n", encoding="utf-8")
+    assert load_agent_file(path).skills == ()
 
 
 def test_bad_toml_and_bad_paths(tmp_path: Path) -> None:

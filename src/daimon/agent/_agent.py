@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from daimon.core.checkpoints import CheckpointState
     from daimon.core.protocols import Checkpoint, Memory, Model
+    from daimon.skills import Skills, SkillSource
 
     DepsT = TypeVar("DepsT", default=Any)
     OutputT = TypeVar("OutputT", default=str)
@@ -99,6 +100,9 @@ class Agent(Generic[DepsT, OutputT]):
             whose result changed (polling) starts its count again; ``None`` turns the guard off.
         deps_type: The type of ``deps`` that prompts pass to tools; a prompt with ``deps`` of
             another type raises :class:`BuilderError`.
+        skills: Skills the agent loads on demand (:class:`~daimon.skills.Skills`, a folder, or
+            a list of folders): the system prompt lists each one's name and description, and
+            the tools ``load_skill`` and ``read_skill_file`` load the rest when the model asks.
     """
 
     __slots__ = (
@@ -123,6 +127,7 @@ class Agent(Generic[DepsT, OutputT]):
         "output",
         "output_guardrails",
         "output_retries",
+        "skills",
         "system_prompt",
         "temperature",
         "tool_retry_policy",
@@ -157,6 +162,7 @@ class Agent(Generic[DepsT, OutputT]):
         output_retries: int = 2,
         max_repeated_tool_calls: int | None = 3,
         deps_type: type[DepsT] | None = None,
+        skills: SkillSource | None = None,
     ) -> None:
         # Each check is a call only when its setting is not the default: constructing an agent
         # is benchmarked (the construct metric), and most agents set few of these.
@@ -165,16 +171,16 @@ class Agent(Generic[DepsT, OutputT]):
         if system_prompt is not None and type(system_prompt) is not str:
             _check_system_prompt(system_prompt)
         self.system_prompt = system_prompt
+        self.skills, tools = (None, tools) if skills is None else _with_skills(skills, tools)
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self._memory = memory
         if max_iterations != 10 or type(max_iterations) is not int:
             _positive("max_iterations", max_iterations)
         self.max_iterations = max_iterations
-        if max_repeated_tool_calls is not None and (
-            max_repeated_tool_calls != 3 or type(max_repeated_tool_calls) is not int
-        ):
-            _positive("max_repeated_tool_calls", max_repeated_tool_calls, "or None")
-        self.max_repeated_tool_calls = max_repeated_tool_calls
+        repeats = max_repeated_tool_calls
+        if repeats is not None and (repeats != 3 or type(repeats) is not int):
+            _positive("max_repeated_tool_calls", repeats, "or None")
+        self.max_repeated_tool_calls = repeats
         self.hooks: tuple[AgentHook, ...] = tuple(hooks) if hooks else ()
         self.middleware = (
             middleware if isinstance(middleware, MiddlewareStack) else _stack(middleware)
@@ -223,18 +229,13 @@ class Agent(Generic[DepsT, OutputT]):
         return self._memory
 
     async def system_message(self, state: RunState) -> Message | None:
-        """The system message for a run, built from ``system_prompt``."""
+        """The system message for a run: ``system_prompt``, then the skills' list, if any."""
         prompt = self.system_prompt
-        if prompt is None:
-            return None
-        if isinstance(prompt, str):
-            return Message.system(prompt)
-        text = prompt(state)
-        if inspect.isawaitable(text):
-            text = await text
-        if not isinstance(text, str):
-            raise BuilderError(f"system_prompt function returned {type(text).__name__}, not str")
-        return Message.system(text)
+        text = prompt if prompt is None or isinstance(prompt, str) else await _built(prompt, state)
+        if self.skills is not None:
+            listing = self.skills.instructions
+            text = f"{text}\n\n{listing}" if text else listing
+        return None if text is None else Message.system(text)
 
     async def prompt(
         self,
@@ -408,6 +409,16 @@ class Agent(Generic[DepsT, OutputT]):
             )
 
 
+async def _built(prompt: Callable[[RunState], str | Awaitable[str]], state: RunState) -> str:
+    """The text a ``system_prompt`` function returns for this run."""
+    text = prompt(state)
+    if inspect.isawaitable(text):
+        text = await text
+    if not isinstance(text, str):
+        raise BuilderError(f"system_prompt function returned {type(text).__name__}, not str")
+    return text
+
+
 async def _drain(events: AsyncIterator[StreamEvent]) -> AgentResponse[Any]:
     """The response the run's ``Done`` carries."""
     response: AgentResponse[Any] | None = None
@@ -439,6 +450,9 @@ def _setting(agent: Agent[Any, Any], name: str) -> Any:
         return [(pairs[i].text, pairs[i + 1].text) for i in range(0, len(pairs), 2)]
     if name == "output_type":
         return agent.output.output_type if agent.output is not None else None
+    if name == "tools" and agent.skills is not None:  # the skills' own come back with skills=
+        own = agent.skills.tools
+        return [found for found in agent.tools if not any(found is t for t in own)]
     return getattr(agent, name)
 
 
@@ -478,6 +492,20 @@ def _check_temperature(temperature: object) -> None:
 def _check_system_prompt(system_prompt: object) -> None:
     if not callable(system_prompt):
         raise BuilderError("system_prompt must be a string or a callable")
+
+
+def _with_skills(
+    skills: SkillSource, tools: Iterable[Tool | Callable[..., Any]]
+) -> tuple[Skills | None, Iterable[Tool | Callable[..., Any]]]:
+    """The skills, and the tools with the skills' own added (once: ``replace`` passes both)."""
+    from daimon.skills import as_skills
+
+    loaded = as_skills(skills)
+    if loaded is None:
+        return None, tools
+    given = list(tools)
+    extra = [t for t in loaded.tools if not any(t is g for g in given)]
+    return loaded, [*given, *extra]
 
 
 def _stack(middleware: Iterable[Middleware]) -> MiddlewareStack:

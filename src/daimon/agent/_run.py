@@ -286,7 +286,11 @@ class Run:
                 text = await check_input(agent.input_guardrails, text, history)
             user = _new_message(role=Role.USER, content=text)  # Message.user(text), faster
         messages = state.messages
-        system = await agent.system_message(state) if agent.system_prompt is not None else None
+        system = (
+            await agent.system_message(state)
+            if agent.system_prompt is not None or agent.skills is not None
+            else None
+        )
         if instructions:
             system = Message.system(f"{system.text}\n\n{instructions}" if system else instructions)
         if system is not None:

@@ -157,6 +157,7 @@ def _build_agent(
         name=config.name if config else "agent",
         system_prompt=system if system is not None else (config.system_prompt if config else None),
         tools=loaded_tools,
+        skills=config.skills if config and config.skills else None,
         memory=config.memory.build() if config and config.memory else None,
         max_iterations=config.max_iterations if config else 10,
         max_tokens=config.max_tokens if config else None,

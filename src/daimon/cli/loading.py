@@ -11,6 +11,7 @@ An agent file (YAML or TOML) describes an agent as data::
     system_prompt: You compute.
     temperature: 0
     tools: [daimon.cli.demo:calculator]
+    skills: [skills/]               # skill folders, relative to this file
     memory: {type: sliding_window, max_messages: 20}
     limits: {max_iterations: 5, max_tokens: 256, max_repeated_tool_calls: 3}
     model_settings: {top_p: 0.9}
@@ -248,6 +249,8 @@ class AgentConfig:
     temperature: float | None = None
     tools: tuple[str, ...] = ()
     """Tools by import path, ``package.module:function``."""
+    skills: tuple[str, ...] = ()
+    """Folders of skills (or single skills), resolved against the agent file's folder."""
     memory: MemoryConfig | None = None
     max_iterations: int = 10
     max_tokens: int | None = None
@@ -262,6 +265,7 @@ _TOP_FIELDS = (
     "system_prompt",
     "temperature",
     "tools",
+    "skills",
     "memory",
     "limits",
     "model_settings",
@@ -337,6 +341,28 @@ def _parse(path: Path) -> Any:
         raise ConfigError(f"agent file {str(path)!r} is not valid YAML: {exc}") from None
 
 
+def _memory(check: _Checker, value: Any) -> MemoryConfig:
+    raw = check.table(value, "memory", _MEMORY_FIELDS)
+    kind = check.string(raw, "type", "memory.") or "sliding_window"
+    if kind not in _MEMORY_TYPES:
+        raise check.fail(f"memory.type must be one of {', '.join(_MEMORY_TYPES)}, got {kind!r}")
+    return MemoryConfig(
+        type=kind,
+        max_messages=check.positive_int(raw, "max_messages", "memory.") or 50,
+        max_tokens=check.positive_int(raw, "max_tokens", "memory.") or 4000,
+        path=check.string(raw, "path", "memory.") or "daimon-memory.db",
+        url=check.string(raw, "url", "memory.") or "redis://localhost:6379/0",
+    )
+
+
+def _skill_folders(check: _Checker, value: Any, base: Path) -> tuple[str, ...]:
+    """``skills``: a folder or a list of folders, each made absolute against ``base``."""
+    folders = [value] if isinstance(value, str) else value
+    if not isinstance(folders, list) or not all(isinstance(f, str) and f for f in folders):
+        raise check.fail("skills must be a folder or a list of folders (skills/)")
+    return tuple(str(base / Path(folder).expanduser()) for folder in folders)
+
+
 def load_agent_file(path: str | os.PathLike[str]) -> AgentConfig:
     """Read and check a YAML (``.yaml``/``.yml``) or TOML (``.toml``) agent file.
 
@@ -362,19 +388,7 @@ def load_agent_file(path: str | os.PathLike[str]) -> AgentConfig:
             )
 
     limits = check.table(data.get("limits", {}), "limits", _LIMIT_FIELDS)
-    memory: MemoryConfig | None = None
-    if "memory" in data:
-        raw = check.table(data["memory"], "memory", _MEMORY_FIELDS)
-        kind = check.string(raw, "type", "memory.") or "sliding_window"
-        if kind not in _MEMORY_TYPES:
-            raise check.fail(f"memory.type must be one of {', '.join(_MEMORY_TYPES)}, got {kind!r}")
-        memory = MemoryConfig(
-            type=kind,
-            max_messages=check.positive_int(raw, "max_messages", "memory.") or 50,
-            max_tokens=check.positive_int(raw, "max_tokens", "memory.") or 4000,
-            path=check.string(raw, "path", "memory.") or "daimon-memory.db",
-            url=check.string(raw, "url", "memory.") or "redis://localhost:6379/0",
-        )
+    memory = _memory(check, data["memory"]) if "memory" in data else None
     settings = data.get("model_settings", {})
     if not isinstance(settings, Mapping):
         raise check.fail(f"model_settings must be a table, got {_kind(settings)}")
@@ -385,6 +399,7 @@ def load_agent_file(path: str | os.PathLike[str]) -> AgentConfig:
         system_prompt=check.string(data, "system_prompt"),
         temperature=check.number(data, "temperature"),
         tools=tuple(tools_value),
+        skills=_skill_folders(check, data.get("skills", []), file.parent),
         memory=memory,
         max_iterations=check.positive_int(limits, "max_iterations", "limits.") or 10,
         max_tokens=check.positive_int(limits, "max_tokens", "limits."),

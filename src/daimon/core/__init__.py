@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         RunCancelled,
         SchemaValidationError,
         SerializationError,
+        SkillError,
         StreamClosedError,
         TimeoutError,  # noqa: A004
         ToolError,
@@ -187,6 +188,7 @@ _LAZY: dict[str, str] = {
     "SchemaValidationError": "daimon.core.errors",
     "ScoredDocument": "daimon.core.documents",
     "SerializationError": "daimon.core.errors",
+    "SkillError": "daimon.core.errors",
     "StopReason": "daimon.core.chat",
     "StreamClosedError": "daimon.core.errors",
     "StreamEvent": "daimon.core.events",
@@ -278,6 +280,7 @@ __all__ = (
     "SchemaValidationError",
     "ScoredDocument",
     "SerializationError",
+    "SkillError",
     "StopReason",
     "StreamClosedError",
     "StreamEvent",

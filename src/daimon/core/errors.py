@@ -5,7 +5,8 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     DaimonError
     ├── BuilderError                  a configuration mistake, raised at construction
     │   ├── DuplicateToolError
-    │   └── PromptTemplateError
+    │   ├── PromptTemplateError
+    │   └── SkillError                a skill folder or SKILL.md that cannot be loaded (typed path)
     ├── MissingDependencyError        an extra is not installed (also an ImportError)
     ├── InvalidIdError                a session, run or task id no backend can store (a ValueError)
     ├── SerializationError            bad persisted or wire data (also a ValueError)
@@ -75,6 +76,7 @@ __all__ = (
     "RunCancelled",
     "SchemaValidationError",
     "SerializationError",
+    "SkillError",
     "StreamClosedError",
     "TimeoutError",
     "ToolError",
@@ -107,6 +109,17 @@ class PromptTemplateError(BuilderError):
         names = ", ".join(sorted(missing))
         super().__init__(f"prompt template is missing variable(s): {names}")
         self.missing = tuple(sorted(missing))
+
+
+class SkillError(BuilderError):
+    """A skill cannot be loaded: a malformed ``SKILL.md``, a bad folder, or a duplicate name.
+
+    ``path`` is the file or folder at fault; the message starts with it.
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
 
 
 DISTRIBUTION = "daimon-agents"
