@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +20,7 @@ from daimon.core import (
     Done,
     ImagePart,
     Message,
+    Reasoning,
     ResponseFormat,
     Role,
     ScoredDocument,
@@ -108,10 +110,35 @@ def test_envelope_and_kind_are_written() -> None:
             "tool_call_id": None,
             "name": None,
             "is_error": False,
-            "reasoning": [],
             "kind": "message",
         },
     }
+
+
+def test_an_added_field_is_written_only_when_used_so_older_readers_read_the_record() -> None:
+    """A rolling upgrade: a release before reasoning existed reads what this one writes."""
+
+    @dataclass(frozen=True, kw_only=True)
+    class OlderUsage:  # Usage as the release before reasoning tokens declared it
+        input_tokens: int = 0
+        output_tokens: int = 0
+        cached_tokens: int = 0
+        requests: int = 0
+        kind: Literal["usage"] = field(default="usage", init=False, repr=False)
+
+    plain = Usage(input_tokens=3, output_tokens=2, requests=1)
+    assert "reasoning_tokens" not in to_data(plain)
+    assert loads(dumps(plain), OlderUsage) == OlderUsage(
+        input_tokens=3, output_tokens=2, requests=1
+    )
+    reasoned = Usage(output_tokens=9, reasoning_tokens=4)
+    assert to_data(reasoned)["reasoning_tokens"] == 4
+    with pytest.raises(SerializationError, match=r"unknown field.*reasoning_tokens"):
+        loads(dumps(reasoned), OlderUsage)  # a record that uses it is refused, never misread
+    assert loads(dumps(reasoned), Usage) == reasoned
+    thought = Message.assistant("hi", reasoning=[Reasoning(provider="openai", text="s")])
+    assert to_data(thought)["reasoning"][0]["text"] == "s"
+    assert loads(dumps(thought), Message) == thought
 
 
 def test_image_bytes_travel_as_base64() -> None:

@@ -27,6 +27,7 @@ from daimon.core.errors import (
     RunCancelled,
     SchemaValidationError,
     SerializationError,
+    SkillError,
     StreamClosedError,
     TimeoutError,  # noqa: A004 - daimon's own, tested against the builtin
     ToolError,
@@ -38,6 +39,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     BuilderError: (DaimonError,),
     DuplicateToolError: (BuilderError,),
     PromptTemplateError: (BuilderError,),
+    SkillError: (BuilderError,),
     MissingDependencyError: (DaimonError, ImportError),
     SerializationError: (DaimonError, ValueError),
     errors.InvalidIdError: (DaimonError, ValueError),

@@ -8,6 +8,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Literal
 
+from daimon.core._added import ADDED
 from daimon.core._fastinit import fast_init, fast_new
 from daimon.core.messages import Message, ToolCall
 from daimon.core.tools import ToolSpec
@@ -37,7 +38,7 @@ class Usage:
     """Input tokens served from the provider's prompt cache (a subset of ``input_tokens``)."""
     requests: int = 0
     """How many model calls this usage covers."""
-    reasoning_tokens: int = 0
+    reasoning_tokens: int = field(default=0, metadata=ADDED)
     """Output tokens the model spent reasoning (a subset of ``output_tokens``, billed as output)."""
     kind: Literal["usage"] = field(default="usage", init=False, repr=False)
 

@@ -32,9 +32,10 @@ from enum import Enum
 from functools import cache
 from typing import Any, TypeVar, cast, overload
 
+from daimon.core._added import ADDED  # re-exported: the marker belongs to the format
 from daimon.core.errors import SerializationError
 
-__all__ = ("CODEC_VERSION", "dumps", "from_data", "loads", "to_data")
+__all__ = ("ADDED", "CODEC_VERSION", "dumps", "from_data", "loads", "to_data")
 
 CODEC_VERSION = 1
 """The envelope version :func:`dumps` writes and :func:`loads` accepts."""
@@ -97,9 +98,14 @@ def _to_data(obj: Any) -> Any:
     if obj is None or isinstance(obj, (str, bool, int, float)):
         return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, Mapping):
         out: dict[str, Any] = {}
+        for name, default in _encoded_fields(type(obj)):
+            value = getattr(obj, name)
+            if default is _ALWAYS or value != default:
+                out[name] = _to_data(value)
+        return out
+    if isinstance(obj, Mapping):
+        out = {}
         for key, value in obj.items():
             if not isinstance(key, str):
                 raise SerializationError(
@@ -112,6 +118,24 @@ def _to_data(obj: Any) -> Any:
     if isinstance(obj, bytes):
         return base64.b64encode(obj).decode("ascii")
     raise SerializationError(f"cannot encode a value of type {type(obj).__name__} as JSON")
+
+
+_ALWAYS: Any = object()
+
+
+@cache
+def _encoded_fields(cls: type[Any]) -> tuple[tuple[str, Any], ...]:
+    """Each field's name, and the default it is left out at (``_ALWAYS``: never left out)."""
+    fields = []
+    for f in dataclasses.fields(cls):
+        if not f.metadata.get("daimon_added"):
+            fields.append((f.name, _ALWAYS))
+        elif f.default is not dataclasses.MISSING:
+            fields.append((f.name, f.default))
+        else:
+            factory = cast(Callable[[], Any], f.default_factory)
+            fields.append((f.name, factory()))
+    return tuple(fields)
 
 
 def _escape_key(key: str) -> str:

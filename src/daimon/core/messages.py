@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
+from daimon.core._added import ADDED
 from daimon.core._fastinit import fast_init
 
 __all__ = (
@@ -134,7 +135,7 @@ class Message:
     """For a tool message: the name of the tool that produced it."""
     is_error: bool = False
     """For a tool message: whether the tool failed."""
-    reasoning: tuple[Reasoning, ...] = ()
+    reasoning: tuple[Reasoning, ...] = field(default=(), metadata=ADDED)
     """For an assistant message: the model's reasoning before it, for the provider to reread."""
     kind: Literal["message"] = field(default="message", init=False, repr=False)
 
