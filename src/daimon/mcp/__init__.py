@@ -19,6 +19,7 @@ from daimon.core.lazy import lazy_exports
 from daimon.core.optional import require
 
 if TYPE_CHECKING:
+    from daimon.mcp._auth import MCPOAuth, MCPTokenStore, MemoryTokenStore, approve_at_once
     from daimon.mcp._client import MCPClient, MCPTool
     from daimon.mcp._content import (
         MCPAudio,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     )
     from daimon.mcp._convert import MCPPrompt, MCPPromptArgument, MCPResource, MCPResourceContents
     from daimon.mcp._declare import Prompt, Resource, prompt, resource
+    from daimon.mcp._events import MCPEventStore
     from daimon.mcp._served import MCPServer
     from daimon.mcp._server import create_mcp_server, mcp_http_app, serve_mcp
 
@@ -37,16 +39,21 @@ __all__ = (
     "MCPClient",
     "MCPContent",
     "MCPEmbeddedResource",
+    "MCPEventStore",
     "MCPImage",
+    "MCPOAuth",
     "MCPPrompt",
     "MCPPromptArgument",
     "MCPResource",
     "MCPResourceContents",
     "MCPResourceLink",
     "MCPServer",
+    "MCPTokenStore",
     "MCPTool",
+    "MemoryTokenStore",
     "Prompt",
     "Resource",
+    "approve_at_once",
     "create_mcp_server",
     "mcp_http_app",
     "prompt",
@@ -60,12 +67,17 @@ _LAZY = {
     "MCPEmbeddedResource": "daimon.mcp._content",
     "MCPImage": "daimon.mcp._content",
     "MCPResourceLink": "daimon.mcp._content",
+    "MCPEventStore": "daimon.mcp._events",
     "MCPServer": "daimon.mcp._served",
     "Prompt": "daimon.mcp._declare",
     "Resource": "daimon.mcp._declare",
     "prompt": "daimon.mcp._declare",
     "resource": "daimon.mcp._declare",
     "MCPClient": "daimon.mcp._client",
+    "MCPOAuth": "daimon.mcp._auth",
+    "MCPTokenStore": "daimon.mcp._auth",
+    "MemoryTokenStore": "daimon.mcp._auth",
+    "approve_at_once": "daimon.mcp._auth",
     "MCPPrompt": "daimon.mcp._convert",
     "MCPPromptArgument": "daimon.mcp._convert",
     "MCPResource": "daimon.mcp._convert",

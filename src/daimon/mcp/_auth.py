@@ -1,0 +1,313 @@
+"""OAuth 2.1 for MCP servers over HTTP: :class:`MCPOAuth`, given as ``MCPClient.http(auth=...)``.
+
+The MCP authorization spec is carried out by the SDK's OAuth client (``mcp.client.auth``),
+which daimon configures and never re-implements: on a 401 it discovers the protected
+resource's metadata (RFC 9728: the ``WWW-Authenticate`` hint, then the well-known paths) and
+the authorization server's (RFC 8414 and OpenID discovery, with the 2025-03-26 fallbacks),
+registers the client (a client ID metadata document when the server supports one and a URL is
+given, else dynamic registration, unless the client is pre-registered), runs the
+authorization code grant with PKCE (S256) and the RFC 8707 ``resource``, picks scopes
+(``WWW-Authenticate``, else ``scopes_supported``), refreshes tokens, and steps the scope up
+on ``403 insufficient_scope``. daimon adds the pieces a program supplies: the browser step
+(``on_authorize``), a token store, and the machine-to-machine grants.
+
+Tokens and secrets never appear in a ``repr`` or a log line of daimon's.
+"""
+
+from __future__ import annotations
+
+from daimon.mcp import _sdk  # noqa: F401  # isort: skip - first: names the extra
+
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Literal, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from daimon.core.errors import BuilderError, MCPError
+
+__all__ = ("AuthorizeHandler", "MCPOAuth", "MCPTokenStore", "MemoryTokenStore", "approve_at_once")
+
+AuthorizeHandler = Callable[[str], Awaitable[str]]
+"""The browser step: given the authorization URL, the URL the user's browser was sent back to
+(the redirect URI, with ``code`` and ``state``)."""
+
+DEFAULT_REDIRECT_URI = "http://127.0.0.1:33418/callback"
+
+
+class MCPTokenStore(Protocol):
+    """Where an :class:`MCPOAuth` keeps its tokens and its registration (the SDK's ``TokenStorage``).
+
+    Keep them as secrets: an access or refresh token is a credential.
+    """
+
+    async def get_tokens(self) -> OAuthToken | None:
+        """The stored tokens, if any."""
+        ...
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        """Store new tokens (after a grant or a refresh)."""
+        ...
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        """The stored client registration, if any."""
+        ...
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        """Store the client registration."""
+        ...
+
+
+class MemoryTokenStore:
+    """Tokens and registration in memory, for one process's lifetime (the default store)."""
+
+    __slots__ = ("_client", "_tokens")
+
+    def __init__(self, client_info: OAuthClientInformationFull | None = None) -> None:
+        self._tokens: OAuthToken | None = None
+        self._client = client_info
+
+    def __repr__(self) -> str:
+        return f"MemoryTokenStore(tokens={'set' if self._tokens else 'none'})"
+
+    async def get_tokens(self) -> OAuthToken | None:
+        """The stored tokens, if any."""
+        return self._tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        """Store new tokens."""
+        self._tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        """The stored registration, if any."""
+        return self._client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        """Store the registration."""
+        self._client = client_info
+
+
+async def approve_at_once(url: str) -> str:
+    """The browser step for authorization servers that approve without a person (tests, CI).
+
+    Requests the authorization URL and returns where its redirect points. A real
+    authorization server shows a sign-in page instead; use a handler that opens a browser.
+
+    Raises:
+        MCPError: The authorization server did not redirect.
+    """
+    async with httpx2.AsyncClient(follow_redirects=False, timeout=30.0) as http:
+        response = await http.get(url)
+    location = response.headers.get("location")
+    if response.status_code not in (301, 302, 303, 307, 308) or not location:
+        raise MCPError(
+            f"the authorization server answered {response.status_code} without a redirect; "
+            "it needs a person: give MCPOAuth an on_authorize that opens a browser"
+        )
+    return str(location)
+
+
+def _callback_result(redirected_to: str) -> AuthorizationCodeResult:
+    query = parse_qs(urlsplit(redirected_to).query)
+    if "error" in query:
+        reason = query.get("error_description", query["error"])[0]
+        raise MCPError(f"the authorization server refused: {reason}")
+    if "code" not in query:
+        raise MCPError("the authorization redirect carries no code")
+    return AuthorizationCodeResult(
+        code=query["code"][0],
+        state=query.get("state", [None])[0],
+        iss=query.get("iss", [None])[0],
+    )
+
+
+class _Browser:
+    """The SDK's redirect and callback handlers, around one ``on_authorize``."""
+
+    __slots__ = ("_landed", "_on_authorize")
+
+    def __init__(self, on_authorize: AuthorizeHandler) -> None:
+        self._on_authorize = on_authorize
+        self._landed: str | None = None
+
+    async def redirect(self, url: str) -> None:
+        self._landed = await self._on_authorize(url)
+
+    async def callback(self) -> AuthorizationCodeResult:
+        landed, self._landed = self._landed, None
+        if landed is None:
+            raise MCPError("the authorization step returned no redirect URL")
+        return _callback_result(landed)
+
+
+class MCPOAuth:
+    """How :class:`~daimon.mcp.MCPClient` authorizes with an MCP server (OAuth 2.1).
+
+    Build one with :meth:`authorization_code` (a user signs in), :meth:`client_credentials`
+    or :meth:`private_key_jwt` (a service, no user); pass it as ``MCPClient.http(url,
+    auth=...)``. One ``MCPOAuth`` serves one server URL.
+    """
+
+    __slots__ = ("_build", "kind")
+
+    def __init__(self, kind: str, build: Callable[[str], httpx2.Auth]) -> None:
+        self.kind = kind
+        self._build = build
+
+    def __repr__(self) -> str:
+        return f"MCPOAuth({self.kind})"
+
+    def provider(self, server_url: str) -> httpx2.Auth:
+        """The SDK's OAuth provider (an ``httpx2.Auth``) for ``server_url``."""
+        return self._build(server_url)
+
+    @classmethod
+    def authorization_code(
+        cls,
+        on_authorize: AuthorizeHandler,
+        *,
+        redirect_uri: str = DEFAULT_REDIRECT_URI,
+        client_name: str = "daimon",
+        scope: str | None = None,
+        client_id: str | None = None,
+        client_secret: str | None = None,
+        client_metadata_url: str | None = None,
+        token_store: MCPTokenStore | None = None,
+    ) -> MCPOAuth:
+        """A user signs in through a browser (authorization code with PKCE).
+
+        Args:
+            on_authorize: The browser step: opens the URL it is given and returns the URL
+                the browser came back to (:func:`approve_at_once` for servers that need no
+                person).
+            redirect_uri: Where the authorization server sends the browser back.
+            client_name: The name registered with the authorization server.
+            scope: The scopes to ask for; by default the server's challenge decides.
+            client_id: A client registered beforehand (no dynamic registration then).
+            client_secret: Its secret, if it has one (sent with HTTP Basic).
+            client_metadata_url: An HTTPS URL serving this client's metadata document, used
+                as its client ID where the server supports that (instead of registering).
+            token_store: Where tokens and the registration are kept (memory by default).
+
+        Raises:
+            BuilderError: ``client_metadata_url`` is not an HTTPS URL with a path, or a
+                ``client_secret`` is given without a ``client_id``.
+        """
+        if client_secret is not None and client_id is None:
+            raise BuilderError("MCPOAuth: a client_secret needs its client_id")
+        metadata = OAuthClientMetadata(
+            client_name=client_name,
+            redirect_uris=[redirect_uri],  # type: ignore[list-item]  # pydantic parses it
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            scope=scope,
+            token_endpoint_auth_method="client_secret_basic" if client_secret else "none",
+        )
+        registered = None
+        if client_id is not None:
+            registered = OAuthClientInformationFull(
+                client_id=client_id,
+                client_secret=client_secret,
+                redirect_uris=[redirect_uri],  # type: ignore[list-item]
+                grant_types=["authorization_code", "refresh_token"],
+                token_endpoint_auth_method="client_secret_basic" if client_secret else "none",
+                scope=scope,
+            )
+
+        def build(server_url: str) -> httpx2.Auth:
+            store = token_store if token_store is not None else MemoryTokenStore(registered)
+            browser = _Browser(on_authorize)
+            try:
+                return OAuthClientProvider(
+                    server_url,
+                    metadata,
+                    store,
+                    redirect_handler=browser.redirect,
+                    callback_handler=browser.callback,
+                    client_metadata_url=client_metadata_url,
+                )
+            except ValueError as exc:
+                raise BuilderError(f"MCPOAuth: {exc}") from exc
+
+        if client_metadata_url is not None:
+            build("https://check.invalid/mcp")  # its URL is checked now, not at connect
+        return cls("authorization code", build)
+
+    @classmethod
+    def client_credentials(
+        cls,
+        client_id: str,
+        client_secret: str,
+        *,
+        scope: str | None = None,
+        issuer: str | None = None,
+        method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic",
+        token_store: MCPTokenStore | None = None,
+    ) -> MCPOAuth:
+        """A service authorizes as itself with a client ID and secret (no user).
+
+        ``issuer`` names the authorization server the credentials belong to; the client
+        then refuses any other the MCP server points at. Give it where it is known.
+        """
+
+        def build(server_url: str) -> httpx2.Auth:
+            with warnings.catch_warnings():  # issuer=None: the SDK warns; daimon documents it
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                return ClientCredentialsOAuthProvider(
+                    server_url,
+                    token_store if token_store is not None else MemoryTokenStore(),
+                    client_id,
+                    client_secret,
+                    token_endpoint_auth_method=method,
+                    scope=scope,
+                    issuer=issuer,
+                )
+
+        return cls("client credentials", build)
+
+    @classmethod
+    def private_key_jwt(
+        cls,
+        client_id: str,
+        private_key_pem: str,
+        *,
+        algorithm: str = "ES256",
+        scope: str | None = None,
+        issuer: str | None = None,
+        token_store: MCPTokenStore | None = None,
+    ) -> MCPOAuth:
+        """A service authorizes with a JWT signed by its private key (RFC 7523; no user)."""
+        assertion = SignedJWTParameters(
+            issuer=client_id,
+            subject=client_id,
+            signing_key=private_key_pem,
+            signing_algorithm=algorithm,
+        ).create_assertion_provider()
+
+        def build(server_url: str) -> httpx2.Auth:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                return PrivateKeyJWTOAuthProvider(
+                    server_url,
+                    token_store if token_store is not None else MemoryTokenStore(),
+                    client_id,
+                    assertion,
+                    scope=scope,
+                    issuer=issuer,
+                )
+
+        return cls("private key JWT", build)
