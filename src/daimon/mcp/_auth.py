@@ -38,6 +38,7 @@ from mcp.shared.auth import (
 )
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from daimon._http_gate import is_loopback
 from daimon.core.errors import BuilderError, MCPError
 
 __all__ = ("AuthorizeHandler", "MCPOAuth", "MCPTokenStore", "MemoryTokenStore", "approve_at_once")
@@ -50,7 +51,7 @@ DEFAULT_REDIRECT_URI = "http://127.0.0.1:33418/callback"
 
 
 class MCPTokenStore(Protocol):
-    """Where an :class:`MCPOAuth` keeps its tokens and its registration (the SDK's ``TokenStorage``).
+    """Where an :class:`MCPOAuth` keeps tokens and registration (the SDK's ``TokenStorage``).
 
     Keep them as secrets: an access or refresh token is a credential.
     """
@@ -135,6 +136,38 @@ def _callback_result(redirected_to: str) -> AuthorizationCodeResult:
     )
 
 
+def secure_endpoint(server_url: str) -> Callable[[httpx2.Request], Awaitable[None]]:
+    """An httpx request hook refusing plain HTTP off loopback, except to the MCP server itself.
+
+    The OAuth flow sends codes, verifiers, secrets and tokens to endpoints that metadata
+    documents name; a document naming ``http://`` endpoints elsewhere would have them sent in
+    clear. The MCP server's own origin is the user's choice and stays allowed.
+    """
+    own = urlsplit(server_url)
+
+    async def check(request: httpx2.Request) -> None:
+        url = request.url
+        if url.scheme == "https" or is_loopback(url.host):
+            return
+        if (url.scheme, url.host, url.port) == (own.scheme, own.hostname, own.port):
+            return
+        raise MCPError(
+            f"refusing to send an OAuth request to {url.scheme}://{url.host}: an authorization "
+            "endpoint must be HTTPS unless it is on loopback"
+        )
+
+    return check
+
+
+def _check_authorization_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme != "https" and not is_loopback(parts.hostname or ""):
+        raise MCPError(
+            f"refusing to send the user to {parts.scheme}://{parts.hostname}: an authorization "
+            "endpoint must be HTTPS unless it is on loopback"
+        )
+
+
 class _Browser:
     """The SDK's redirect and callback handlers, around one ``on_authorize``."""
 
@@ -145,6 +178,7 @@ class _Browser:
         self._landed: str | None = None
 
     async def redirect(self, url: str) -> None:
+        _check_authorization_url(url)
         self._landed = await self._on_authorize(url)
 
     async def callback(self) -> AuthorizationCodeResult:

@@ -53,12 +53,19 @@ class LogLevels:
         connection = session._connection  # see daimon.mcp._served._connection
         if connection not in self._levels:
             connection.exit_stack.callback(self._levels.pop, connection, None)
-        self._levels[connection] = LOG_LEVELS.index(level)  # type: ignore[arg-type]
+        self._levels[connection] = LOG_LEVELS.index(level)
+
+    async def set_level(
+        self, ctx: Any, params: mcp_types.SetLevelRequestParams
+    ) -> mcp_types.EmptyResult:
+        """The SDK handler of ``logging/setLevel``."""
+        self.set(ctx.session, params.level)
+        return mcp_types.EmptyResult()
 
     def allows(self, session: Any, level: str) -> bool:
         """Whether a message at ``level`` goes to the session's connection."""
         wanted = self._levels.get(session._connection, 0)
-        return level in LOG_LEVELS and LOG_LEVELS.index(level) >= wanted  # type: ignore[arg-type]
+        return level in LOG_LEVELS and LOG_LEVELS.index(level) >= wanted
 
 
 class MCPCaller:
@@ -100,7 +107,7 @@ class MCPCaller:
             role="user", content=mcp_types.TextContent(type="text", text=prompt)
         )
         try:
-            result = await _quietly(
+            result: Any = await _quietly(
                 session.create_message,
                 [message],
                 max_tokens=max_tokens,

@@ -19,7 +19,7 @@ import sys
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Self, TextIO, TypeVar
+from typing import Any, Protocol, Self, TextIO, TypeVar, cast
 
 import anyio
 import httpx2
@@ -28,6 +28,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.exceptions import MCPError as SDKError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -37,7 +38,7 @@ from daimon.core.messages import Message
 from daimon.core.protocols import Model
 from daimon.core.tools import ToolOutput
 from daimon.kit.lifecycle import AsyncClosing
-from daimon.mcp._auth import MCPOAuth
+from daimon.mcp._auth import MCPOAuth, secure_endpoint
 from daimon.mcp._convert import (
     MCPPrompt,
     MCPResource,
@@ -244,7 +245,7 @@ class MCPClient(AsyncClosing):
                 None if sampling_model is None else sampling_callback(sampling_model)
             ),
             "elicitation_callback": None if on_elicit is None else elicitation_callback(on_elicit),
-            "logging_callback": logging_callback(on_log, name),
+            "logging_callback": logging_callback(on_log, name, log_level),
         }
         self._tools: list[MCPTool] = []
         self._client: Client | None = None
@@ -425,7 +426,7 @@ class MCPClient(AsyncClosing):
                         message_handler=self._on_message,
                         client_info=mcp_types.Implementation(name="daimon", version=_version()),
                         cache=None,  # every listing goes to the server: no stale tools
-                        log_level=self.log_level,  # type: ignore[arg-type]  # checked above
+                        log_level=self.log_level,  # checked in __init__
                         **self._answers,
                     )
                     await stack.enter_async_context(client)
@@ -476,10 +477,12 @@ class MCPClient(AsyncClosing):
                 timeout=_HTTP_TIMEOUT,
                 sse_read_timeout=_SSE_READ_TIMEOUT,
             )
+        oauth = target.auth
         http = httpx2.AsyncClient(
             headers=dict(target.headers),
             timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_SSE_READ_TIMEOUT),
-            auth=target.auth.provider(target.url) if target.auth is not None else None,
+            auth=oauth.provider(target.url) if oauth is not None else None,
+            event_hooks={"request": [secure_endpoint(target.url)]} if oauth is not None else None,
         )
         await stack.enter_async_context(http)
         return streamable_http_client(target.url, http_client=http)
@@ -493,7 +496,7 @@ class MCPClient(AsyncClosing):
             return
         with warnings.catch_warnings():  # deprecated by the 2026-07-28 protocol, not by daimon
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            request = client.set_logging_level(level)  # type: ignore[arg-type]
+            request = client.set_logging_level(level)
         with anyio.fail_after(self.call_timeout):
             await request
 
@@ -551,7 +554,7 @@ class MCPClient(AsyncClosing):
                     name,
                     dict(arguments or {}),
                     read_timeout_seconds=seconds,
-                    progress_callback=on_progress,
+                    progress_callback=cast("ProgressFnT | None", on_progress),
                 )
         except TimeoutError as exc:
             raise MCPError(

@@ -22,6 +22,7 @@ from daimon.core.chat import ChatRequest
 from daimon.core.messages import Message
 from daimon.core.protocols import Model
 from daimon.tools import Elicitation
+from daimon.tools._client import LOG_LEVELS
 
 __all__ = (
     "ElicitHandler",
@@ -32,7 +33,8 @@ __all__ = (
 )
 
 ElicitHandler: TypeAlias = Callable[
-    [str, Mapping[str, Any]], Awaitable[Elicitation | Mapping[str, Any]] | Elicitation
+    [str, Mapping[str, Any]],
+    Awaitable[Elicitation | Mapping[str, Any]] | Elicitation | Mapping[str, Any],
 ]
 """Asks the user: given the server's message and the form's JSON Schema, the user's answer
 (an :class:`~daimon.tools.Elicitation`, or the values alone to accept)."""
@@ -82,7 +84,7 @@ def elicitation_callback(handler: ElicitHandler) -> Any:
             return mcp_types.ElicitResult(action="decline")
         schema = params.requested_schema
         try:
-            outcome = handler(params.message, schema)
+            outcome: Any = handler(params.message, schema)
             if inspect.isawaitable(outcome):
                 outcome = await outcome
         except Exception as exc:
@@ -100,16 +102,22 @@ def with_defaults(answer: Elicitation, schema: Mapping[str, Any]) -> dict[str, A
     """The accepted values, with the schema's defaults for any left out (SEP-1034)."""
     content = dict(answer.content or {})
     properties = schema.get("properties")
-    for key, spec in (properties.items() if isinstance(properties, Mapping) else ()):
+    for key, spec in properties.items() if isinstance(properties, Mapping) else ():
         if key not in content and isinstance(spec, Mapping) and "default" in spec:
             content[key] = spec["default"]
     return content
 
 
-def logging_callback(handler: LogHandler | None, name: str) -> Any:
-    """The SDK logging callback: ``handler``, else Python logging."""
+def logging_callback(handler: LogHandler | None, name: str, least: str | None) -> Any:
+    """The SDK logging callback: ``handler``, else Python logging.
+
+    Messages below ``least`` are dropped here too: a server need not honour the level.
+    """
+    floor = LOG_LEVELS.index(least) if least in LOG_LEVELS else 0
 
     async def deliver(params: mcp_types.LoggingMessageNotificationParams) -> None:
+        if params.level in LOG_LEVELS and LOG_LEVELS.index(params.level) < floor:
+            return
         if handler is None:
             level = _PY_LEVELS.get(params.level, logging.WARNING)
             if params.level in ("error", "critical", "alert", "emergency"):
@@ -130,4 +138,3 @@ def _assistant(text: str) -> Message:
 def _text_of(content: Any) -> str:
     blocks = content if isinstance(content, list) else [content]
     return "".join(getattr(block, "text", "") for block in blocks)
-

@@ -69,8 +69,8 @@ from daimon.core.protocols import Promptable
 from daimon.core.tools import ToolOutput
 from daimon.kit.lifecycle import serve_until_cancelled
 from daimon.mcp._caller import LogLevels, MCPCaller
-from daimon.mcp._events import MCPEventStore
 from daimon.mcp._convert import call_tool_result, mcp_tool, output_schema
+from daimon.mcp._events import MCPEventStore
 from daimon.mcp._served import MCPServer, extra_handlers
 from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
 from daimon.tools import EndRun, RunContext, Tool, ToolRegistry
@@ -178,34 +178,8 @@ def create_mcp_server(
             name=params.name,
             arguments=dict(params.arguments or {}),
         )
-        caller = MCPCaller(ctx, levels)
-        run_ctx: RunContext[Any] = RunContext(
-            run_id=f"mcp-{uuid.uuid4().hex}",
-            deps=None,
-            call_id=call.id,
-            tool_name=call.name,
-            client=caller,
-        )
-        token = current_client.set(caller)  # for the tools of an agent run this call starts
-        try:
-            with _caller_trace(ctx):
-                output = await registry.run(call, run_ctx)
-        except EndRun as signal:
-            output = ToolOutput(content=signal.text if signal.text is not None else str(signal))
-        except RunCancelled as exc:
-            output = ToolOutput.error(f"Error: {exc}")
-        except Exception as exc:  # never a crash: the caller reads what went wrong
-            output = ToolOutput.error(f"Error: {type(exc).__name__}: {exc}")
-        except BaseException:  # the request was cancelled: tell the tool too
-            run_ctx.cancel.cancel("the MCP request was cancelled")
-            raise
-        finally:
-            current_client.reset(token)
+        output = await _run_call(registry, call, MCPCaller(ctx, levels), ctx)
         return call_tool_result(output, outputs.get(call.name))
-
-    async def set_level(ctx: Any, params: mcp_types.SetLevelRequestParams) -> mcp_types.EmptyResult:
-        levels.set(ctx.session, params.level)
-        return mcp_types.EmptyResult()
 
     with warnings.catch_warnings():  # logging is deprecated by 2026-07-28, not by daimon
         warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -215,10 +189,38 @@ def create_mcp_server(
             instructions=instructions if instructions is not None else extras.instructions,
             on_list_tools=list_tools,
             on_call_tool=call_tool,
-            on_set_logging_level=set_level,
+            on_set_logging_level=levels.set_level,
             get_tool_input_schema=schemas.get,
             **extra_handlers(extras),
         )
+
+
+async def _run_call(
+    registry: ToolRegistry, call: ToolCall, caller: MCPCaller, ctx: Any
+) -> ToolOutput:
+    """Run one ``tools/call``: its tool, with the MCP client as the run's caller."""
+    run_ctx: RunContext[Any] = RunContext(
+        run_id=f"mcp-{uuid.uuid4().hex}",
+        deps=None,
+        call_id=call.id,
+        tool_name=call.name,
+        client=caller,
+    )
+    token = current_client.set(caller)  # for the tools of an agent run this call starts
+    try:
+        with _caller_trace(ctx):
+            return await registry.run(call, run_ctx)
+    except EndRun as signal:
+        return ToolOutput(content=signal.text if signal.text is not None else str(signal))
+    except RunCancelled as exc:
+        return ToolOutput.error(f"Error: {exc}")
+    except Exception as exc:  # never a crash: the caller reads what went wrong
+        return ToolOutput.error(f"Error: {type(exc).__name__}: {exc}")
+    except BaseException:  # the request was cancelled: tell the tool too
+        run_ctx.cancel.cancel("the MCP request was cancelled")
+        raise
+    finally:
+        current_client.reset(token)
 
 
 def _trace_carrier(ctx: Any) -> dict[str, str] | None:

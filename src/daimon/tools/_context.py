@@ -153,8 +153,10 @@ class RunContext(Generic[DepsT]):
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
-        """Report progress (``progress`` of ``total``): an MCP caller that asked for progress
-        sees ``notifications/progress``; anywhere else this does nothing.
+        """Report progress: ``progress`` of ``total`` (if known), with an optional message.
+
+        An MCP caller that asked for progress sees ``notifications/progress``; anywhere else
+        this does nothing.
         """
         client = self._client()
         if client is not None:

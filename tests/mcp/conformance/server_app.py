@@ -6,10 +6,11 @@ Serves streamable HTTP on a free loopback port, prints its endpoint URL as the f
 stdout once it accepts requests, and stops when its stdin closes (so it never outlives the test
 that started it). The server scenarios of ``@modelcontextprotocol/conformance`` call tools,
 resources and prompts by fixed names (``test_simple_text``, ``test://static-text``, ...); each
-is written here the way a daimon user would write it today. Where daimon has no way to express
-what a scenario asks for, the tool does the nearest thing daimon can and the scenario fails: ``baseline.yml`` lists
-those scenarios and what daimon lacks for each, so this file and the baseline change together
-as daimon's MCP server grows.
+is written here the way a daimon user would write it today (logging, progress, sampling and
+elicitation through the tool's ``RunContext``). Where daimon has no way to express what a
+scenario asks for, the tool does the nearest thing daimon can and the scenario fails:
+``baseline.yml`` lists those scenarios and what daimon lacks for each, so this file and the
+baseline change together as daimon's MCP server grows.
 """
 
 from __future__ import annotations

@@ -1,0 +1,187 @@
+"""MCPClient with OAuth 2.1 against an MCP server and authorization server of the official SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from daimon.core.errors import BuilderError, MCPError
+from daimon.mcp import MCPClient, MCPOAuth, MemoryTokenStore, approve_at_once
+from daimon.testing.servers import serving
+
+from .conftest import load
+
+OAUTH_SERVER = Path(__file__).with_name("oauth_server.py")
+
+
+def _protected() -> tuple[Any, Any]:
+    module = load(OAUTH_SERVER)
+    approver = module.Approver()
+    return approver, lambda port: module.build(port, approver)
+
+
+async def test_a_user_signs_in_once_and_the_tokens_are_kept_and_refreshed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    approver, app = _protected()
+    store = MemoryTokenStore()
+    seen: list[str] = []
+
+    async def browser(url: str) -> str:
+        seen.append(url)
+        return await approve_at_once(url)
+
+    auth = MCPOAuth.authorization_code(browser, token_store=store)
+    caplog.set_level(logging.DEBUG)
+    async with serving(app_for_port=app) as base:
+        async with MCPClient.http(f"{base}/mcp", auth=auth, protocol="legacy") as client:
+            assert (await client.call_tool("whoami", {})).content == "an authorized client"
+        assert approver.authorized == 1 and len(approver.clients) == 1  # registered itself
+        (url,) = seen
+        assert "code_challenge_method=S256" in url and "resource=" in url
+        tokens = await store.get_tokens()
+        assert tokens is not None and tokens.access_token in approver.tokens
+
+        # a revoked access token: the server answers 401 and the user signs in again
+        approver.revoke_all()
+        async with MCPClient.http(f"{base}/mcp", auth=auth, protocol="legacy") as client:
+            assert (await client.call_tool("whoami", {})).content == "an authorized client"
+        assert approver.authorized == 2
+        renewed = await store.get_tokens()
+        assert renewed is not None and renewed.access_token != tokens.access_token
+
+        # an access token that expires is refreshed, with no sign-in
+        approver.lifetime = 1
+        approver.revoke_all()
+        async with MCPClient.http(f"{base}/mcp", auth=auth, protocol="legacy") as client:
+            await asyncio.sleep(1.5)  # past the token's lifetime
+            assert (await client.call_tool("whoami", {})).content == "an authorized client"
+        assert (approver.authorized, approver.refreshed) == (3, 1)
+
+    secrets = {tokens.access_token, renewed.access_token, str(tokens.refresh_token)}
+    logged = " ".join(r.getMessage() for r in caplog.records if r.name.startswith("daimon"))
+    assert not any(secret in logged for secret in secrets)
+    assert "token" not in repr(auth).lower() and "set" in repr(store)
+
+
+async def test_a_refused_sign_in_is_a_clear_error() -> None:
+    approver, app = _protected()
+
+    async def refuse(url: str) -> str:
+        return "http://127.0.0.1:33418/callback?error=access_denied&error_description=nope"
+
+    async with serving(app_for_port=app) as base:
+        client = MCPClient.http(
+            f"{base}/mcp", auth=MCPOAuth.authorization_code(refuse), protocol="legacy"
+        )
+        with pytest.raises(MCPError, match="the authorization server refused: nope"):
+            await client.connect()
+    assert approver.tokens == {}
+
+
+def _metadata_app(issuer_path: str, authorize: str, token: str = "{base}/token") -> Any:
+    """A server whose authorization-server metadata is forged: a wrong issuer, or endpoints."""
+
+    def build(port: int) -> Any:
+        base = f"http://127.0.0.1:{port}"
+
+        async def mcp(request: Request) -> Response:
+            hint = f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"'
+            return Response(status_code=401, headers={"www-authenticate": hint})
+
+        async def resource(request: Request) -> Response:
+            return JSONResponse({"resource": f"{base}/mcp", "authorization_servers": [base]})
+
+        async def server(request: Request) -> Response:
+            return JSONResponse(
+                {
+                    "issuer": base + issuer_path,
+                    "authorization_endpoint": authorize.format(base=base),
+                    "token_endpoint": token.format(base=base),
+                    "registration_endpoint": f"{base}/register",
+                    "response_types_supported": ["code"],
+                    "code_challenge_methods_supported": ["S256"],
+                }
+            )
+
+        async def register(request: Request) -> Response:
+            sent = await request.json()
+            return JSONResponse({**sent, "client_id": "forged"}, status_code=201)
+
+        return Starlette(
+            routes=[
+                Route("/register", register, methods=["POST"]),
+                Route("/mcp", mcp, methods=["GET", "POST", "DELETE"]),
+                Route("/.well-known/oauth-protected-resource/mcp", resource),
+                Route("/.well-known/oauth-authorization-server", server),
+                Route("/.well-known/openid-configuration", server),
+            ]
+        )
+
+    return build
+
+
+async def test_an_authorization_server_with_a_mismatched_issuer_is_refused() -> None:
+    signed_in: list[str] = []
+
+    async def browser(url: str) -> str:
+        signed_in.append(url)
+        return url
+
+    app = _metadata_app("/elsewhere", "{base}/authorize")
+    async with serving(app_for_port=app) as base:
+        auth = MCPOAuth.authorization_code(browser)
+        client = MCPClient.http(f"{base}/mcp", auth=auth, protocol="legacy")
+        with pytest.raises(MCPError, match="issuer mismatch"):
+            await client.connect()
+    assert signed_in == []  # the user was never sent anywhere
+
+
+def test_oauth_settings_that_cannot_work_are_refused_at_once() -> None:
+    with pytest.raises(BuilderError, match="a client_secret needs its client_id"):
+        MCPOAuth.authorization_code(approve_at_once, client_secret="s")
+    with pytest.raises(BuilderError, match="client_metadata_url must be a valid HTTPS URL"):
+        MCPOAuth.authorization_code(approve_at_once, client_metadata_url="http://x.example/c")
+    with pytest.raises(BuilderError, match="a token or auth, not both"):
+        MCPClient.http(
+            "http://127.0.0.1:1/mcp", token="t", auth=MCPOAuth.client_credentials("i", "s")
+        )
+    assert repr(MCPOAuth.client_credentials("id", "secret")) == "MCPOAuth(client credentials)"
+
+
+async def test_an_authorization_endpoint_off_loopback_without_https_is_refused() -> None:
+    signed_in: list[str] = []
+
+    async def browser(url: str) -> str:
+        signed_in.append(url)
+        return url
+
+    app = _metadata_app("", "http://login.example/authorize")  # the token endpoint is fine
+    async with serving(app_for_port=app) as base:
+        auth = MCPOAuth.authorization_code(browser)
+        client = MCPClient.http(f"{base}/mcp", auth=auth, protocol="legacy")
+        with pytest.raises(MCPError, match="must be HTTPS unless it is on loopback"):
+            await client.connect()
+    assert signed_in == []
+
+
+async def test_a_token_endpoint_off_loopback_without_https_is_never_sent_the_code() -> None:
+    async def browser(url: str) -> str:
+        state = parse_qs(urlsplit(url).query)["state"][0]
+        return f"http://127.0.0.1:33418/callback?code=secret-code&state={state}"
+
+    app = _metadata_app("", "{base}/authorize", token="http://tokens.example/token")
+    async with serving(app_for_port=app) as base:
+        auth = MCPOAuth.authorization_code(browser)
+        client = MCPClient.http(f"{base}/mcp", auth=auth, protocol="legacy")
+        with pytest.raises(MCPError, match=r"OAuth request to http://tokens\.example"):
+            await client.connect()
