@@ -30,6 +30,7 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
+from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
@@ -345,3 +346,121 @@ class MCPOAuth:
                 )
 
         return cls("private key JWT", build)
+
+    @classmethod
+    def identity_assertion(
+        cls,
+        client_id: str,
+        client_secret: str,
+        *,
+        issuer: str,
+        id_token: str | Callable[[], Awaitable[str]],
+        idp_token_endpoint: str,
+        idp_client_id: str | None = None,
+        scope: str | None = None,
+        method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic",
+        token_store: MCPTokenStore | None = None,
+    ) -> MCPOAuth:
+        """Cross-app access (SEP-990): the user's enterprise sign-in stands for the sign-in.
+
+        The user's ID token from the enterprise identity provider is exchanged there (RFC 8693)
+        for an identity assertion grant (ID-JAG) naming the MCP server's authorization server
+        and the MCP server; that grant is then exchanged at ``issuer`` for an access token
+        (RFC 7523 jwt-bearer), the client authenticating with its ID and secret.
+
+        Args:
+            client_id: The client's ID at the MCP server's authorization server.
+            client_secret: Its secret there.
+            issuer: That authorization server's issuer: configured, never discovered, since
+                the grant and the secret go there.
+            id_token: The user's ID token, or a coroutine function giving the current one.
+            idp_token_endpoint: The identity provider's token endpoint (HTTPS, or loopback).
+            idp_client_id: The client's ID at the identity provider, when it wants one.
+            scope: The scopes to ask for.
+            method: How the client authenticates at ``issuer``'s token endpoint.
+            token_store: Where tokens are kept (memory by default).
+
+        Raises:
+            BuilderError: ``idp_token_endpoint`` is plain HTTP off loopback.
+        """
+        _require_secure("the identity provider's token endpoint", idp_token_endpoint)
+        exchange = _IdTokenExchange(id_token, idp_token_endpoint, idp_client_id)
+
+        def build(server_url: str) -> httpx2.Auth:
+            try:
+                return IdentityAssertionOAuthProvider(
+                    server_url,
+                    token_store if token_store is not None else MemoryTokenStore(),
+                    client_id,
+                    client_secret,
+                    issuer,
+                    exchange.grant,
+                    scope=scope,
+                    token_endpoint_auth_method=method,
+                )
+            except ValueError as exc:
+                raise BuilderError(f"MCPOAuth: {exc}") from exc
+
+        build("https://check.invalid/mcp")  # a missing secret or issuer is refused now
+        return cls("identity assertion", build)
+
+
+_TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+_ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token"
+_ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
+
+
+def _require_secure(what: str, url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme != "https" and not (
+        parts.scheme == "http" and is_loopback(parts.hostname or "")
+    ):
+        raise BuilderError(f"MCPOAuth: {what} must be HTTPS unless it is on loopback, got {url!r}")
+
+
+class _IdTokenExchange:
+    """RFC 8693 at the identity provider: the user's ID token for an ID-JAG (SEP-990)."""
+
+    __slots__ = ("_client_id", "_endpoint", "_id_token")
+
+    def __init__(
+        self,
+        id_token: str | Callable[[], Awaitable[str]],
+        endpoint: str,
+        client_id: str | None,
+    ) -> None:
+        self._id_token = id_token
+        self._endpoint = endpoint
+        self._client_id = client_id
+
+    async def grant(self, audience: str, resource: str) -> str:
+        """The ID-JAG for ``audience`` (the authorization server) and ``resource``."""
+        token = self._id_token if isinstance(self._id_token, str) else await self._id_token()
+        form = {
+            "grant_type": _TOKEN_EXCHANGE,
+            "subject_token": token,
+            "subject_token_type": _ID_TOKEN,
+            "requested_token_type": _ID_JAG,
+            "audience": audience,
+            "resource": resource,
+        }
+        if self._client_id is not None:
+            form["client_id"] = self._client_id
+        async with httpx2.AsyncClient(timeout=30.0, follow_redirects=False) as http:
+            response = await http.post(self._endpoint, data=form)
+        body = _json_object(response)
+        granted = body.get("access_token")
+        if response.status_code != 200 or not isinstance(granted, str):
+            reason = body.get("error_description") or body.get("error") or response.status_code
+            raise MCPError(f"the identity provider refused the token exchange: {reason}")
+        if body.get("issued_token_type") != _ID_JAG:
+            raise MCPError("the identity provider did not issue an identity assertion grant")
+        return granted
+
+
+def _json_object(response: httpx2.Response) -> dict[str, object]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}

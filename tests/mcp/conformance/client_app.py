@@ -30,6 +30,9 @@ import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
 
 from daimon.core.errors import MCPError
 from daimon.mcp import MCPClient, MCPOAuth, approve_at_once
@@ -51,11 +54,33 @@ async def accept_as_shown(message: str, schema: Any) -> Elicitation:
     return Elicitation("accept", {})
 
 
-def oauth(scenario: str, context: dict[str, Any]) -> MCPOAuth | None:
+async def authorization_server(url: str) -> str:
+    """The MCP server's authorization server, which its operator would tell a user: read here
+    from the server's protected-resource metadata (RFC 9728), as the suite gives no issuer."""
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for where in (f"/.well-known/oauth-protected-resource{parts.path}", ""):
+            found = await http.get(origin + (where or "/.well-known/oauth-protected-resource"))
+            if found.status_code == 200:
+                return str(found.json()["authorization_servers"][0]).rstrip("/")
+    raise MCPError(f"no protected-resource metadata at {origin}")
+
+
+async def oauth(scenario: str, url: str, context: dict[str, Any]) -> MCPOAuth | None:
     """How the scenario's client authorizes: as the context says, else a user signing in."""
     if not scenario.startswith("auth/"):
         return None
     client_id, secret = context.get("client_id"), context.get("client_secret")
+    if "idp_id_token" in context:
+        return MCPOAuth.identity_assertion(
+            str(client_id),
+            str(secret),
+            issuer=await authorization_server(url),
+            id_token=str(context["idp_id_token"]),
+            idp_token_endpoint=str(context["idp_token_endpoint"]),
+            idp_client_id=context.get("idp_client_id"),
+        )
     if "private_key_pem" in context:
         return MCPOAuth.private_key_jwt(
             str(client_id),
@@ -77,7 +102,7 @@ async def run(scenario: str, url: str, context: dict[str, Any], say: Callable[[s
     async with MCPClient.http(
         url,
         name=scenario,
-        auth=oauth(scenario, context),
+        auth=await oauth(scenario, url, context),
         on_elicit=accept_as_shown,
         connect_timeout=20,
         call_timeout=20,
