@@ -17,6 +17,7 @@ from mcp.server.auth.provider import (
     AuthorizationCode,
     AuthorizationParams,
     RefreshToken,
+    TokenError,
     construct_redirect_uri,
 )
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
@@ -35,6 +36,7 @@ class Approver:
         self.authorized = 0
         self.refreshed = 0
         self.lifetime = 3600  # seconds an access token lives
+        self.grants: dict[str, str] = {}  # identity assertion grants an IdP issued -> resource
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -105,6 +107,15 @@ class Approver:
     async def revoke_token(self, token: Any) -> None:
         self.tokens.pop(token.token, None)
 
+    async def exchange_identity_assertion(
+        self, client: OAuthClientInformationFull, params: Any
+    ) -> OAuthToken:
+        """SEP-990: an ID-JAG the (test) identity provider issued, for its resource."""
+        resource = self.grants.pop(params.assertion, None)
+        if resource is None:
+            raise TokenError("invalid_grant", "unknown identity assertion grant")
+        return self._issue(str(client.client_id), ["mcp"], resource)
+
     def revoke_all(self) -> None:
         """Revoke every access token (refresh tokens stay good)."""
         self.tokens.clear()
@@ -125,6 +136,7 @@ def build(port: int, approver: Approver) -> Any:
             ),
             revocation_options=RevocationOptions(enabled=True),
             required_scopes=["mcp"],
+            identity_assertion_enabled=True,
         ),
     )
 

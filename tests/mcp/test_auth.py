@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from mcp.shared.auth import OAuthClientInformationFull
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -185,3 +186,71 @@ async def test_a_token_endpoint_off_loopback_without_https_is_never_sent_the_cod
         client = MCPClient.http(f"{base}/mcp", auth=auth, protocol="legacy")
         with pytest.raises(MCPError, match=r"OAuth request to http://tokens\.example"):
             await client.connect()
+
+
+JAG = "urn:ietf:params:oauth:token-type:id-jag"
+
+
+def _identity_provider(approver: Any, seen: list[dict[str, str]]) -> Any:
+    """A stand-in enterprise identity provider: RFC 8693 from the user's ID token to an ID-JAG."""
+
+    async def token(request: Request) -> Response:
+        form = dict(await request.form())
+        seen.append({key: str(value) for key, value in form.items()})
+        if form.get("subject_token") != "the-users-id-token":
+            return JSONResponse({"error": "invalid_grant"}, status_code=400)
+        grant = f"jag-{len(seen)}"
+        approver.grants[grant] = str(form["resource"])
+        return JSONResponse({"access_token": grant, "issued_token_type": JAG, "token_type": "N_A"})
+
+    return Starlette(routes=[Route("/token", token, methods=["POST"])])
+
+
+async def test_cross_app_access_exchanges_the_users_id_token_for_an_access_token() -> None:
+    approver, app = _protected()
+    approver.clients["app"] = OAuthClientInformationFull(
+        client_id="app",
+        client_secret="s3cret",
+        redirect_uris=None,
+        grant_types=["urn:ietf:params:oauth:grant-type:jwt-bearer"],
+        token_endpoint_auth_method="client_secret_basic",
+    )
+    seen: list[dict[str, str]] = []
+    async with (
+        serving(_identity_provider(approver, seen)) as idp,
+        serving(app_for_port=app) as base,
+    ):
+        auth = MCPOAuth.identity_assertion(
+            "app",
+            "s3cret",
+            issuer=base,
+            id_token="the-users-id-token",
+            idp_token_endpoint=f"{idp}/token",
+            idp_client_id="app-at-idp",
+        )
+        async with MCPClient.http(f"{base}/mcp", auth=auth, protocol="legacy") as client:
+            assert (await client.call_tool("whoami", {})).content == "an authorized client"
+        (exchange,) = seen
+        assert exchange["grant_type"] == "urn:ietf:params:oauth:grant-type:token-exchange"
+        assert exchange["requested_token_type"] == JAG
+        assert (exchange["audience"], exchange["resource"]) == (base, f"{base}/mcp")
+        assert exchange["client_id"] == "app-at-idp"
+        assert approver.authorized == 0  # nobody signed in at the MCP server's own server
+
+        wrong = MCPOAuth.identity_assertion(
+            "app", "s3cret", issuer=base, id_token="forged", idp_token_endpoint=f"{idp}/token"
+        )
+        with pytest.raises(MCPError, match="refused the token exchange: invalid_grant"):
+            await MCPClient.http(f"{base}/mcp", auth=wrong, protocol="legacy").connect()
+
+
+def test_cross_app_access_settings_that_cannot_work_are_refused_at_once() -> None:
+    settings: dict[str, Any] = {"issuer": "https://as.example", "id_token": "t"}
+    with pytest.raises(BuilderError, match="must be HTTPS unless it is on loopback"):
+        MCPOAuth.identity_assertion(
+            "app", "s", idp_token_endpoint="http://idp.example/token", **settings
+        )
+    with pytest.raises(BuilderError, match="client_secret is required"):
+        MCPOAuth.identity_assertion(
+            "app", "", idp_token_endpoint="https://idp.example/token", **settings
+        )
