@@ -223,3 +223,19 @@ async def test_progress_without_a_token_and_a_cancelled_call_leave_the_server_se
             with pytest.raises(asyncio.CancelledError):
                 await call
         assert _text(await client.call_tool("chatty", {})) == "done"
+
+
+async def test_on_2026_connections_sampling_and_elicitation_are_a_clear_tool_error() -> None:
+    # 2026-07-28 asks the client through an input-required result and a retried call (MRTR),
+    # which daimon's server does not do yet: the tool reads why it cannot ask.
+    async def sample(context: Any, params: Any) -> Any:
+        raise AssertionError("never asked")
+
+    async with (
+        serving(mcp_http_app(_server())) as base,
+        Client(f"{base}/mcp", sampling_callback=sample, elicitation_callback=sample) as client,
+    ):
+        assert client.protocol_version == "2026-07-28"
+        for name, arguments in (("poet", {"topic": "x"}), ("survey", {})):
+            result = await client.call_tool(name, arguments)
+            assert result.is_error and "no back-channel" in _text(result), _text(result)
