@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx2
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull
 from starlette.applications import Starlette
@@ -16,7 +19,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from daimon.core.errors import BuilderError, MCPError
-from daimon.mcp import MCPClient, MCPOAuth, MemoryTokenStore, approve_at_once
+from daimon.mcp import (
+    MCPClient,
+    MCPOAuth,
+    MemoryTokenStore,
+    approve_at_once,
+    sign_in_with_browser,
+)
 from daimon.testing.servers import serving
 
 from .conftest import load
@@ -254,3 +263,49 @@ def test_cross_app_access_settings_that_cannot_work_are_refused_at_once() -> Non
         MCPOAuth.identity_assertion(
             "app", "", idp_token_endpoint="https://idp.example/token", **settings
         )
+
+
+async def test_a_person_signs_in_with_a_browser_that_comes_back_to_a_loopback_listener(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    approver, app = _protected()
+    assert approver.authorized == 0
+    visits: list[asyncio.Task[Any]] = []
+
+    def browser(url: str) -> None:  # a browser: follows the redirects to the callback
+        async def visit() -> int:
+            async with httpx2.AsyncClient(follow_redirects=True, timeout=30) as http:
+                return (await http.get(url)).status_code
+
+        visits.append(loop.create_task(visit()))
+
+    loop = asyncio.get_running_loop()
+    port = _free_port()
+    auth = MCPOAuth.authorization_code(
+        partial(sign_in_with_browser, open_url=browser),
+        redirect_uri=f"http://127.0.0.1:{port}/callback",
+    )
+    async with (
+        serving(app_for_port=app) as base,
+        MCPClient.http(f"{base}/mcp", auth=auth, protocol="legacy") as client,
+    ):
+        assert (await client.call_tool("whoami", {})).content == "an authorized client"
+    assert [await visit for visit in visits] == [200]  # the browser was told it is done
+    assert approver.authorized == 1
+    assert "Sign in to the MCP server: http://127.0.0.1:" in capsys.readouterr().err
+
+
+async def test_signing_in_with_a_browser_needs_a_loopback_redirect_and_a_visit() -> None:
+    elsewhere = "https://as.example/authorize?redirect_uri=https%3A%2F%2Fapp.example%2Fcb"
+    with pytest.raises(MCPError, match="redirect_uri on loopback"):
+        await sign_in_with_browser(elsewhere, open_url=lambda url: None)
+    port = _free_port()
+    nobody = f"https://as.example/authorize?redirect_uri=http%3A%2F%2F127.0.0.1%3A{port}%2Fcb"
+    with pytest.raises(MCPError, match=r"no sign-in within 0\.2s"):
+        await sign_in_with_browser(nobody, wait_seconds=0.2, open_url=lambda url: None)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -19,7 +19,13 @@ from daimon.core.lazy import lazy_exports
 from daimon.core.optional import require
 
 if TYPE_CHECKING:
-    from daimon.mcp._auth import MCPOAuth, MCPTokenStore, MemoryTokenStore, approve_at_once
+    from daimon.mcp._auth import (
+        MCPOAuth,
+        MCPTokenStore,
+        MemoryTokenStore,
+        approve_at_once,
+        sign_in_with_browser,
+    )
     from daimon.mcp._client import MCPClient, MCPTool
     from daimon.mcp._content import (
         MCPAudio,
@@ -59,6 +65,7 @@ __all__ = (
     "prompt",
     "resource",
     "serve_mcp",
+    "sign_in_with_browser",
 )
 
 _LAZY = {
@@ -78,6 +85,7 @@ _LAZY = {
     "MCPTokenStore": "daimon.mcp._auth",
     "MemoryTokenStore": "daimon.mcp._auth",
     "approve_at_once": "daimon.mcp._auth",
+    "sign_in_with_browser": "daimon.mcp._auth",
     "MCPPrompt": "daimon.mcp._convert",
     "MCPPromptArgument": "daimon.mcp._convert",
     "MCPResource": "daimon.mcp._convert",

@@ -18,8 +18,12 @@ from __future__ import annotations
 
 from daimon.mcp import _sdk  # noqa: F401  # isort: skip - first: names the extra
 
+import asyncio
+import sys
 import warnings
+import webbrowser
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Literal, Protocol
 from urllib.parse import parse_qs, urlsplit
 
@@ -42,7 +46,14 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from daimon._http_gate import is_loopback
 from daimon.core.errors import BuilderError, MCPError
 
-__all__ = ("AuthorizeHandler", "MCPOAuth", "MCPTokenStore", "MemoryTokenStore", "approve_at_once")
+__all__ = (
+    "AuthorizeHandler",
+    "MCPOAuth",
+    "MCPTokenStore",
+    "MemoryTokenStore",
+    "approve_at_once",
+    "sign_in_with_browser",
+)
 
 AuthorizeHandler = Callable[[str], Awaitable[str]]
 """The browser step: given the authorization URL, the URL the user's browser was sent back to
@@ -121,6 +132,76 @@ async def approve_at_once(url: str) -> str:
             "it needs a person: give MCPOAuth an on_authorize that opens a browser"
         )
     return str(location)
+
+
+async def sign_in_with_browser(
+    url: str,
+    *,
+    wait_seconds: float = 300.0,
+    open_url: Callable[[str], object] | None = None,
+) -> str:
+    """The browser step for a person: open the sign-in page, wait for the redirect back.
+
+    Prints the URL (to stderr, for a terminal without a browser), opens it with
+    :mod:`webbrowser` (or ``open_url``), and listens once on the redirect URI's loopback
+    address for the authorization server sending the browser back. The redirect URI must be
+    ``http://`` on loopback (``MCPOAuth.authorization_code``'s default is).
+
+    Raises:
+        MCPError: The redirect URI is not on loopback, its port is taken, or no redirect came
+            within ``wait_seconds``.
+    """
+    redirect = urlsplit(parse_qs(urlsplit(url).query).get("redirect_uri", [""])[0])
+    host, port = redirect.hostname or "", redirect.port or 80
+    if redirect.scheme != "http" or not is_loopback(host):
+        raise MCPError("signing in with a browser needs an http:// redirect_uri on loopback")
+    landed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    callback = partial(_one_redirect, landed, f"http://{redirect.netloc}", redirect.path or "/")
+    try:
+        listener = await asyncio.start_server(callback, host, port)
+    except OSError as exc:
+        raise MCPError(f"cannot listen for the sign-in redirect on {host}:{port}: {exc}") from exc
+    async with listener:
+        sys.stderr.write(f"Sign in to the MCP server: {url}\n")
+        sys.stderr.flush()
+        await asyncio.to_thread(open_url or webbrowser.open, url)
+        try:
+            return await asyncio.wait_for(landed, wait_seconds)
+        except TimeoutError:
+            raise MCPError(f"no sign-in within {wait_seconds:g}s") from None
+
+
+async def _one_redirect(
+    landed: asyncio.Future[str],
+    origin: str,
+    path: str,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+) -> None:
+    """Answer one HTTP request; a GET of the redirect path completes ``landed``."""
+    try:
+        request_line = (await asyncio.wait_for(reader.readline(), 10)).decode("latin-1")
+        while (await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b"\n", b""):
+            pass
+        method, target, *_ = [*request_line.split(), "", ""]
+        found = method == "GET" and urlsplit(target).path == path
+        body = b"Signed in: you can close this window." if found else b"Not found."
+        status = b"200 OK" if found else b"404 Not Found"
+        writer.write(
+            b"HTTP/1.1 "
+            + status
+            + b"\r\ncontent-type: text/plain\r\ncontent-length: "
+            + str(len(body)).encode()
+            + b"\r\nconnection: close\r\n\r\n"
+            + body
+        )
+        await writer.drain()
+        if found and not landed.done():
+            landed.set_result(origin + target)
+    except (TimeoutError, ConnectionError):
+        pass
+    finally:
+        writer.close()
 
 
 def _callback_result(redirected_to: str) -> AuthorizationCodeResult:
