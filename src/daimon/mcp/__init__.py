@@ -6,6 +6,10 @@ itself as an ``ask_<name>`` tool, to any MCP client over stdio or streamable HTT
 :class:`MCPServer` adds the resources (:func:`resource`) and prompts (:func:`prompt`) it offers;
 tools may return :class:`MCPImage`, :class:`MCPAudio`, :class:`MCPEmbeddedResource` and
 :class:`MCPResourceLink` content.
+A served tool talks to its client through its ``RunContext`` (``ctx.log``,
+``ctx.report_progress``, ``ctx.sample``, ``ctx.elicit``); HTTP streams are resumable
+(:class:`MCPEventStore`). :class:`MCPClient` answers a server's sampling with a daimon model
+and its elicitation with a callback, and signs in with OAuth 2.1 (:class:`MCPOAuth`).
 
 Needs the ``mcp`` extra (``pip install "daimon-agents[mcp]"``). The namespace is lazy: importing
 ``daimon.mcp`` loads nothing, and the SDK loads with the first name used.

@@ -351,13 +351,17 @@ async def serve_mcp(
     path: str = "/mcp",
     expose_tools: bool = True,
     expose_agent: bool = True,
+    resumable: bool = True,
+    event_store: EventStore | None = None,
+    retry_ms: int = 1000,
 ) -> None:
     """Serve ``agent`` over MCP until stdin closes (stdio) or the server is stopped (HTTP).
 
     Over stdio the process's stdout carries the protocol, so anything else printing to stdout
     while serving goes to stderr instead; the server stops when its stdin closes. Over HTTP the
     endpoint is ``http://<host>:<port><path>``, guarded as :func:`mcp_http_app` describes, and
-    uvicorn stops it on SIGINT or SIGTERM.
+    uvicorn stops it on SIGINT or SIGTERM. ``resumable``, ``event_store`` and ``retry_ms`` are
+    :func:`mcp_http_app`'s (HTTP only).
 
     Raises:
         BuilderError: An HTTP server on a non-loopback address was given no token (it refuses
@@ -382,6 +386,9 @@ async def serve_mcp(
         path=path,
         expose_tools=expose_tools,
         expose_agent=expose_agent,
+        resumable=resumable,
+        event_store=event_store,
+        retry_ms=retry_ms,
     )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
