@@ -20,6 +20,7 @@ from daimon.core.errors import (
     MCPError,
     MissingDependencyError,
     ModelError,
+    NoClientError,
     OrchestrationError,
     OutputValidationError,
     PromptTemplateError,
@@ -49,6 +50,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     ToolExecutionError: (ToolError,),
     ToolNotFoundError: (ToolError,),
     SchemaValidationError: (ToolError,),
+    NoClientError: (ToolError,),
     AgentRunError: (DaimonError,),
     ModelError: (AgentRunError,),
     StreamClosedError: (ModelError,),
@@ -183,6 +185,11 @@ def test_stream_closed_error_is_retryable_by_default_and_keeps_model_fields() ->
             SchemaValidationError("add", ["a is required", "b must be int"]),
             "invalid arguments for tool 'add': a is required; b must be int",
             {"tool": "add", "errors": ("a is required", "b must be int")},
+        ),
+        (
+            NoClientError("sampling", "no MCP client"),
+            "cannot ask the caller for sampling: no MCP client",
+            {"what": "sampling", "reason": "no MCP client"},
         ),
         (MaxIterationsError(10), "max iterations (10) exceeded", {"max_iterations": 10}),
         (

@@ -6,10 +6,21 @@ Run as a script it serves stdio; tests import ``build()`` to serve it over HTTP 
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 import anyio
+import mcp_types
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
+
+
+class Profile(BaseModel):
+    """What ``ask_user`` asks for; the age has a default (SEP-1034)."""
+
+    name: str
+    age: int = 30
 
 
 def build(slow_cancelled: asyncio.Event | None = None) -> MCPServer:
@@ -61,6 +72,40 @@ def build(slow_cancelled: asyncio.Event | None = None) -> MCPServer:
         else:
             await ctx.session.send_tool_list_changed()
         return "uninstalled"
+
+    @server.tool()
+    async def talk(ctx: Context) -> str:
+        """Log twice and report progress twice (logging is deprecated by 2026-07-28)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            first = ctx.log("info", "starting", logger_name="talk")
+            await first
+            await ctx.report_progress(1, 2, "half")
+            second = ctx.log("debug", {"detail": 1})
+            await second
+        await ctx.report_progress(2, 2, "all")
+        return "talked"
+
+    @server.tool()
+    async def ask_model(question: str, ctx: Context) -> str:
+        """Ask the client's model (sampling)."""
+        message = mcp_types.SamplingMessage(
+            role="user", content=mcp_types.TextContent(type="text", text=question)
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            request = ctx.session.create_message(
+                [message], max_tokens=20, system_prompt="answer briefly"
+            )
+        result = await request
+        return f"{result.model}: {result.content.text}"  # type: ignore[union-attr]
+
+    @server.tool()
+    async def ask_user(ctx: Context) -> str:
+        """Ask the client's user for a profile (elicitation)."""
+        result = await ctx.elicit("Your profile?", Profile)
+        data = result.data.model_dump() if result.action == "accept" else None  # type: ignore[union-attr]
+        return f"{result.action} {data}"
 
     @server.resource("mem://greeting", description="A greeting.")
     def greeting() -> str:

@@ -54,7 +54,17 @@ async def test_stdio_against_the_sdk_server(quiet: TextIO) -> None:
     async with client:
         assert client.connected and client.protocol_version == "2026-07-28"
         tools = _by_name(await client.tools())
-        assert sorted(tools) == ["add", "boom", "get_weather", "install", "slow", "uninstall"]
+        assert sorted(tools) == [
+            "add",
+            "ask_model",
+            "ask_user",
+            "boom",
+            "get_weather",
+            "install",
+            "slow",
+            "talk",
+            "uninstall",
+        ]
         assert tools["add"].parameters_schema["required"] == ["a", "b"]
         assert tools["add"].description == "Add two integers."
 

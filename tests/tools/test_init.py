@@ -11,9 +11,11 @@ def test_all_is_sorted_and_complete() -> None:
     assert isinstance(names, tuple)
     assert list(names) == sorted(names)
     assert set(names) == {
+        "Elicitation",
         "FunctionTool",
         "EndRun",
         "ModelRetry",
+        "RunClient",
         "RunContext",
         "Tool",
         "ToolRegistry",

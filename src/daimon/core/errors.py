@@ -15,7 +15,8 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     ├── ToolError                     a tool call went wrong
     │   ├── ToolExecutionError
     │   ├── ToolNotFoundError
-    │   └── SchemaValidationError
+    │   ├── SchemaValidationError
+    │   └── NoClientError             a tool asked its caller for something no caller can answer
     ├── AgentRunError                 a run failed
     │   ├── ModelError                the model provider failed
     │   │   └── StreamClosedError
@@ -69,6 +70,7 @@ __all__ = (
     "MaxIterationsError",
     "MissingDependencyError",
     "ModelError",
+    "NoClientError",
     "OrchestrationError",
     "OutputValidationError",
     "PromptTemplateError",
@@ -210,6 +212,20 @@ class SchemaValidationError(ToolError):
         super().__init__(f"invalid arguments for tool {tool!r}: " + "; ".join(errors))
         self.tool = tool
         self.errors = tuple(errors)
+
+
+class NoClientError(ToolError):
+    """A tool asked its caller (an MCP client) for sampling or input, and no caller can answer.
+
+    Raised by :meth:`RunContext.sample <daimon.tools.RunContext.sample>` and
+    :meth:`RunContext.elicit <daimon.tools.RunContext.elicit>` outside an MCP tool call, or
+    when the connected client did not declare the capability.
+    """
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"cannot ask the caller for {what}: {reason}")
+        self.what = what
+        self.reason = reason
 
 
 class AgentRunError(DaimonError):

@@ -16,9 +16,10 @@ import logging
 import math
 import os
 import sys
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Self, TextIO, TypeVar
+from typing import Any, Protocol, Self, TextIO, TypeVar, cast
 
 import anyio
 import httpx2
@@ -27,13 +28,17 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.exceptions import MCPError as SDKError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from daimon.core.errors import BuilderError, MCPError
 from daimon.core.messages import Message
+from daimon.core.protocols import Model
 from daimon.core.tools import ToolOutput
 from daimon.kit.lifecycle import AsyncClosing
+from daimon.mcp._auth import MCPOAuth, secure_endpoint
 from daimon.mcp._convert import (
     MCPPrompt,
     MCPResource,
@@ -46,8 +51,16 @@ from daimon.mcp._convert import (
     resource_from_wire,
     tool_output,
 )
+from daimon.mcp._handlers import (
+    ElicitHandler,
+    LogHandler,
+    elicitation_callback,
+    logging_callback,
+    sampling_callback,
+)
 from daimon.mcp._stdio import guard_available, guarded_command
 from daimon.tools import RunContext
+from daimon.tools._client import LOG_LEVELS, current_client
 from mcp import Client
 
 __all__ = ("MCPClient", "MCPTool")
@@ -55,6 +68,8 @@ __all__ = ("MCPClient", "MCPTool")
 logger = logging.getLogger("daimon.mcp")
 
 _T = TypeVar("_T")
+ProgressHandler = Callable[[float, float | None, str | None], Awaitable[None]]
+"""Awaited with each progress report of a tool call: progress, total, message."""
 ToolsChanged = Callable[[list["MCPTool"]], Awaitable[None] | None]
 """Called with the new tool list after the server said its tools changed."""
 
@@ -78,6 +93,7 @@ class _HTTP:
     url: str
     headers: Mapping[str, str]
     legacy_sse: bool
+    auth: MCPOAuth | None = None
 
 
 class MCPTool:
@@ -107,9 +123,14 @@ class MCPTool:
         return f"MCPTool({self.name!r} on {self._client.name!r})"
 
     async def execute(self, arguments: dict[str, Any], ctx: RunContext[Any]) -> ToolOutput:
-        """Call the tool on the server; every failure is an error result."""
+        """Call the tool on the server; every failure is an error result.
+
+        The server's progress reports go on to the run's own caller (when an MCP client
+        called the run: see :meth:`RunContext.report_progress`).
+        """
+        relay = ctx.report_progress if _has_caller(ctx) else None
         try:
-            return await self._client.call_tool(self.remote_name, arguments)
+            return await self._client.call_tool(self.remote_name, arguments, on_progress=relay)
         except MCPError as exc:
             return ToolOutput.error(f"Error: {exc}")
 
@@ -148,9 +169,22 @@ class MCPClient(AsyncClosing):
             ``initialize`` handshake, 2025-11-25 and before) or a protocol version to adopt.
         max_result_chars: Tool result text beyond this is cut, so one huge result cannot flood
             the model's context.
+        sampling_model: Answers the server's sampling requests (``sampling/createMessage``):
+            a daimon model, given the server's messages as text. Without one the client does
+            not offer sampling.
+        on_elicit: Asks the user when the server asks for input (``elicitation/create``):
+            called with the server's message and the form's JSON Schema, it returns an
+            :class:`~daimon.tools.Elicitation` (or the values, to accept); defaults in the
+            schema fill fields it leaves out. Without it the client does not offer elicitation.
+        on_log: Called with each log message of the server (level, data, logger); without
+            it they go to Python logging, logger ``daimon.mcp.server``.
+        log_level: The least severe level of log message wanted (``logging/setLevel`` on
+            handshake-era servers that offer logging; the request opt-in on 2026-07-28 ones,
+            where no level means no log messages).
     """
 
     __slots__ = (
+        "_answers",
         "_changed",
         "_client",
         "_closing",
@@ -162,6 +196,7 @@ class MCPClient(AsyncClosing):
         "_tools",
         "call_timeout",
         "connect_timeout",
+        "log_level",
         "max_result_chars",
         "name",
         "on_tools_changed",
@@ -180,7 +215,13 @@ class MCPClient(AsyncClosing):
         on_tools_changed: ToolsChanged | None = None,
         protocol: str = "auto",
         max_result_chars: int = 100_000,
+        sampling_model: Model | None = None,
+        on_elicit: ElicitHandler | None = None,
+        on_log: LogHandler | None = None,
+        log_level: str | None = None,
     ) -> None:
+        if log_level is not None and log_level not in LOG_LEVELS:
+            raise BuilderError(f"log_level must be one of {list(LOG_LEVELS)}, got {log_level!r}")
         limits = {"connect_timeout": connect_timeout, "call_timeout": call_timeout}
         for label, seconds in limits.items():
             if not (isinstance(seconds, int | float) and 0 < seconds < math.inf):
@@ -198,6 +239,14 @@ class MCPClient(AsyncClosing):
         self.on_tools_changed = on_tools_changed
         self.protocol = protocol
         self.max_result_chars = max_result_chars
+        self.log_level = log_level
+        self._answers: dict[str, Any] = {
+            "sampling_callback": (
+                None if sampling_model is None else sampling_callback(sampling_model)
+            ),
+            "elicitation_callback": None if on_elicit is None else elicitation_callback(on_elicit),
+            "logging_callback": logging_callback(on_log, name, log_level),
+        }
         self._tools: list[MCPTool] = []
         self._client: Client | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -254,6 +303,7 @@ class MCPClient(AsyncClosing):
         *,
         headers: Mapping[str, str] | None = None,
         token: str | None = None,
+        auth: MCPOAuth | None = None,
         name: str | None = None,
         **options: Any,
     ) -> MCPClient:
@@ -263,10 +313,20 @@ class MCPClient(AsyncClosing):
             url: The endpoint.
             headers: Extra HTTP headers for every request.
             token: Sent as ``Authorization: Bearer <token>``.
+            auth: OAuth 2.1 (an :class:`~daimon.mcp.MCPOAuth`): tokens are obtained when the
+                server first answers 401, refreshed, and the scope stepped up on 403.
             name: What logs and errors call it (the URL by default).
             **options: The client options of :class:`MCPClient`.
+
+        Raises:
+            BuilderError: The URL is not HTTP(S), or both ``token`` and ``auth`` are given.
         """
-        return cls(_http(url, headers, token, legacy_sse=False), name=name or url, **options)
+        if auth is not None and token is not None:
+            raise BuilderError("MCPClient.http: give a token or auth, not both")
+        target = _http(url, headers, token, legacy_sse=False)
+        if auth is not None:
+            target = _HTTP(url=target.url, headers=target.headers, legacy_sse=False, auth=auth)
+        return cls(target, name=name or url, **options)
 
     @classmethod
     def sse(
@@ -366,8 +426,11 @@ class MCPClient(AsyncClosing):
                         message_handler=self._on_message,
                         client_info=mcp_types.Implementation(name="daimon", version=_version()),
                         cache=None,  # every listing goes to the server: no stale tools
+                        log_level=self.log_level,  # checked in __init__
+                        **self._answers,
                     )
                     await stack.enter_async_context(client)
+                    await self._set_log_level(client)
                     self._tools = await self._list_tools(client)
                     self._client = client
                     scope.deadline = math.inf
@@ -414,12 +477,28 @@ class MCPClient(AsyncClosing):
                 timeout=_HTTP_TIMEOUT,
                 sse_read_timeout=_SSE_READ_TIMEOUT,
             )
+        oauth = target.auth
         http = httpx2.AsyncClient(
             headers=dict(target.headers),
             timeout=httpx2.Timeout(_HTTP_TIMEOUT, read=_SSE_READ_TIMEOUT),
+            auth=oauth.provider(target.url) if oauth is not None else None,
+            event_hooks={"request": [secure_endpoint(target.url)]} if oauth is not None else None,
         )
         await stack.enter_async_context(http)
         return streamable_http_client(target.url, http_client=http)
+
+    async def _set_log_level(self, client: Client) -> None:
+        """``logging/setLevel`` on a handshake-era server that offers logging."""
+        level = self.log_level
+        if level is None or client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        if client.server_capabilities.logging is None:
+            return
+        with warnings.catch_warnings():  # deprecated by the 2026-07-28 protocol, not by daimon
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            request = client.set_logging_level(level)
+        with anyio.fail_after(self.call_timeout):
+            await request
 
     def _connect_error(self, exc: BaseException) -> MCPError:
         if isinstance(exc, MCPError):
@@ -448,10 +527,18 @@ class MCPClient(AsyncClosing):
         self._tools = await self._request("tools/list", self._list_tools(self._connection()))
         return list(self._tools)
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        on_progress: ProgressHandler | None = None,
+    ) -> ToolOutput:
         """Call a tool by its name on the server.
 
         A result the server flags ``isError`` is returned as an error ``ToolOutput``.
+        ``on_progress`` is awaited with each progress report of the call (``progress``,
+        ``total``, ``message``); the call asks for them only when it is given.
 
         Raises:
             MCPError: The call failed at the protocol level (unknown tool, invalid params, a
@@ -464,7 +551,10 @@ class MCPClient(AsyncClosing):
             # for a transport that cannot even send.
             with anyio.fail_after(seconds + 1.0):
                 result = await client.call_tool(
-                    name, dict(arguments or {}), read_timeout_seconds=seconds
+                    name,
+                    dict(arguments or {}),
+                    read_timeout_seconds=seconds,
+                    progress_callback=cast("ProgressFnT | None", on_progress),
                 )
         except TimeoutError as exc:
             raise MCPError(
@@ -609,6 +699,10 @@ class MCPClient(AsyncClosing):
         if exc.code == mcp_types.CONNECTION_CLOSED:
             return MCPError(f"MCP server {self.name!r} closed the connection during {what}")
         return MCPError(f"MCP server {self.name!r}: {what} failed: {exc.message} ({exc.code})")
+
+
+def _has_caller(ctx: RunContext[Any]) -> bool:
+    return ctx.client is not None or current_client.get() is not None
 
 
 def _http(

@@ -37,6 +37,7 @@ from daimon.mcp import _sdk  # noqa: F401  # isort: skip - first: names the extr
 import contextlib
 import re
 import uuid
+import warnings
 from collections.abc import AsyncIterable, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
@@ -45,8 +46,10 @@ import mcp_types
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http import EventStore
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -65,10 +68,13 @@ from daimon.core.messages import ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.tools import ToolOutput
 from daimon.kit.lifecycle import serve_until_cancelled
+from daimon.mcp._caller import LogLevels, MCPCaller
 from daimon.mcp._convert import call_tool_result, mcp_tool, output_schema
+from daimon.mcp._events import MCPEventStore
 from daimon.mcp._served import MCPServer, extra_handlers
 from daimon.telemetry._propagation import extract_trace_context, inject_trace_context
 from daimon.tools import EndRun, RunContext, Tool, ToolRegistry
+from daimon.tools._client import current_client
 
 __all__ = ("create_mcp_server", "mcp_http_app", "serve_mcp")
 
@@ -156,6 +162,7 @@ def create_mcp_server(
         tools=[mcp_tool(spec, outputs.get(spec.name)) for spec in registry.specs]
     )
     schemas = {spec.name: dict(spec.parameters) for spec in registry.specs}
+    levels = LogLevels()
 
     async def list_tools(
         ctx: Any, params: mcp_types.PaginatedRequestParams | None
@@ -171,32 +178,49 @@ def create_mcp_server(
             name=params.name,
             arguments=dict(params.arguments or {}),
         )
-        run_ctx: RunContext[Any] = RunContext(
-            run_id=f"mcp-{uuid.uuid4().hex}", deps=None, call_id=call.id, tool_name=call.name
-        )
-        try:
-            with _caller_trace(ctx):
-                output = await registry.run(call, run_ctx)
-        except EndRun as signal:
-            output = ToolOutput(content=signal.text if signal.text is not None else str(signal))
-        except RunCancelled as exc:
-            output = ToolOutput.error(f"Error: {exc}")
-        except Exception as exc:  # never a crash: the caller reads what went wrong
-            output = ToolOutput.error(f"Error: {type(exc).__name__}: {exc}")
-        except BaseException:  # the request was cancelled: tell the tool too
-            run_ctx.cancel.cancel("the MCP request was cancelled")
-            raise
+        output = await _run_call(registry, call, MCPCaller(ctx, levels), ctx)
         return call_tool_result(output, outputs.get(call.name))
 
-    return Server(
-        name or extras.name,
-        version=_version(),
-        instructions=instructions if instructions is not None else extras.instructions,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        get_tool_input_schema=schemas.get,
-        **extra_handlers(extras),
+    with warnings.catch_warnings():  # logging is deprecated by 2026-07-28, not by daimon
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return Server(
+            name or extras.name,
+            version=_version(),
+            instructions=instructions if instructions is not None else extras.instructions,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_set_logging_level=levels.set_level,
+            get_tool_input_schema=schemas.get,
+            **extra_handlers(extras),
+        )
+
+
+async def _run_call(
+    registry: ToolRegistry, call: ToolCall, caller: MCPCaller, ctx: Any
+) -> ToolOutput:
+    """Run one ``tools/call``: its tool, with the MCP client as the run's caller."""
+    run_ctx: RunContext[Any] = RunContext(
+        run_id=f"mcp-{uuid.uuid4().hex}",
+        deps=None,
+        call_id=call.id,
+        tool_name=call.name,
+        client=caller,
     )
+    token = current_client.set(caller)  # for the tools of an agent run this call starts
+    try:
+        with _caller_trace(ctx):
+            return await registry.run(call, run_ctx)
+    except EndRun as signal:
+        return ToolOutput(content=signal.text if signal.text is not None else str(signal))
+    except RunCancelled as exc:
+        return ToolOutput.error(f"Error: {exc}")
+    except Exception as exc:  # never a crash: the caller reads what went wrong
+        return ToolOutput.error(f"Error: {type(exc).__name__}: {exc}")
+    except BaseException:  # the request was cancelled: tell the tool too
+        run_ctx.cancel.cancel("the MCP request was cancelled")
+        raise
+    finally:
+        current_client.reset(token)
 
 
 def _trace_carrier(ctx: Any) -> dict[str, str] | None:
@@ -247,6 +271,9 @@ def mcp_http_app(
     path: str = "/mcp",
     expose_tools: bool = True,
     expose_agent: bool = True,
+    resumable: bool = True,
+    event_store: EventStore | None = None,
+    retry_ms: int = 1000,
 ) -> ASGIApp:
     """The streamable HTTP MCP endpoint for ``agent``, as an ASGI app (Starlette).
 
@@ -268,11 +295,20 @@ def mcp_http_app(
         path: Where the endpoint is.
         expose_tools: Offer the agent's own tools.
         expose_agent: Offer the agent itself as ``ask_<agent name>``.
+        resumable: Keep recent SSE events so a client that loses a stream resumes it with
+            ``Last-Event-ID`` (SEP-1699): streams open with a priming event carrying
+            ``retry_ms`` (clients of 2025-11-25 and later).
+        event_store: Where the events are kept: an :class:`MCPEventStore` of the last 1024
+            events by default; any SDK ``EventStore`` (a shared one, for several processes).
+        retry_ms: How long a client waits before reconnecting a stream that closed.
 
     Raises:
         BuilderError: ``host`` is not a loopback address and no ``token`` is given, the token
-            is empty or not visible ASCII, or an allowed host can never match.
+            is empty or not visible ASCII, an allowed host can never match, or ``retry_ms``
+            is negative.
     """
+    if retry_ms < 0:
+        raise BuilderError(f"retry_ms must be 0 or more, got {retry_ms}")
     check_exposure(host, token)
     check_limit(max_body_bytes)  # before the SDK's own check, which raises ValueError
     server = create_mcp_server(agent, expose_tools=expose_tools, expose_agent=expose_agent)
@@ -282,6 +318,8 @@ def mcp_http_app(
         app=server,
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=max_body_bytes,
+        event_store=(event_store or MCPEventStore()) if resumable else None,
+        retry_interval=retry_ms if resumable else None,
     )
     app = Starlette(
         routes=[Route(path, endpoint=StreamableHTTPASGIApp(manager))],
@@ -313,13 +351,17 @@ async def serve_mcp(
     path: str = "/mcp",
     expose_tools: bool = True,
     expose_agent: bool = True,
+    resumable: bool = True,
+    event_store: EventStore | None = None,
+    retry_ms: int = 1000,
 ) -> None:
     """Serve ``agent`` over MCP until stdin closes (stdio) or the server is stopped (HTTP).
 
     Over stdio the process's stdout carries the protocol, so anything else printing to stdout
     while serving goes to stderr instead; the server stops when its stdin closes. Over HTTP the
     endpoint is ``http://<host>:<port><path>``, guarded as :func:`mcp_http_app` describes, and
-    uvicorn stops it on SIGINT or SIGTERM.
+    uvicorn stops it on SIGINT or SIGTERM. ``resumable``, ``event_store`` and ``retry_ms`` are
+    :func:`mcp_http_app`'s (HTTP only).
 
     Raises:
         BuilderError: An HTTP server on a non-loopback address was given no token (it refuses
@@ -344,6 +386,9 @@ async def serve_mcp(
         path=path,
         expose_tools=expose_tools,
         expose_agent=expose_agent,
+        resumable=resumable,
+        event_store=event_store,
+        retry_ms=retry_ms,
     )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5

@@ -4,6 +4,7 @@
 and runs the model's calls, turning every tool problem into an error result the model can read.
 """
 
+from daimon.tools._client import Elicitation, RunClient
 from daimon.tools._context import RunContext
 from daimon.tools._decorator import tool
 from daimon.tools._function import FunctionTool
@@ -13,9 +14,11 @@ from daimon.tools._retry import ToolRetryPolicy
 from daimon.tools._signals import EndRun, ModelRetry
 
 __all__ = (
+    "Elicitation",
     "EndRun",
     "FunctionTool",
     "ModelRetry",
+    "RunClient",
     "RunContext",
     "Tool",
     "ToolRegistry",

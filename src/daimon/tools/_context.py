@@ -9,12 +9,14 @@ and tool name, so nothing is copied per call and a tool reads the run's usage as
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 from daimon.core.cancel import CancelToken
 from daimon.core.chat import _NO_USAGE, Usage  # the shared zero: a run starts from it
+from daimon.core.errors import NoClientError
 from daimon.core.messages import Message
+from daimon.tools._client import Elicitation, LogLevel, RunClient, current_client, log_locally
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
@@ -30,6 +32,7 @@ __all__ = ("RunContext",)
 _SHARED = (
     "agent_name",
     "cancel",
+    "client",
     "cost",
     "deps",
     "iteration",
@@ -78,6 +81,12 @@ class RunContext(Generic[DepsT]):
     """The id of the tool call being executed (``""`` outside a tool call)."""
     tool_name: str
     """The name of the tool being executed (``""`` outside a tool call)."""
+    client: RunClient | None
+    """The caller's back-channel (an MCP client, set by daimon's MCP server), else ``None``.
+
+    Use it through :meth:`log`, :meth:`report_progress`, :meth:`sample` and :meth:`elicit`,
+    which also find the client of an MCP call that started this run.
+    """
 
     def __init__(
         self,
@@ -94,6 +103,7 @@ class RunContext(Generic[DepsT]):
         call_id: str = "",
         tool_name: str = "",
         on_usage: Callable[[Usage, float], None] | None = None,
+        client: RunClient | None = None,
     ) -> None:
         self.run_id = run_id
         self.agent_name = agent_name
@@ -105,6 +115,7 @@ class RunContext(Generic[DepsT]):
         self.cost = cost
         self.iteration = iteration
         self.on_usage = on_usage
+        self.client = client
         self.call_id = call_id
         self.tool_name = tool_name
 
@@ -121,6 +132,69 @@ class RunContext(Generic[DepsT]):
         on_usage = self.on_usage
         if on_usage is not None:
             on_usage(usage, cost)
+
+    def _client(self) -> RunClient | None:
+        client = self.client
+        return client if client is not None else current_client.get()
+
+    async def log(self, level: LogLevel, data: Any, *, logger: str | None = None) -> None:
+        """Log a message to the caller: an MCP client sees ``notifications/message``.
+
+        ``data`` is any JSON value (a string, usually). Without a client (a tool run by an
+        agent, not served over MCP) the message goes to Python logging, logger
+        ``daimon.tools`` (``daimon.tools.<logger>`` when named).
+        """
+        client = self._client()
+        if client is None:
+            log_locally(self.tool_name, level, data, logger)
+        else:
+            await client.log(level, data, logger)
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Report progress: ``progress`` of ``total`` (if known), with an optional message.
+
+        An MCP caller that asked for progress sees ``notifications/progress``; anywhere else
+        this does nothing.
+        """
+        client = self._client()
+        if client is not None:
+            await client.report_progress(progress, total, message)
+
+    async def sample(
+        self,
+        prompt: str,
+        *,
+        system: str | None = None,
+        max_tokens: int = 1024,
+        temperature: float | None = None,
+    ) -> str:
+        """Ask the caller's model (MCP sampling) to answer ``prompt``; the answer's text.
+
+        Raises:
+            NoClientError: No MCP client called this tool, or it does not offer sampling.
+        """
+        client = self._client()
+        if client is None:
+            raise NoClientError("sampling", "the tool was not called by an MCP client")
+        return await client.sample(
+            prompt, system=system, max_tokens=max_tokens, temperature=temperature
+        )
+
+    async def elicit(self, message: str, schema: Mapping[str, Any]) -> Elicitation:
+        """Ask the caller's user (MCP elicitation) to fill in a form.
+
+        ``schema`` is a flat JSON Schema object (string, number, integer, boolean and enum
+        properties, with ``default``s if wanted). Returns the user's :class:`Elicitation`.
+
+        Raises:
+            NoClientError: No MCP client called this tool, or it does not offer elicitation.
+        """
+        client = self._client()
+        if client is None:
+            raise NoClientError("input", "the tool was not called by an MCP client")
+        return await client.elicit(message, schema)
 
     @property
     def idempotency_key(self) -> str:
@@ -159,6 +233,7 @@ class _CallView(RunContext[Any]):
     if not TYPE_CHECKING:  # to a type checker a view is just a RunContext
         agent_name = _through("agent_name")
         cancel = _through("cancel")
+        client = _through("client")
         cost = _through("cost")
         deps = _through("deps")
         iteration = _through("iteration")

@@ -14,9 +14,11 @@ CPU-second, 26 times over, so the test runs it once with ``--serve SOCKET`` inst
 runs each scenario ``client_launcher.py`` (standard library only, milliseconds to start) hands
 it over a Unix socket, in this one process, and sends back its output and exit status.
 
-What daimon's client cannot do yet, it does not pretend to: there is no OAuth (the ``auth/``
-scenarios' servers answer 401 and the client gives up) and no elicitation handler.
-``baseline.yml`` lists those scenarios and what daimon lacks for each.
+Elicitation is answered by a user who accepts the form as shown (so the schema's defaults
+fill it in); the ``auth/`` scenarios connect with :class:`daimon.mcp.MCPOAuth`, the browser
+step done by :func:`daimon.mcp.approve_at_once` (the suite's authorization servers approve at
+once). What daimon's client cannot do, it does not pretend to: ``baseline.yml`` lists those
+scenarios and what daimon lacks for each.
 """
 
 from __future__ import annotations
@@ -28,9 +30,16 @@ import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
 
 from daimon.core.errors import MCPError
-from daimon.mcp import MCPClient
+from daimon.mcp import MCPClient, MCPOAuth, approve_at_once
+from daimon.tools import Elicitation
+
+# The client ID metadata document URL the suite's CIMD scenarios expect (SEP-991).
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 # The tool each scenario's server offers, and the arguments to call it with.
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -40,9 +49,64 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+async def accept_as_shown(message: str, schema: Any) -> Elicitation:
+    """The user accepts the form without changing anything: the defaults stand."""
+    return Elicitation("accept", {})
+
+
+async def authorization_server(url: str) -> str:
+    """The MCP server's authorization server, which its operator would tell a user: read here
+    from the server's protected-resource metadata (RFC 9728), as the suite gives no issuer."""
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for where in (f"/.well-known/oauth-protected-resource{parts.path}", ""):
+            found = await http.get(origin + (where or "/.well-known/oauth-protected-resource"))
+            if found.status_code == 200:
+                return str(found.json()["authorization_servers"][0]).rstrip("/")
+    raise MCPError(f"no protected-resource metadata at {origin}")
+
+
+async def oauth(scenario: str, url: str, context: dict[str, Any]) -> MCPOAuth | None:
+    """How the scenario's client authorizes: as the context says, else a user signing in."""
+    if not scenario.startswith("auth/"):
+        return None
+    client_id, secret = context.get("client_id"), context.get("client_secret")
+    if "idp_id_token" in context:
+        return MCPOAuth.identity_assertion(
+            str(client_id),
+            str(secret),
+            issuer=await authorization_server(url),
+            id_token=str(context["idp_id_token"]),
+            idp_token_endpoint=str(context["idp_token_endpoint"]),
+            idp_client_id=context.get("idp_client_id"),
+        )
+    if "private_key_pem" in context:
+        return MCPOAuth.private_key_jwt(
+            str(client_id),
+            str(context["private_key_pem"]),
+            algorithm=str(context.get("signing_algorithm", "ES256")),
+        )
+    if scenario == "auth/client-credentials-basic":
+        return MCPOAuth.client_credentials(str(client_id), str(secret))
+    return MCPOAuth.authorization_code(
+        approve_at_once,
+        client_id=None if client_id is None else str(client_id),
+        client_secret=None if secret is None else str(secret),
+        client_metadata_url=CLIENT_METADATA_URL,
+    )
+
+
 async def run(scenario: str, url: str, context: dict[str, Any], say: Callable[[str], Any]) -> None:
     """Connect, list the tools, call the scenario's tool (or every tool the server lists)."""
-    async with MCPClient.http(url, name=scenario, connect_timeout=20, call_timeout=20) as client:
+    async with MCPClient.http(
+        url,
+        name=scenario,
+        auth=await oauth(scenario, url, context),
+        on_elicit=accept_as_shown,
+        connect_timeout=20,
+        call_timeout=20,
+    ) as client:
         tools = await client.tools()
         say(f"tools: {[t.remote_name for t in tools]}")
         if scenario in CALLS:

@@ -6,11 +6,11 @@ Serves streamable HTTP on a free loopback port, prints its endpoint URL as the f
 stdout once it accepts requests, and stops when its stdin closes (so it never outlives the test
 that started it). The server scenarios of ``@modelcontextprotocol/conformance`` call tools,
 resources and prompts by fixed names (``test_simple_text``, ``test://static-text``, ...); each
-is written here the way a daimon user would write it today. Where daimon has no way to express
-what a scenario asks for (logging, progress, sampling, elicitation, ...),
-the tool does the nearest thing daimon can and the scenario fails: ``baseline.yml`` lists
-those scenarios and what daimon lacks for each, so this file and the baseline change together
-as daimon's MCP server grows.
+is written here the way a daimon user would write it today (logging, progress, sampling and
+elicitation through the tool's ``RunContext``). Where daimon has no way to express what a
+scenario asks for, the tool does the nearest thing daimon can and the scenario fails:
+``baseline.yml`` lists those scenarios and what daimon lacks for each, so this file and the
+baseline change together as daimon's MCP server grows.
 """
 
 from __future__ import annotations
@@ -92,43 +92,111 @@ def test_multiple_content_types() -> list[str | MCPContent]:
 
 
 @tool
-async def test_tool_with_logging() -> str:
-    """Works in three steps (daimon's RunContext cannot send MCP log messages)."""
-    for _ in range(2):
-        await asyncio.sleep(0.05)
+async def test_tool_with_logging(ctx: RunContext[Any]) -> str:
+    """Works in three steps, logging each."""
+    await ctx.log("info", "Tool execution started")
+    await asyncio.sleep(0.05)
+    await ctx.log("info", "Tool processing data")
+    await asyncio.sleep(0.05)
+    await ctx.log("info", "Tool execution completed")
     return "Tool with logging executed successfully"
 
 
 @tool
 async def test_tool_with_progress(ctx: RunContext[Any]) -> str:
-    """Works in three steps (daimon's RunContext cannot report MCP progress)."""
-    for _ in range(2):
-        await asyncio.sleep(0.05)
+    """Works in three steps, reporting progress on each."""
+    await ctx.report_progress(0, 100)
+    await asyncio.sleep(0.05)
+    await ctx.report_progress(50, 100)
+    await asyncio.sleep(0.05)
+    await ctx.report_progress(100, 100)
     return f"Progress test completed (call {ctx.call_id})"
 
 
 @tool
-def test_sampling(prompt: str) -> ToolOutput:
-    """Would ask the client's model to answer ``prompt``."""
-    return ToolOutput.error("Error: a daimon tool cannot ask the MCP client for sampling")
+async def test_sampling(prompt: str, ctx: RunContext[Any]) -> str:
+    """Asks the client's model to answer ``prompt``."""
+    answer = await ctx.sample(prompt, max_tokens=100)
+    return f"LLM response: {answer}"
 
 
 @tool
-def test_elicitation(message: str) -> ToolOutput:
-    """Would ask the client's user for a username and an email."""
-    return ToolOutput.error("Error: a daimon tool cannot ask the MCP client for input")
+async def test_elicitation(message: str, ctx: RunContext[Any]) -> str:
+    """Asks the client's user for a username and an email."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    answer = await ctx.elicit(message, schema)
+    return f"User response: action={answer.action}, content={dict(answer.content or {})}"
 
 
 @tool
-def test_elicitation_sep1034_defaults() -> ToolOutput:
-    """Would ask the client's user, with default values."""
-    return ToolOutput.error("Error: a daimon tool cannot ask the MCP client for input")
+async def test_elicitation_sep1034_defaults(ctx: RunContext[Any]) -> str:
+    """Asks the client's user, with default values."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+            "age": {"type": "integer", "description": "User age", "default": 30},
+            "score": {"type": "number", "description": "User score", "default": 95.5},
+            "status": {
+                "type": "string",
+                "description": "User status",
+                "enum": ["active", "inactive", "pending"],
+                "default": "active",
+            },
+            "verified": {"type": "boolean", "description": "Verified", "default": True},
+        },
+    }
+    answer = await ctx.elicit("Please review and update the form fields with defaults", schema)
+    return f"Elicitation completed: action={answer.action}, content={dict(answer.content or {})}"
+
+
+def _titled(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"const": value, "title": title} for value, title in pairs]
 
 
 @tool
-def test_elicitation_sep1330_enums() -> ToolOutput:
-    """Would ask the client's user to pick from enums."""
-    return ToolOutput.error("Error: a daimon tool cannot ask the MCP client for input")
+async def test_elicitation_sep1330_enums(ctx: RunContext[Any]) -> str:
+    """Asks the client's user to pick from the five kinds of enum (SEP-1330)."""
+    options = ["option1", "option2", "option3"]
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": options},
+            "titledSingle": {
+                "type": "string",
+                "oneOf": _titled(
+                    ("value1", "First Option"),
+                    ("value2", "Second Option"),
+                    ("value3", "Third Option"),
+                ),
+            },
+            "legacyEnum": {
+                "type": "string",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"],
+            },
+            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": options}},
+            "titledMulti": {
+                "type": "array",
+                "items": {
+                    "anyOf": _titled(
+                        ("value1", "First Choice"),
+                        ("value2", "Second Choice"),
+                        ("value3", "Third Choice"),
+                    )
+                },
+            },
+        },
+    }
+    answer = await ctx.elicit("Please select options from the enum fields", schema)
+    return f"Elicitation completed: action={answer.action}, content={dict(answer.content or {})}"
 
 
 @tool
