@@ -9,6 +9,7 @@ from __future__ import annotations
 OPTIONAL_LIBRARIES = frozenset(
     {
         "a2a",
+        "ag_ui",
         "aio_pika",
         "aiobotocore",
         "aiosqlite",
@@ -21,6 +22,7 @@ OPTIONAL_LIBRARIES = frozenset(
         "grpc",
         "httpx",
         "jinja2",
+        "jsonpatch",
         "llama_cpp",
         "mcp",
         "mistralrs",

@@ -1,4 +1,4 @@
-"""AG-UI 1.0 over real HTTP: every stream is checked by the ``ag-ui-validate`` conformance validator.
+"""AG-UI 1.0 over real HTTP, every stream checked by the ``ag-ui-validate`` conformance validator.
 
 Each run is posted to a uvicorn server on loopback by the validator's own transport
 (``ag_ui_validate.transport.validate_endpoint``), which reads the SSE stream as a client does and
@@ -367,4 +367,3 @@ def test_a_dag_answers_and_its_output_is_the_result(live: Live) -> None:
     text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "QUIET"
     assert events[-1]["outcome"] == {"type": "success"}
-

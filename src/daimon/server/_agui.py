@@ -109,8 +109,10 @@ class _Input:
 
 
 def add_agui_routes(router: APIRouter, served: ServedAgents, settings: ServerSettings) -> None:
-    """Add ``POST /agui`` and ``POST /agui/{agent}`` (not in the OpenAPI document: the AG-UI
-    spec defines their body and events)."""
+    """Add ``POST /agui`` and ``POST /agui/{agent}``.
+
+    They stay out of the OpenAPI document: the AG-UI spec defines their body and events.
+    """
     paused = PausedRuns()
     endpoint = _Endpoint(served, settings, paused)
 
@@ -249,7 +251,9 @@ class _Endpoint:
                 try:
                     answer = task.result()
                 except Exception as exc:
-                    yield _frames([*run.close_text(), *run.update(status="failed"), *run.failed(exc)])
+                    yield _frames(
+                        [*run.close_text(), *run.update(status="failed"), *run.failed(exc)]
+                    )
                     return
                 yield _frames(
                     run.flow_finished(answer.text, answer.output, answer.usage, answer.cost)

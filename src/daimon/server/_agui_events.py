@@ -23,17 +23,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import jsonpatch
-from ag_ui.core import ToolCall as AguiToolCall
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
     CustomEvent,
     FunctionCall,
-    MessagesSnapshotEvent,
-    SystemMessage,
-    ToolMessage,
-    UserMessage,
     Interrupt,
+    MessagesSnapshotEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
@@ -43,6 +39,7 @@ from ag_ui.core import (
     StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
+    SystemMessage,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -51,7 +48,10 @@ from ag_ui.core import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
 )
+from ag_ui.core import ToolCall as AguiToolCall
 from ag_ui.encoder import EventEncoder
 
 from daimon.core.chat import Usage
@@ -71,8 +71,8 @@ from daimon.server._errors import describe_failure
 
 __all__ = (
     "APPROVAL_REASON",
-    "PROTOCOL_VERSION",
     "AguiRun",
+    "PROTOCOL_VERSION",
     "agent_state",
     "encode",
     "flow_state",
@@ -136,7 +136,7 @@ def _token_usage(usage: Usage, model: str | None) -> list[TokenUsage] | None:
 
 
 def _summary(text: str, usage: Usage, cost: float) -> dict[str, Any]:
-    """daimon's summary of a finished run: its answer, token counts and cost."""
+    """The summary daimon adds to a finished run: its answer, token counts and cost."""
     return {"daimon": {"text": text, "usage": usage_body(usage), "cost": cost}}
 
 

@@ -304,4 +304,3 @@ def test_the_page_speaks_ag_ui_and_asks_for_approvals_in_the_chat(
     shots(page, "approved")
     # One event protocol: the prompt and the resume both went to the AG-UI endpoint.
     assert [url.removeprefix(server.url) for url in posted] == ["/agui/bank", "/agui/bank"]
-

@@ -11,7 +11,7 @@
 /** A fresh id for runs and messages. */
 export function newId(prefix) {
   const bytes = crypto.getRandomValues(new Uint8Array(8));
-  return `${prefix}-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+  return `${prefix}_${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
 }
 
 /** The RunAgentInput of a prompt (or of a resume, with `resume` entries and no prompt). */
