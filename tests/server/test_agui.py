@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -316,6 +317,57 @@ def test_a_failing_run_ends_with_run_error(live: Live) -> None:
     assert kinds(events)[0] == "RUN_STARTED" and kinds(events)[-1] == "RUN_ERROR"
     assert "the provider is down" in events[-1]["message"]
     assert events[-1]["code"] == "ModelError"
+
+
+def test_a_run_past_the_request_timeout_ends_with_run_error(live: Live) -> None:
+    async def stream(request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        yield TextDelta(text="Thinking")
+        await asyncio.sleep(30)
+        yield TextDelta(text=" (never)")
+
+    slow = Agent(FunctionModel(stream_function=stream, model_name="slow"), name="slow")
+    server = live({"slow": slow}, request_timeout=0.5)
+    events = agui(server, run_input("hi"))
+
+    assert kinds(events)[-1] == "RUN_ERROR" and events[-1]["code"] == "TimeoutError"
+    assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == "Thinking"
+
+
+def test_a_client_that_leaves_cancels_its_run(live: Live) -> None:
+    started, cancelled = threading.Event(), threading.Event()
+
+    async def stream(request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        yield TextDelta(text="Thinking")
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        yield TextDelta(text=" (never)")
+
+    slow = Agent(FunctionModel(stream_function=stream, model_name="slow"), name="slow")
+    server = live({"slow": slow})
+    with (
+        server.client() as client,
+        client.stream("POST", "/agui", json=run_input("hi")) as reply,
+    ):
+        assert reply.status_code == 200
+        assert started.wait(10)
+    assert cancelled.wait(10)  # the server noticed, and stopped the model
+
+
+def test_a_flow_whose_agent_asks_for_approval_fails_with_run_error(live: Live) -> None:
+    bank = guarded(Calls())
+
+    async def ask(inputs: dict[str, Any]) -> str:
+        return (await bank.prompt(inputs["input"])).require_finished("a flow").text
+
+    server = live({"flow": DagBuilder("flow").add_node("ask", ask).build()})
+    events = agui(server, run_input("Send 5"))
+
+    assert kinds(events)[-1] == "RUN_ERROR" and events[-1]["code"] == "approval_required"
+    assert "transfer" in events[-1]["message"]
 
 
 # ------------------------------------------------------------------------------------ flows
