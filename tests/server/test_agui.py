@@ -127,10 +127,11 @@ def guarded(calls: Calls) -> Agent:
 
 def test_an_agent_run_streams_text_state_and_usage_and_finishes_with_success(live: Live) -> None:
     server = live({"writer": writer()}, token=TOKEN)
-    events = agui(server, run_input("Hi there", state={"theme": "dark"}))
+    events = agui(server, run_input("Hi there", state={"theme": "dark"}, parentRunId="run-0"))
 
     assert kinds(events)[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"]
     assert events[0]["threadId"] == "thread-1" and events[0]["protocolVersion"] == "1.0"
+    assert events[0]["parentRunId"] == "run-0"
     assert kinds(events)[-1] == "RUN_FINISHED"
     text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "draft: Hi there"
@@ -209,6 +210,11 @@ def test_an_approval_is_an_interrupt_and_the_client_resumes_it(live: Live) -> No
 
     resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}]
     resumed = agui(server, run_input(None, thread="t-bank", resume=resume))
+
+    # The resumed run first tells the conversation so far, the paused call included.
+    snapshot = next(e for e in resumed if e["type"] == "MESSAGES_SNAPSHOT")
+    assert [m["role"] for m in snapshot["messages"]] == ["user", "assistant"]
+    assert snapshot["messages"][1]["toolCalls"][0]["id"] == "tx-1"
 
     assert calls.tool_args == [{"amount": 5}]
     result = next(e for e in resumed if e["type"] == "TOOL_CALL_RESULT")

@@ -175,7 +175,7 @@ class _Endpoint:
     def _agent(self, name: str, agent: Promptable, given: _Input) -> Any:
         async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
             body = given.body
-            run = AguiRun(body.thread_id, body.run_id, _state(given, agent_state(name)))
+            run = _run(given, agent_state(name))
             run.model(self.served.describe(name)["model"])
             events = list(run.start())
             try:
@@ -213,7 +213,7 @@ class _Endpoint:
     def _flow(self, name: str, flow: PromptableFlow, given: _Input) -> Any:
         async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
             body = given.body
-            run = AguiRun(body.thread_id, body.run_id, _state(given, flow_state(name, flow.kind)))
+            run = _run(given, flow_state(name, flow.kind))
             queue: asyncio.Queue[list[BaseEvent] | None] = asyncio.Queue()
             prompts: dict[str, int] = {}
 
@@ -287,7 +287,7 @@ class _Endpoint:
         memory = self.served.memory(name)
 
         async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
-            run = AguiRun(body.thread_id, body.run_id, _state(given, agent_state(name)))
+            run = _run(given, agent_state(name))
             run.model(self.served.describe(name)["model"])
             # The conversation so far, the paused call included: the results below answer it.
             earlier = await memory.get_messages(body.thread_id) if memory is not None else []
@@ -359,8 +359,11 @@ def _need_prompt(given: _Input) -> None:
         raise _Refused(422, "invalid_request", "messages: the user's prompt has no text")
 
 
-def _state(given: _Input, run_state: dict[str, Any]) -> dict[str, Any]:
-    return {**given.state, "daimon": run_state}
+def _run(given: _Input, run_state: dict[str, Any]) -> AguiRun:
+    """The events of the run ``given`` asks for; its state: the client's, the run's beside it."""
+    body = given.body
+    state = {**given.state, "daimon": run_state}
+    return AguiRun(body.thread_id, body.run_id, state, body.parent_run_id)
 
 
 def _decisions(waiting: AgentResponse[Any], entries: Sequence[Any]) -> dict[str, ApprovalDecision]:

@@ -157,11 +157,23 @@ class _Scope:
 class AguiRun:
     """The AG-UI events of one run, made as daimon's events come (see the module docstring)."""
 
-    __slots__ = ("_model", "_scopes", "_state", "_text", "_usage", "run_id", "thread_id")
+    __slots__ = (
+        "_model",
+        "_parent",
+        "_scopes",
+        "_state",
+        "_text",
+        "_usage",
+        "run_id",
+        "thread_id",
+    )
 
-    def __init__(self, thread_id: str, run_id: str, state: dict[str, Any]) -> None:
+    def __init__(
+        self, thread_id: str, run_id: str, state: dict[str, Any], parent: str | None = None
+    ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
+        self._parent = parent
         self._state = state
         self._text: str | None = None  # the open text message's id
         self._scopes: dict[str, _Scope] = {"": _Scope()}
@@ -174,7 +186,10 @@ class AguiRun:
         """``RUN_STARTED``, then the state the run starts with."""
         return [
             RunStartedEvent(
-                thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION
+                thread_id=self.thread_id,
+                run_id=self.run_id,
+                parent_run_id=self._parent,
+                protocol_version=PROTOCOL_VERSION,
             ),
             StateSnapshotEvent(snapshot=copy.deepcopy(self._state)),
         ]
