@@ -273,6 +273,31 @@ def test_bad_resumes_are_refused_and_the_paused_run_is_kept(live: Live) -> None:
     assert resumed[-1]["outcome"] == {"type": "success"} and calls.tool_args == [{"amount": 5}]
 
 
+class Unresumable:
+    """A promptable without ``resume``: an agent's runs, and nothing to continue them."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.name = agent.name
+
+    async def prompt(self, input: Any, /, **options: Any) -> Any:
+        return await self.agent.prompt(input, **options)
+
+    def prompt_stream(self, input: Any, /, **options: Any) -> AsyncIterator[StreamEvent]:
+        return self.agent.prompt_stream(input, **options)
+
+
+def test_a_promptable_that_cannot_resume_fails_its_paused_run(live: Live) -> None:
+    calls = Calls()
+    server = live({"bank": Unresumable(guarded(calls))})
+    events = agui(server, run_input("Send 5", thread="t-u"))
+
+    assert kinds(events)[-1] == "RUN_ERROR" and events[-1]["code"] == "approval_required"
+    assert calls.tool_args == []
+    # Nothing waits on the thread: the next run is an ordinary one.
+    assert kinds(agui(server, run_input("Send 5", thread="t-u")))[-1] == "RUN_ERROR"
+
+
 # -------------------------------------------------------------------------------- bad input
 
 

@@ -45,6 +45,7 @@ from pydantic import ValidationError
 from starlette.responses import Response
 
 from daimon.core.cancel import CancelToken
+from daimon.core.errors import ApprovalRequiredError
 from daimon.core.errors import TimeoutError as RunTimeoutError
 from daimon.core.events import Done
 from daimon.core.protocols import Promptable, Resumable
@@ -206,7 +207,13 @@ class _Endpoint:
     def _ended(
         self, name: str, thread: str, run: AguiRun, response: AgentResponse[Any]
     ) -> list[BaseEvent]:
+        """The end of an agent's run; a paused one is kept for its resume, if it can have one."""
         if response.pending_approvals:
+            if not isinstance(self.served.get(name), Resumable):
+                paused = ApprovalRequiredError(
+                    response.pending_approvals, f"a promptable that cannot resume ({name!r})"
+                )
+                return [*run.close_text(), *run.update(status="failed"), *run.failed(paused)]
             self.paused.put(name, thread, response)
         return run.finished(response)
 
