@@ -23,6 +23,7 @@ OPTIONAL_LIBRARIES = frozenset(
         "httpx",
         "jinja2",
         "jsonpatch",
+        "jsonpatch_cli",  # jsonpatch installs its command's module top-level too
         "llama_cpp",
         "mcp",
         "mistralrs",

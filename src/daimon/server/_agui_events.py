@@ -254,7 +254,8 @@ class AguiRun:
         before = copy.deepcopy(self._state)
         edit(self._state["daimon"])
         patch = jsonpatch.make_patch(before, self._state).patch
-        return [StateDeltaEvent(delta=patch)] if patch else []
+        # The operations as the protocol's models (jsonpatch writes plain dicts).
+        return [StateDeltaEvent.model_validate({"delta": patch})] if patch else []
 
     # ------------------------------------------------------------------------------ agents
 
