@@ -251,9 +251,15 @@ class AguiRun:
 
     def change(self, edit: Any) -> list[BaseEvent]:
         """Apply ``edit(run_state)`` and send the difference as a JSON Patch."""
-        before = copy.deepcopy(self._state)
-        edit(self._state["daimon"])
-        patch = jsonpatch.make_patch(before, self._state).patch
+        # Only the run's own part changes: diff that (the client's state may be large).
+        run = self._state["daimon"]
+        before = copy.deepcopy(run)
+        edit(run)
+        patch = jsonpatch.make_patch(before, run).patch
+        for op in patch:
+            op["path"] = "/daimon" + op["path"]
+            if "from" in op:
+                op["from"] = "/daimon" + op["from"]
         # The operations as the protocol's models (jsonpatch writes plain dicts).
         return [StateDeltaEvent.model_validate({"delta": patch})] if patch else []
 
