@@ -25,6 +25,7 @@ from daimon.models import FunctionModel
 from daimon.orchestration import DagBuilder
 
 from .conftest import TOKEN, Calls, LiveServer, echo
+from .test_agents import desk, team
 from .test_flows import fragile_dag, research, writer
 
 Live = Callable[..., LiveServer]
@@ -271,6 +272,20 @@ def test_bad_resumes_are_refused_and_the_paused_run_is_kept(live: Live) -> None:
     resume = [{"interruptId": interrupt_id, "status": "resolved"}]
     resumed = agui(server, run_input(None, thread="t-bad", resume=resume))
     assert resumed[-1]["outcome"] == {"type": "success"} and calls.tool_args == [{"amount": 5}]
+
+
+def test_a_supervisor_and_a_handoff_network_are_served_too(live: Live) -> None:
+    server = live({"team": team(Calls()), "desk": desk()})
+    events = agui(server, run_input("hello", thread="t-team"), path="/agui/team")
+
+    start = next(e for e in events if e["type"] == "TOOL_CALL_START")
+    assert start["toolCallName"] == "delegate"
+    text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "team: echo: hello (1 messages)"
+    assert final_state(events)["daimon"]["agent"] == "team"
+
+    events = agui(server, run_input("I want a refund", thread="t-desk"), path="/agui/desk")
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
 
 
 class Unresumable:
