@@ -9,6 +9,7 @@ from __future__ import annotations
 OPTIONAL_LIBRARIES = frozenset(
     {
         "a2a",
+        "ag_ui",
         "aio_pika",
         "aiobotocore",
         "aiosqlite",
@@ -21,6 +22,8 @@ OPTIONAL_LIBRARIES = frozenset(
         "grpc",
         "httpx",
         "jinja2",
+        "jsonpatch",
+        "jsonpatch_cli",  # jsonpatch installs its command's module top-level too
         "llama_cpp",
         "mcp",
         "mistralrs",

@@ -23,6 +23,8 @@ Routes (all JSON unless said; every error is ``{"error": {"type", "message"}}``)
 ``POST /v1/responses``          the OpenAI Responses API (streamed, background, or not);
                                 ``GET``/``DELETE /v1/responses/{id}``, ``.../{id}/cancel``
 ``GET /v1/models``              one model per agent
+``POST /agui[/{name}]``         AG-UI 1.0: a ``RunAgentInput`` in, AG-UI events out (SSE);
+                                approvals are interrupts the client resumes
 ``GET /``, ``GET /ui/<file>``   the web playground and run inspector (only with ``ui=True``,
                                 which ``daimon serve`` sets; the files load without a token)
 ==============================  =========================================================
@@ -64,7 +66,7 @@ _LAZY: dict[str, str] = {
     "create_app": "daimon.server._app",
     "serve": "daimon.server._app",
 }
-_LIBRARIES = ("fastapi", "starlette", "pydantic", "uvicorn")
+_LIBRARIES = ("fastapi", "starlette", "pydantic", "uvicorn", "ag_ui", "jsonpatch")
 
 
 def _require_web(module: str) -> None:

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp
 
 from daimon._http_gate import HttpGate
 from daimon.server._agents import Servable, ServedAgents
+from daimon.server._agui import add_agui_routes
 from daimon.server._errors import error_response
 from daimon.server._openai_compat import add_openai_routes
 from daimon.server._openai_responses import add_responses_routes
@@ -81,6 +82,7 @@ def create_app(
     add_native_routes(app.router, served, settings, lambda: status["ready"])
     add_openai_routes(app.router, served, settings, int(time.time()))
     add_responses_routes(app.router, served, settings)
+    add_agui_routes(app.router, served, settings)
     public = settings.public_paths
     if settings.ui:
         add_ui_routes(app.router)

@@ -28,6 +28,7 @@ UI_FILES: dict[str, str] = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "api.js": "text/javascript; charset=utf-8",
+    "agui.js": "text/javascript; charset=utf-8",
     "chat.js": "text/javascript; charset=utf-8",
     "sessions.js": "text/javascript; charset=utf-8",
     "timeline.js": "text/javascript; charset=utf-8",

@@ -190,3 +190,22 @@ def failing() -> Agent:
         raise ModelError("the provider is down", status_code=503)
 
     return Agent(FunctionModel(stream_function=stream, model_name="down"), name="failing")
+
+
+def approver() -> Agent:
+    """Calls ``transfer`` (which needs a person's approval), then says what it did."""
+
+    @tool(requires_approval=True)
+    def transfer(amount: int) -> str:
+        """Move money."""
+        return f"moved {amount}"
+
+    async def stream(request: ChatRequest) -> AsyncIterator[StreamEvent | str]:
+        last = request.messages[-1]
+        if last.role is Role.TOOL:
+            yield f"Done: {last.text}"
+            return
+        yield ToolCallEnd(call=ToolCall(id="tx-1", name="transfer", arguments={"amount": 5}))
+
+    model = FunctionModel(stream_function=stream, model_name="bank-model")
+    return Agent(model, name="bank", tools=[transfer])

@@ -20,7 +20,7 @@ from playwright.sync_api import expect
 
 from daimon.server import ServedFlow
 
-from .conftest import ARTIFACTS, TOKEN, calculator, echo
+from .conftest import ARTIFACTS, TOKEN, approver, calculator, echo
 from .test_flows import pipeline, research
 
 if TYPE_CHECKING:
@@ -98,6 +98,17 @@ def test_the_idle_page_with_agents_listed(live: Live, page: Page) -> None:
     expect(page.get_by_label("Agent").locator("option")).to_have_count(2)
     expect(page.get_by_text("Send a prompt to see its run here.")).to_be_visible()
     audit(page, "idle")
+
+
+def test_a_run_waiting_for_approval(live: Live, page: Page) -> None:
+    server = live({"bank": approver()}, ui=True)
+    page.goto(server.url)
+    expect(page.get_by_label("Agent")).to_be_enabled()
+    page.get_by_label("Message").fill("Send 5 to Bob")
+    page.get_by_label("Message").press("Control+Enter")
+    approval = page.get_by_role("region", name="Approval needed")
+    expect(approval.get_by_role("button", name="Approve")).to_be_focused()
+    audit(page, "approval")
 
 
 def test_the_token_prompt(live: Live, page: Page) -> None:

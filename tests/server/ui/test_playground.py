@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from playwright.sync_api import expect
 
-from .conftest import TOKEN, Shots, Slow, calculator, echo, failing
+from .conftest import TOKEN, Shots, Slow, approver, calculator, echo, failing
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -276,3 +276,31 @@ def test_keyboard_and_screen_reader_names(live: Live, page: Page) -> None:
         "b => getComputedStyle(b).outlineStyle"
     )
     assert outline == "solid"
+
+
+def test_the_page_speaks_ag_ui_and_asks_for_approvals_in_the_chat(
+    live: Live, page: Page, shots: Shots
+) -> None:
+    server = live({"bank": approver()}, ui=True)
+    posted: list[str] = []
+    page.on("request", lambda r: posted.append(r.url) if r.method == "POST" else None)
+    page.goto(server.url)
+    expect(page.get_by_label("Agent")).to_be_enabled()
+
+    send(page, "Send 5 to Bob")
+    approval = page.get_by_role("region", name="Approval needed")
+    expect(approval).to_contain_text("Approve the call to transfer?")
+    card = page.get_by_role("article", name="Tool call transfer")
+    expect(card).to_contain_text("waiting for approval")
+    expect(card).to_contain_text('"amount": 5')
+    expect(page.get_by_text("The run waits for your approval.")).to_be_visible()
+    shots(page, "approval")
+
+    approval.get_by_role("button", name="Approve").click()
+    answer = page.get_by_test_id("answer").last
+    expect(answer).to_contain_text("Done: moved 5")
+    expect(card.get_by_label("Result")).to_have_text("moved 5")
+    expect(approval).to_have_text("Approved.")
+    shots(page, "approved")
+    # One event protocol: the prompt and the resume both went to the AG-UI endpoint.
+    assert [url.removeprefix(server.url) for url in posted] == ["/agui/bank", "/agui/bank"]

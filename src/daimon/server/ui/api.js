@@ -1,5 +1,5 @@
 // The server's API as the page uses it: every request carries the bearer token (when one was
-// given), and streamed answers are read with fetch + a ReadableStream SSE parser, because
+// given), and runs stream AG-UI events read with fetch + a ReadableStream SSE parser, because
 // EventSource cannot send an Authorization header.
 
 const TOKEN_KEY = "daimon.token";
@@ -52,14 +52,15 @@ export async function getJson(path) {
 }
 
 /**
- * POST /prompt/stream and call `onEvent(kind, data)` for each event as it arrives.
- * Resolves when the stream ends; rejects with an ApiError (non-2xx) or an AbortError.
+ * POST a RunAgentInput to the AG-UI endpoint of `agent` and call `onEvent(event)` for each
+ * AG-UI event as it arrives. Resolves when the stream ends; rejects with an ApiError (non-2xx)
+ * or an AbortError.
  */
-export async function streamPrompt(body, onEvent, signal) {
-  const response = await fetch("/prompt/stream", {
+export async function streamRun(agent, input, onEvent, signal) {
+  const response = await fetch(`/agui/${encodeURIComponent(agent)}`, {
     method: "POST",
     headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
-    body: JSON.stringify(body),
+    body: JSON.stringify(input),
     signal,
   });
   if (!response.ok) throw await failure(response);
@@ -73,7 +74,7 @@ export async function streamPrompt(body, onEvent, signal) {
     while ((end = buffer.indexOf("\n\n")) >= 0) {
       const frame = parseFrame(buffer.slice(0, end));
       buffer = buffer.slice(end + 2);
-      if (frame) onEvent(frame.event, frame.data);
+      if (frame) onEvent(frame.data);
     }
   }
 }

@@ -1,6 +1,7 @@
-// The playground: pick an agent, chat over the SSE endpoint, resume sessions, inspect runs.
+// The playground: pick an agent, chat over AG-UI, answer approvals, resume sessions, inspect runs.
 
-import { ApiError, getJson, getToken, setToken, streamPrompt } from "./api.js";
+import { ApiError, getJson, getToken, setToken, streamRun } from "./api.js";
+import { Reader, runInput } from "./agui.js";
 import { Turn, contentText, el, formatSeconds, formatUsage } from "./chat.js";
 import { listSessions, mergeSessions, newSessionId, touchSession, updateSession } from "./sessions.js";
 import { renderFlow } from "./flow.js";
@@ -291,7 +292,8 @@ function onEvent(turn, run, kind, data) {
   if (kind === "node_event") {
     nodeEvent(turn, data);
   } else if (kind === "done") {
-    run.status = "done";
+    run.status = data.interrupts.length ? "paused" : "done";
+    run.interrupts = data.interrupts;
     if (data.response) {
       run.runId = data.response.run_id;
       run.usage = data.response.usage;  // a flow's counts its nodes' agents: counted once, here
@@ -315,6 +317,28 @@ async function send() {
   ui.prompt.value = "";
   const turn = new Turn(ui.transcript, text);
   ui.transcript.scrollTop = ui.transcript.scrollHeight;
+  touchSession(state.sessionId, agent, state.title || text);
+  renderSessions();
+  await runTurn(turn, agent, runInput(state.sessionId, text));
+}
+
+/** Answer the interrupts a paused run waits for (approve or reject every call), then resume. */
+function askApproval(turn, run, agent) {
+  turn.askApproval(run.interrupts, (approved) => {
+    if (state.controller) return false;
+    const resume = run.interrupts.map((interrupt) => ({
+      interruptId: interrupt.id,
+      status: approved ? "resolved" : "cancelled",
+      payload: { approved },
+    }));
+    turn.endPrompt();
+    runTurn(turn, agent, runInput(state.sessionId, null, resume));
+    return true;
+  });
+}
+
+/** Stream one AG-UI run into `turn`: a prompt's, or the resume of a paused one. */
+async function runTurn(turn, agent, input) {
   const run = {
     start: performance.now(),
     events: [],
@@ -322,19 +346,22 @@ async function send() {
     end: null,
     agent,
     flow: pickedFlow(),
+    interrupts: [],
   };
   show(run);
-  touchSession(state.sessionId, agent, state.title || text);
-  renderSessions();
   const controller = new AbortController();
   state.controller = controller;
   const ticking = setInterval(() => state.shown === run && draw(), 250);
   setRunning(true);
   notice("Running…");
+  const reader = new Reader();
   try {
-    await streamPrompt(
-      { input: text, session_id: state.sessionId, agent },
-      (kind, data) => onEvent(turn, run, kind, data),
+    await streamRun(
+      agent,
+      input,
+      (event) => {
+        for (const { kind, data } of reader.read(event)) onEvent(turn, run, kind, data);
+      },
       controller.signal,
     );
     if (run.status === "running") {
@@ -354,14 +381,20 @@ async function send() {
     run.end = performance.now() - run.start;
     clearInterval(ticking);
     state.controller = null;
-    for (const card of turn.allCards()) card.stop(run.status);
+    if (run.status !== "paused") for (const card of turn.allCards()) card.stop(run.status);
     finishTurn(turn, run, agent);
     // Cancel is disabled now: a keyboard user who pressed it goes back to the message box.
     const onCancel = document.activeElement === ui.cancel;
     setRunning(false);
     if (onCancel) ui.prompt.focus();
-    const outcome = { done: "", cancelled: "Run cancelled.", error: "The run failed." };
+    const outcome = {
+      done: "",
+      paused: "The run waits for your approval.",
+      cancelled: "Run cancelled.",
+      error: "The run failed.",
+    };
     notice(outcome[run.status], run.status === "error");
+    if (run.status === "paused") askApproval(turn, run, agent);
     draw();
   }
 }

@@ -115,6 +115,29 @@ export class Turn extends Stream {
     this.addText(text);
   }
 
+  /**
+   * Ask whether the calls that `interrupts` name may run: Approve or Reject, once, for all.
+   * `answer(approved)` sends the resume (false when it could not, and the buttons stay).
+   */
+  askApproval(interrupts, answer) {
+    const box = el("section", { className: "approval", attrs: { "aria-label": "Approval needed" } });
+    box.append(el("p", { text: interrupts.map((i) => i.message || i.reason).join(" ") }));
+    for (const interrupt of interrupts) {
+      this.cards.get(interrupt.toolCallId)?.waitFor("waiting for approval");
+    }
+    const approve = el("button", { text: "Approve", attrs: { type: "button" } });
+    const reject = el("button", { className: "secondary", text: "Reject", attrs: { type: "button" } });
+    const decide = (approved) => {
+      if (!answer(approved)) return;
+      box.replaceChildren(el("p", { text: approved ? "Approved." : "Rejected." }));
+    };
+    approve.addEventListener("click", () => decide(true));
+    reject.addEventListener("click", () => decide(false));
+    box.append(approve, reject);
+    this.answer.insertBefore(box, this.meta);
+    approve.focus();
+  }
+
   status(text, kind = "") {
     const note = el("p", { className: `status ${kind}`, text });
     if (kind === "error") note.setAttribute("role", "alert");
@@ -164,6 +187,11 @@ export class ToolCard {
     this.result.setAttribute("aria-label", failed ? "Error" : "Result");
     this.result.textContent = output.content;  // what the model read
     this.result.hidden = false;
+  }
+
+  /** Still to run, waiting for `reason` (an approval). */
+  waitFor(reason) {
+    this.state.textContent = reason;
   }
 
   stop(reason) {

@@ -1,0 +1,421 @@
+"""AG-UI 1.0 for front ends: ``POST /agui`` (the default agent) and ``POST /agui/{agent}``.
+
+The body is a ``RunAgentInput``; the answer is a ``text/event-stream`` of AG-UI events (see
+:mod:`daimon.server._agui_events` for how a run becomes them). What the server does with the
+input:
+
+- ``threadId`` is the session: an agent keeps the conversation in its memory under it, so the
+  prompt is the last message (a user message) and earlier ones are what the client shows. A
+  flow keeps no conversation: it answers the last user message.
+- ``runId`` names the run (daimon's run id for an agent's run).
+- ``state`` is the state the run starts from: it comes back in the first ``STATE_SNAPSHOT``
+  with the run's own state under ``"daimon"`` (status, model and tool calls, usage; a flow's
+  nodes), which ``STATE_DELTA`` patches keep up to date.
+- ``tools`` (front-end tools) must be empty: the agent runs its own tools on the server, as on
+  ``/v1/chat/completions`` and ``/v1/responses`` (422 otherwise).
+- ``context`` entries are added to the agent's instructions.
+- ``resume`` answers the interrupts that paused the thread's last run (below).
+
+Approvals: a run that stops for a person's approval ends with ``RUN_FINISHED`` whose outcome is
+``interrupt``, one interrupt per pending tool call (``reason: "tool_approval"``, ``toolCallId``,
+its id the approval's). The client resumes with a new run on the same thread whose ``resume``
+answers every interrupt: ``status: "resolved"`` approves (unless ``payload`` is ``false`` or
+``{"approved": false, "reason"?}``), ``"cancelled"`` rejects. The resumed run streams what
+followed (the tool's result, the answer) and ends like any run. A resume for a thread with no
+paused run is 409, one that leaves an interrupt unanswered or names an unknown one is 422, and a
+new run on a thread whose run waits for answers is 409: the paused run is kept in each case.
+
+Errors: a body that is not a ``RunAgentInput`` is 422 (400 for invalid JSON), an unknown agent
+404, all before the stream starts; a run that fails ends its stream with ``RUN_ERROR`` (``code``:
+daimon's error type, ``TimeoutError`` past the request timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ag_ui.core import BaseEvent, RunAgentInput
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+from starlette.responses import Response
+
+from daimon.core.cancel import CancelToken
+from daimon.core.errors import ApprovalRequiredError
+from daimon.core.errors import TimeoutError as RunTimeoutError
+from daimon.core.events import Done
+from daimon.core.protocols import Promptable, Resumable
+from daimon.core.results import AgentResponse, ApprovalDecision
+from daimon.orchestration import PromptableFlow
+from daimon.server._agents import ServedAgents
+from daimon.server._agui_events import (
+    AguiRun,
+    agent_state,
+    encode,
+    flow_state,
+    messages_snapshot,
+    node_events,
+)
+from daimon.server._errors import error_response
+from daimon.server._settings import ServerSettings
+from daimon.server._sse import EventStreamResponse
+
+__all__ = ("KEPT_PAUSES", "PausedRuns", "add_agui_routes")
+
+KEPT_PAUSES = 1000
+"""Paused runs kept in memory, waiting for their resume (the oldest is forgotten past this)."""
+
+
+class PausedRuns:
+    """Runs waiting for their interrupts to be answered, by agent and thread (bounded)."""
+
+    def __init__(self, limit: int = KEPT_PAUSES) -> None:
+        self._limit = limit
+        self._runs: OrderedDict[tuple[str, str], AgentResponse[Any]] = OrderedDict()
+
+    def put(self, agent: str, thread: str, response: AgentResponse[Any]) -> None:
+        self._runs[(agent, thread)] = response
+        self._runs.move_to_end((agent, thread))
+        while len(self._runs) > self._limit:
+            self._runs.popitem(last=False)
+
+    def get(self, agent: str, thread: str) -> AgentResponse[Any] | None:
+        return self._runs.get((agent, thread))
+
+    def take(self, agent: str, thread: str) -> AgentResponse[Any] | None:
+        return self._runs.pop((agent, thread), None)
+
+
+class _Refused(Exception):
+    """A request answered with a 4xx before any event is sent."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class _Input:
+    """A checked ``RunAgentInput``: the prompt, and the client's state as a mapping."""
+
+    body: RunAgentInput
+    prompt: str
+    instructions: str | None
+    state: dict[str, Any]
+
+
+def add_agui_routes(router: APIRouter, served: ServedAgents, settings: ServerSettings) -> None:
+    """Add ``POST /agui`` and ``POST /agui/{agent}``.
+
+    They stay out of the OpenAPI document: the AG-UI spec defines their body and events.
+    """
+    paused = PausedRuns()
+    endpoint = _Endpoint(served, settings, paused)
+
+    @router.post("/agui", include_in_schema=False)
+    async def agui_default(request: Request) -> Response:
+        return await endpoint.answer(served.default, request)
+
+    @router.post("/agui/{agent}", include_in_schema=False)
+    async def agui(agent: str, request: Request) -> Response:
+        return await endpoint.answer(agent, request)
+
+
+class _Endpoint:
+    __slots__ = ("paused", "served", "settings")
+
+    def __init__(self, served: ServedAgents, settings: ServerSettings, paused: PausedRuns) -> None:
+        self.served = served
+        self.settings = settings
+        self.paused = paused
+
+    async def answer(self, name: str, request: Request) -> Response:
+        try:
+            found = self.served.get(name)
+            if found is None:
+                raise _Refused(404, "not_found", self.served.unknown(name))
+            given = _parse(await request.body())
+            if given.body.resume:
+                return self._stream(given, self._resumed(name, found, given))
+            if self.paused.get(name, given.body.thread_id) is not None:
+                raise _Refused(
+                    409,
+                    "run_paused",
+                    f"thread {given.body.thread_id!r} has a run waiting for its interrupts to "
+                    "be answered: resume it (a resume entry per interrupt; status 'cancelled' "
+                    "rejects a call) before starting another run",
+                )
+            _need_prompt(given)
+            if isinstance(found, PromptableFlow):
+                return self._stream(given, self._flow(name, found, given))
+            return self._stream(given, self._agent(name, found, given))
+        except _Refused as refused:
+            return error_response(refused.status, refused.kind, str(refused))
+
+    def _stream(self, given: _Input, source: Any) -> Response:
+        body = given.body
+
+        def on_error(exc: BaseException) -> bytes:
+            run = AguiRun(body.thread_id, body.run_id, {})
+            return b"".join(encode(e) for e in run.failed(exc))
+
+        return EventStreamResponse(
+            source,
+            on_error=on_error,
+            heartbeat=self.settings.heartbeat_interval,
+            timeout=self.settings.request_timeout,
+        )
+
+    # ------------------------------------------------------------------------- the runs
+
+    def _agent(self, name: str, agent: Promptable, given: _Input) -> Any:
+        async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
+            body = given.body
+            run = _run(given, agent_state(name))
+            run.model(self.served.describe(name)["model"])
+            events = list(run.start())
+            try:
+                stream = agent.prompt_stream(
+                    given.prompt,
+                    session_id=body.thread_id,
+                    instructions=given.instructions,
+                    run_id=body.run_id,
+                    cancel=token,
+                )
+                async for event in stream:
+                    if isinstance(event, Done):
+                        run.model(event.model)
+                        if event.response is not None:
+                            events += self._ended(name, body.thread_id, run, event.response)
+                    else:
+                        events += run.agent_event(event)
+                    if events:
+                        yield _frames(events)
+                        events = []
+            except (asyncio.CancelledError, RunTimeoutError):
+                raise
+            except Exception as exc:
+                yield _frames([*events, *run.close_text(), *run.failed(exc)])
+
+        return frames
+
+    def _ended(
+        self, name: str, thread: str, run: AguiRun, response: AgentResponse[Any]
+    ) -> list[BaseEvent]:
+        """The end of an agent's run; a paused one is kept for its resume, if it can have one."""
+        if response.pending_approvals:
+            if not isinstance(self.served.get(name), Resumable):
+                paused = ApprovalRequiredError(
+                    response.pending_approvals, f"a promptable that cannot resume ({name!r})"
+                )
+                return [*run.close_text(), *run.update(status="failed"), *run.failed(paused)]
+            self.paused.put(name, thread, response)
+        return run.finished(response)
+
+    def _flow(self, name: str, flow: PromptableFlow, given: _Input) -> Any:
+        async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
+            body = given.body
+            run = _run(given, flow_state(name, flow.kind))
+            queue: asyncio.Queue[list[BaseEvent] | None] = asyncio.Queue()
+            prompts: dict[str, int] = {}
+
+            def on_node(event: Any) -> None:
+                queue.put_nowait(list(node_events(run, event)))
+
+            def on_agent(event: Any) -> None:
+                key = f"{event.node}/{event.step}"
+                scope = run.scope(
+                    f"{key}/{prompts.get(key, 0)}",
+                    {"daimon": {"node": event.node, "step": event.step}},
+                )
+                if isinstance(event.event, Done):
+                    prompts[key] = prompts.get(key, 0) + 1
+                    run.model(event.event.model)
+                    queue.put_nowait(run.close_text())
+                else:
+                    queue.put_nowait(run.agent_event(event.event, scope))
+
+            yield _frames(run.start())
+            task = asyncio.create_task(
+                flow.run(
+                    given.prompt,
+                    cancel=token,
+                    on_node=on_node,
+                    on_agent_event=on_agent,
+                    run_id=body.run_id,
+                )
+            )
+            task.add_done_callback(lambda _: queue.put_nowait(None))
+            try:
+                while (events := await queue.get()) is not None:
+                    if events:
+                        yield _frames(events)
+                try:
+                    answer = task.result()
+                except Exception as exc:
+                    yield _frames(
+                        [*run.close_text(), *run.update(status="failed"), *run.failed(exc)]
+                    )
+                    return
+                yield _frames(
+                    run.flow_finished(answer.text, answer.output, answer.usage, answer.cost)
+                )
+            finally:
+                if not task.done():
+                    token.cancel("the stream ended")
+                    task.cancel()
+                    await asyncio.wait({task})
+                if not task.cancelled():
+                    task.exception()
+
+        return frames
+
+    def _resumed(self, name: str, agent: Promptable, given: _Input) -> Any:
+        body = given.body
+        waiting = self.paused.get(name, body.thread_id)
+        if waiting is None:
+            raise _Refused(
+                409,
+                "not_paused",
+                f"thread {body.thread_id!r} of {name!r} has no paused run to resume: send a "
+                "run without 'resume'",
+            )
+        if not isinstance(agent, Resumable):
+            raise _Refused(409, "not_resumable", f"{name!r} cannot resume paused runs")
+        decisions = _decisions(waiting, body.resume or [])
+        taken = self.paused.take(name, body.thread_id)
+        assert taken is waiting
+
+        memory = self.served.memory(name)
+
+        async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
+            run = _run(given, agent_state(name))
+            run.model(self.served.describe(name)["model"])
+            # The conversation so far, the paused call included: the results below answer it.
+            earlier = await memory.get_messages(body.thread_id) if memory is not None else []
+            history = messages_snapshot(body.thread_id, [*earlier, *waiting.messages])
+            yield _frames([*run.start(), history])
+            try:
+                response = await agent.resume(waiting, decisions, cancel=token)
+            except (asyncio.CancelledError, RunTimeoutError):
+                raise
+            except Exception as exc:
+                yield _frames(run.failed(exc))
+                return
+            added = response.messages[len(waiting.messages) :]
+            events = run.replay(added)
+            events += self._ended(name, body.thread_id, run, response)
+            yield _frames(events)
+
+        return frames
+
+
+# --------------------------------------------------------------------------------- the input
+
+
+def _parse(raw: bytes) -> _Input:
+    """The request's ``RunAgentInput``, checked (422 with what is wrong, 400 for bad JSON)."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise _Refused(400, "invalid_json", f"the body is not valid JSON: {exc}") from None
+    try:
+        body = RunAgentInput.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise _Refused(422, "invalid_request", f"not a RunAgentInput: {problems}") from None
+    if body.tools:
+        names = ", ".join(t.name for t in body.tools[:10])
+        raise _Refused(
+            422,
+            "unsupported_parameter",
+            "this server runs the agent's own tools: front-end tools are not supported "
+            f"(send 'tools' empty; got {names})",
+        )
+    state = body.state if isinstance(body.state, dict) else {}
+    notes = [f"{c.description}: {c.value}" for c in body.context or []]
+    return _Input(body, _last_user_text(body.messages), "\n".join(notes) or None, dict(state))
+
+
+def _last_user_text(messages: Sequence[Any]) -> str:
+    if not messages or getattr(messages[-1], "role", None) != "user":
+        return ""
+    content = messages[-1].content
+    if isinstance(content, str):
+        return content
+    return "".join(getattr(part, "text", "") for part in content)
+
+
+def _need_prompt(given: _Input) -> None:
+    messages = given.body.messages
+    if not messages or messages[-1].role != "user":
+        role = messages[-1].role if messages else "none"
+        raise _Refused(
+            422,
+            "invalid_request",
+            f"messages: the last message must be the user's prompt (got {role})",
+        )
+    if not given.prompt.strip():
+        raise _Refused(422, "invalid_request", "messages: the user's prompt has no text")
+
+
+def _run(given: _Input, run_state: dict[str, Any]) -> AguiRun:
+    """The events of the run ``given`` asks for; its state: the client's, the run's beside it."""
+    body = given.body
+    state = {**given.state, "daimon": run_state}
+    return AguiRun(body.thread_id, body.run_id, state, body.parent_run_id)
+
+
+def _decisions(waiting: AgentResponse[Any], entries: Sequence[Any]) -> dict[str, ApprovalDecision]:
+    """A decision per pending approval from the resume entries: each answered, none unknown."""
+    pending = {a.id for a in waiting.pending_approvals}
+    decisions: dict[str, ApprovalDecision] = {}
+    for index, entry in enumerate(entries):
+        if entry.interrupt_id not in pending:
+            raise _Refused(
+                422,
+                "invalid_request",
+                f"resume[{index}].interruptId: {entry.interrupt_id!r} is not an interrupt of "
+                f"the paused run (waiting: {', '.join(sorted(pending))})",
+            )
+        decisions[entry.interrupt_id] = _decision(entry, index)
+    missing = sorted(pending - decisions.keys())
+    if missing:
+        raise _Refused(
+            422,
+            "invalid_request",
+            f"resume: answer every interrupt of the paused run; unanswered: {', '.join(missing)}",
+        )
+    return decisions
+
+
+def _decision(entry: Any, index: int) -> ApprovalDecision:
+    if entry.status == "cancelled":
+        return ApprovalDecision.reject("the user cancelled the call")
+    payload = entry.payload
+    if payload is None or payload is True:
+        return ApprovalDecision.approve()
+    if payload is False:
+        return ApprovalDecision.reject()
+    if isinstance(payload, Mapping):
+        approved = payload.get("approved", True)
+        reason = payload.get("reason")
+        if isinstance(approved, bool) and (reason is None or isinstance(reason, str)):
+            return ApprovalDecision(approved=approved, reason=reason)
+    raise _Refused(
+        422,
+        "invalid_request",
+        f"resume[{index}].payload: an approval's answer is true, false or "
+        '{"approved": bool, "reason"?: string}',
+    )
+
+
+def _frames(events: Sequence[BaseEvent]) -> bytes:
+    return b"".join(encode(event) for event in events)
