@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -465,3 +467,18 @@ def test_a_dag_answers_and_its_output_is_the_result(live: Live) -> None:
     text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "QUIET"
     assert events[-1]["outcome"] == {"type": "success"}
+
+
+def test_the_protocol_types_load_on_the_first_agui_request_not_with_the_app() -> None:
+    code = (
+        "import sys\n"
+        "from daimon import Agent\n"
+        "from daimon.models import FunctionModel\n"
+        "from daimon.server import create_app\n"
+        "from daimon.core import ChatResponse\n"
+        "create_app(Agent(FunctionModel(lambda r: ChatResponse.reply('hi')), name='a'))\n"
+        "print('ag_ui.core' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

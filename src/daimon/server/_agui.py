@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import BaseEvent, RunAgentInput
-from fastapi import APIRouter, Request
+from fastapi import Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
@@ -64,7 +64,7 @@ from daimon.server._errors import error_response
 from daimon.server._settings import ServerSettings
 from daimon.server._sse import EventStreamResponse
 
-__all__ = ("KEPT_PAUSES", "PausedRuns", "add_agui_routes")
+__all__ = ("KEPT_PAUSES", "Endpoint", "PausedRuns")
 
 KEPT_PAUSES = 1000
 """Paused runs kept in memory, waiting for their resume (the oldest is forgotten past this)."""
@@ -109,30 +109,15 @@ class _Input:
     state: dict[str, Any]
 
 
-def add_agui_routes(router: APIRouter, served: ServedAgents, settings: ServerSettings) -> None:
-    """Add ``POST /agui`` and ``POST /agui/{agent}``.
+class Endpoint:
+    """Answers AG-UI requests for the served promptables (see the module docstring)."""
 
-    They stay out of the OpenAPI document: the AG-UI spec defines their body and events.
-    """
-    paused = PausedRuns()
-    endpoint = _Endpoint(served, settings, paused)
-
-    @router.post("/agui", include_in_schema=False)
-    async def agui_default(request: Request) -> Response:
-        return await endpoint.answer(served.default, request)
-
-    @router.post("/agui/{agent}", include_in_schema=False)
-    async def agui(agent: str, request: Request) -> Response:
-        return await endpoint.answer(agent, request)
-
-
-class _Endpoint:
     __slots__ = ("paused", "served", "settings")
 
-    def __init__(self, served: ServedAgents, settings: ServerSettings, paused: PausedRuns) -> None:
+    def __init__(self, served: ServedAgents, settings: ServerSettings) -> None:
         self.served = served
         self.settings = settings
-        self.paused = paused
+        self.paused = PausedRuns()
 
     async def answer(self, name: str, request: Request) -> Response:
         try:

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp
 
 from daimon._http_gate import HttpGate
 from daimon.server._agents import Servable, ServedAgents
-from daimon.server._agui import add_agui_routes
+from daimon.server._agui_routes import add_agui_routes
 from daimon.server._errors import error_response
 from daimon.server._openai_compat import add_openai_routes
 from daimon.server._openai_responses import add_responses_routes
