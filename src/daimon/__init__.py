@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         ToolError,
         ToolExecutionError,
         ToolNotFoundError,
+        UnsupportedContentError,
     )
     from daimon.core.events import (
         Done,
@@ -67,11 +68,15 @@ if TYPE_CHECKING:
         UsageEvent,
     )
     from daimon.core.messages import (
+        AudioPart,
+        CachePoint,
+        DocumentPart,
         ImagePart,
         Message,
         Role,
         TextPart,
         ToolCall,
+        media_from_file,
     )
     from daimon.core.results import (
         AgentResponse,
@@ -154,7 +159,12 @@ _LAZY: dict[str, str] = {
     "InvalidIdError": "daimon.core.errors",
     "GuardrailResult": "daimon.guardrails",
     "HandoffNetwork": "daimon.multiagent",
+    "AudioPart": "daimon.core.messages",
+    "CachePoint": "daimon.core.messages",
+    "DocumentPart": "daimon.core.messages",
     "ImagePart": "daimon.core.messages",
+    "UnsupportedContentError": "daimon.core.errors",
+    "media_from_file": "daimon.core.messages",
     "InputGuardrail": "daimon.guardrails",
     "MCPError": "daimon.core.errors",
     "MaxIterationsError": "daimon.core.errors",
@@ -213,8 +223,10 @@ __all__ = (
     "ApprovalDecision",
     "ApprovalRequest",
     "ApprovalRequiredError",
+    "AudioPart",
     "BudgetExceededError",
     "BuilderError",
+    "CachePoint",
     "CallModel",
     "CallTool",
     "CancelToken",
@@ -227,6 +239,7 @@ __all__ = (
     "CostTracker",
     "DagBuilder",
     "DaimonError",
+    "DocumentPart",
     "Done",
     "DuplicateToolError",
     "EndRun",
@@ -282,10 +295,12 @@ __all__ = (
     "ToolResult",
     "ToolRetryPolicy",
     "ToolSpec",
+    "UnsupportedContentError",
     "Usage",
     "UsageEvent",
     "WorkflowBuilder",
     "__version__",
+    "media_from_file",
     "tool",
 )
 

@@ -39,6 +39,9 @@ class Usage:
     """How many model calls this usage covers."""
     reasoning_tokens: int = 0
     """Output tokens the model spent reasoning (a subset of ``output_tokens``, billed as output)."""
+    cache_write_tokens: int = 0
+    """Input tokens written to the provider's prompt cache (a subset of ``input_tokens``, billed
+    at the provider's cache-write rate: Anthropic and Bedrock report them)."""
     kind: Literal["usage"] = field(default="usage", init=False, repr=False)
 
     @property
@@ -59,6 +62,7 @@ class Usage:
             cached_tokens=self.cached_tokens + other.cached_tokens,
             requests=self.requests + other.requests,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
 
