@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 from daimon import (
+    Agent,
     BuilderError,
     ChatRequest,
     ChatResponse,
@@ -498,6 +499,17 @@ class TestAnthropicModel(ModelConformance):
         assert tracker.record(read.model, read.usage) == pytest.approx(
             (17 * 3.00 + 188086 * 0.30 + 211 * 15.00) / 1e6
         )
+
+    async def test_an_agent_prices_cache_writes_within_its_budget(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """The run's cost and usage carry the cache write at its own rate, under a budget."""
+        recorded = json.loads((DATA / "anthropic_message_cache_write.json").read_text())
+        wire_server.reply_json(recorded)
+        agent = Agent(model, cost_model=builtin_prices(), max_budget=1.0, max_tokens=1000)
+        answer = await agent.prompt("themes?")
+        assert answer.usage.cache_write_tokens == 188086
+        assert answer.cost == pytest.approx((21 * 3.00 + 188086 * 3.75 + 393 * 15.00) / 1e6)
 
     async def test_streamed_cache_usage(self, model: Model, wire_server: WireServer) -> None:
         wire_server.reply_sse(_sse_file(DATA / "anthropic_stream_cache.sse"))
