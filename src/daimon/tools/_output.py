@@ -14,6 +14,7 @@ from daimon.core.tools import ToolOutput
 __all__ = ("to_output", "to_plain")
 
 _MEDIA = (ImagePart, AudioPart, DocumentPart)
+_MEDIA_TYPES = frozenset(_MEDIA)
 _PARTS = (TextPart, ImagePart, AudioPart, DocumentPart)
 
 
@@ -29,9 +30,10 @@ def to_output(result: Any) -> ToolOutput:
         return result
     if result is None:
         return ToolOutput(content="")
-    if isinstance(result, _MEDIA):
+    kind = type(result)  # by exact type: a check per tool call that returns a number is cheap
+    if kind in _MEDIA_TYPES:
         return ToolOutput(content="", media=(result,))
-    if isinstance(result, list | tuple) and result and all(isinstance(p, _PARTS) for p in result):
+    if (kind is list or kind is tuple) and result and all(isinstance(p, _PARTS) for p in result):
         text = "".join(p.text for p in result if isinstance(p, TextPart))
         media = tuple(p for p in result if isinstance(p, _MEDIA))
         return ToolOutput(content=text, media=media)
