@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         ToolError,
         ToolExecutionError,
         ToolNotFoundError,
+        UnsupportedContentError,
     )
     from daimon.core.events import (
         Done,
@@ -68,11 +69,15 @@ if TYPE_CHECKING:
         UsageEvent,
     )
     from daimon.core.messages import (
+        AudioPart,
+        CachePoint,
+        DocumentPart,
         ImagePart,
         Message,
         Role,
         TextPart,
         ToolCall,
+        media_from_file,
     )
     from daimon.core.results import (
         AgentResponse,
@@ -156,7 +161,12 @@ _LAZY: dict[str, str] = {
     "InvalidIdError": "daimon.core.errors",
     "GuardrailResult": "daimon.guardrails",
     "HandoffNetwork": "daimon.multiagent",
+    "AudioPart": "daimon.core.messages",
+    "CachePoint": "daimon.core.messages",
+    "DocumentPart": "daimon.core.messages",
     "ImagePart": "daimon.core.messages",
+    "UnsupportedContentError": "daimon.core.errors",
+    "media_from_file": "daimon.core.messages",
     "InputGuardrail": "daimon.guardrails",
     "MCPError": "daimon.core.errors",
     "MaxIterationsError": "daimon.core.errors",
@@ -218,8 +228,10 @@ __all__ = (
     "ApprovalDecision",
     "ApprovalRequest",
     "ApprovalRequiredError",
+    "AudioPart",
     "BudgetExceededError",
     "BuilderError",
+    "CachePoint",
     "CallModel",
     "CallTool",
     "CancelToken",
@@ -232,6 +244,7 @@ __all__ = (
     "CostTracker",
     "DagBuilder",
     "DaimonError",
+    "DocumentPart",
     "Done",
     "DuplicateToolError",
     "EndRun",
@@ -290,10 +303,12 @@ __all__ = (
     "ToolResult",
     "ToolRetryPolicy",
     "ToolSpec",
+    "UnsupportedContentError",
     "Usage",
     "UsageEvent",
     "WorkflowBuilder",
     "__version__",
+    "media_from_file",
     "tool",
 )
 

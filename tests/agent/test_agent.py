@@ -136,3 +136,69 @@ async def test_replace_copies_the_configuration_with_changes_and_validates_them(
         base.replace(max_iterations=0)
     with pytest.raises(BuilderError, match="no setting"):
         base.replace(colour="red")
+
+
+# ---------------------------------------------------------------- media and prompt caching
+class CachingModel(ScriptedModel):
+    """A scripted model that says it caches prompts, as the hosted providers' models do."""
+
+    __slots__ = ()
+    prompt_cache = "auto"
+
+
+async def test_a_tool_returning_an_image_shows_it_to_the_model() -> None:
+    from daimon import ImagePart, TextPart, ToolCall
+
+    @tool
+    def snapshot() -> list[object]:
+        """Take a picture."""
+        return [TextPart(text="the view"), ImagePart(data=b"\x89PNG", media_type="image/png")]
+
+    model = ScriptedModel(
+        [
+            ChatResponse.tool_use(ToolCall(id="c1", name="snapshot", arguments={})),
+            ChatResponse.reply("a view"),
+        ]
+    )
+    result = await Agent(model, tools=[snapshot]).prompt("look")
+    assert result.text == "a view"
+    (sent,) = [m for m in model.requests[1].messages if m.role is Role.TOOL]
+    assert sent.content == (
+        TextPart(text="the view"),
+        ImagePart(data=b"\x89PNG", media_type="image/png"),
+    )
+
+
+async def test_a_changing_system_prompt_warns_once_when_the_model_caches() -> None:
+    from daimon.agent import PromptCacheWarning
+
+    runs = iter(range(10))
+    model = CachingModel([ChatResponse.reply("ok")] * 3)
+    agent = Agent(model, name="clock", system_prompt=lambda state: f"Run {next(runs)}.")
+    await agent.prompt("a")
+    with pytest.warns(PromptCacheWarning, match="agent 'clock': the system prompt changed"):
+        await agent.prompt("b")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        await agent.prompt("c")  # warned once already
+
+
+async def test_no_warning_for_a_stable_prompt_or_a_model_without_caching() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stable = Agent(
+            CachingModel([ChatResponse.reply("ok")] * 2), system_prompt=lambda s: "Same."
+        )
+        await stable.prompt("a")
+        await stable.prompt("b")
+        runs = iter(range(10))
+        plain = Agent(
+            ScriptedModel([ChatResponse.reply("ok")] * 2),
+            system_prompt=lambda s: f"Run {next(runs)}.",
+        )
+        await plain.prompt("a")
+        await plain.prompt("b")

@@ -50,7 +50,15 @@ async def _lingering(request: ChatRequest) -> ChatResponse:
     return ChatResponse.reply(f"done: {prompt}")
 
 
+def _describing(request: ChatRequest) -> ChatResponse:
+    """Says which files came with the prompt: what ``daimon run --file`` sent."""
+    user = [m for m in request.messages if m.role is Role.USER][-1]
+    seen = [f"{type(p).__name__} {p.media_type} {len(p.data or b'')}" for p in user.media]
+    return ChatResponse.reply(f"{user.text} | " + ", ".join(seen))
+
+
 calculating = Agent(FunctionModel(_calculating), tools=[calculator], name="calculating")
+describing = Agent(FunctionModel(_describing), name="describing")
 remembering = Agent(FunctionModel(_remembering), name="remembering")
 failing = Agent(FunctionModel(_failing), name="failing")
 slow = Agent(FunctionModel(_slow), name="slow")

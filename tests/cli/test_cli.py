@@ -35,6 +35,29 @@ def test_run_streams_tool_calls_and_the_answer(cli: CLI) -> None:
     assert "2 model call(s) · 1 tool call(s)" in result.stderr
 
 
+def test_files_go_to_the_model_with_the_prompt(cli: CLI, tmp_path: Path) -> None:
+    image, pdf = tmp_path / "cat.png", tmp_path / "report.pdf"
+    image.write_bytes(b"\x89PNG")
+    pdf.write_bytes(b"%PDF-1.7")
+    result = cli(
+        "run", "--agent", "agents:describing", "--file", str(image), "-f", str(pdf), "What?"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "What? | ImagePart image/png 4, DocumentPart application/pdf 8"
+
+
+def test_a_file_that_cannot_be_read_or_typed_exits_2(cli: CLI, tmp_path: Path) -> None:
+    missing = cli("run", "--agent", "agents:describing", "--file", str(tmp_path / "no.png"), "x")
+    assert missing.returncode == 2
+    assert "--file" in missing.stderr
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(b"PK")
+    unknown = cli("run", "--agent", "agents:describing", "--file", str(archive), "x")
+    assert unknown.returncode == 2
+    assert "cannot tell what kind of file" in unknown.stderr
+    _no_traceback(unknown)
+
+
 def test_an_agent_factory_works_too(cli: CLI) -> None:
     result = cli("run", "--agent", "agents:make_agent", "go")
     assert result.returncode == 0, result.stderr

@@ -14,10 +14,13 @@ from hypothesis import strategies as st
 from daimon.core import (
     AgentResponse,
     AgentTask,
+    AudioPart,
+    CachePoint,
     ChatRequest,
     ChatResponse,
     CheckpointState,
     Document,
+    DocumentPart,
     Done,
     ErrorEvent,
     ImagePart,
@@ -67,7 +70,12 @@ json_objects: st.SearchStrategy[dict[str, Any]] = st.dictionaries(
 )
 
 usages = st.builds(
-    Usage, input_tokens=counts, output_tokens=counts, cached_tokens=counts, requests=counts
+    Usage,
+    input_tokens=counts,
+    output_tokens=counts,
+    cached_tokens=counts,
+    cache_write_tokens=counts,
+    requests=counts,
 )
 
 tool_calls = st.builds(
@@ -87,7 +95,17 @@ image_parts = st.builds(
     data=st.binary(max_size=64),
     media_type=st.sampled_from(["image/png", "image/jpeg", "image/webp"]),
 )
-content_parts = text_parts | image_parts
+audio_parts = st.builds(
+    AudioPart, data=st.binary(max_size=64), media_type=st.sampled_from(["audio/wav", "audio/mpeg"])
+) | st.builds(AudioPart, url=st.just("gs://bucket/a.wav"))
+document_parts = st.builds(
+    DocumentPart,
+    data=st.binary(max_size=64),
+    media_type=st.sampled_from(["application/pdf", "text/plain"]),
+    name=st.none() | names,
+) | st.builds(DocumentPart, url=st.just("https://example.com/a.pdf"))
+media_parts = image_parts | audio_parts | document_parts
+content_parts = text_parts | media_parts | st.just(CachePoint())
 
 messages = st.builds(
     Message,
@@ -119,7 +137,13 @@ chat_responses = st.builds(
     model=st.none() | names,
 )
 
-tool_outputs = st.builds(ToolOutput, content=texts, data=json_values, is_error=st.booleans())
+tool_outputs = st.builds(
+    ToolOutput,
+    content=texts,
+    data=json_values,
+    is_error=st.booleans(),
+    media=st.lists(media_parts, max_size=2).map(tuple),
+)
 documents = st.builds(Document, content=texts, id=st.just("") | ids, metadata=json_objects)
 scored_documents = st.builds(ScoredDocument, document=documents, score=finite_floats)
 

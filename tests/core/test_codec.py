@@ -248,11 +248,13 @@ def test_bad_text_or_envelope(text: str | bytes, match: str) -> None:
         ),
         (
             _message(content=[{"kind": "video", "url": "x"}]),
-            r"at \$\.content\[0\]: unknown kind 'video'; expected one of image, text",
+            r"at \$\.content\[0\]: unknown kind 'video'; expected one of audio, cache_point, "
+            r"document, image, text",
         ),
         (
             _message(content=[{"text": "no kind"}]),
-            r"at \$\.content\[0\]: missing field 'kind'; expected one of image, text",
+            r"at \$\.content\[0\]: missing field 'kind'; expected one of audio, cache_point, "
+            r"document, image, text",
         ),
         (
             _message(content=[{"kind": "image"}]),
@@ -462,3 +464,49 @@ def test_marker_keys_in_data_are_written_escaped_and_read_back() -> None:
     text = dumps(message)
     assert '"~__class__": 1' in text and '"~$type": "Order"' in text
     assert loads(text, Message) == message
+
+
+def test_records_written_before_media_and_cache_writes_read_back_unchanged() -> None:
+    """A message, usage and tool output as daimon wrote them before audio, documents, cache
+    points and cache-write tokens existed still read back, the new fields at their defaults."""
+    message = (
+        '{"daimon":1,"data":{"role":"user","content":[{"text":"hi","kind":"text"},'
+        '{"url":null,"data":"aGk=","media_type":"image/png","kind":"image"}],"tool_calls":[],'
+        '"tool_call_id":null,"name":null,"is_error":false,"reasoning":[],"kind":"message"}}'
+    )
+    assert loads(message, Message) == Message.user(
+        [TextPart(text="hi"), ImagePart(data=b"hi", media_type="image/png")]
+    )
+    usage = (
+        '{"daimon":1,"data":{"input_tokens":5,"output_tokens":2,"cached_tokens":1,'
+        '"requests":1,"reasoning_tokens":0,"kind":"usage"}}'
+    )
+    assert loads(usage, Usage) == Usage(
+        input_tokens=5, output_tokens=2, cached_tokens=1, requests=1
+    )
+    output = (
+        '{"daimon":1,"data":{"content":"ok","data":null,"is_error":false,"kind":"tool_output"}}'
+    )
+    assert loads(output, ToolOutput) == ToolOutput(content="ok")
+
+
+def test_new_parts_are_written_with_their_kind() -> None:
+    from daimon.core import AudioPart, CachePoint, DocumentPart
+
+    message = Message.user(
+        [
+            AudioPart(data=b"a", media_type="audio/wav"),
+            DocumentPart(data=b"%PDF", name="r.pdf"),
+            CachePoint(),
+        ]
+    )
+    data = to_data(message)
+    assert [p["kind"] for p in data["content"]] == ["audio", "document", "cache_point"]
+    assert data["content"][1] == {
+        "data": "JVBERg==",
+        "url": None,
+        "media_type": "application/pdf",
+        "name": "r.pdf",
+        "kind": "document",
+    }
+    assert loads(dumps(message), Message) == message

@@ -54,6 +54,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     AgentRunError: (DaimonError,),
     ModelError: (AgentRunError,),
     StreamClosedError: (ModelError,),
+    errors.UnsupportedContentError: (ModelError,),
     MaxIterationsError: (AgentRunError,),
     RepeatedToolCallError: (AgentRunError,),
     BudgetExceededError: (AgentRunError,),

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 
-from daimon.core import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core import (
+    AudioPart,
+    CachePoint,
+    DocumentPart,
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+    ToolCall,
+)
+from daimon.core.messages import media_from_file
 
 from . import strategies as s
 
@@ -115,3 +126,53 @@ def test_reasoning_rides_on_the_assistant_message_and_persists() -> None:
     # Messages written before reasoning existed read back without it.
     old = '{"daimon":1,"data":{"role":"assistant","content":"x","kind":"message"}}'
     assert loads(old, Message) == Message.assistant("x")
+
+
+@pytest.mark.parametrize("cls", [AudioPart, DocumentPart])
+@pytest.mark.parametrize("kwargs", [{}, {"url": "https://x/a", "data": b"a"}])
+def test_media_parts_need_exactly_one_source(cls: type, kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="exactly one of url or data"):
+        cls(**kwargs)
+
+
+def test_media_and_text_of_a_message() -> None:
+    image, doc = ImagePart(data=b"i"), DocumentPart.from_text("notes", name="n.txt")
+    message = Message.user([TextPart(text="a"), image, CachePoint(), doc, TextPart(text="b")])
+    assert message.text == "ab"
+    assert message.media == (image, doc)
+    assert doc.is_text and doc.data == b"notes" and doc.media_type == "text/plain"
+    assert Message.user("x").media == ()
+    tool = Message.tool("c1", [TextPart(text="see"), image], name="snap")
+    assert tool.text == "see" and tool.media == (image,) and tool.role is Role.TOOL
+
+
+@pytest.mark.parametrize(
+    ("name", "cls", "media_type"),
+    [
+        ("cat.png", ImagePart, "image/png"),
+        ("photo.JPG", ImagePart, "image/jpeg"),
+        ("voice.wav", AudioPart, "audio/wav"),
+        ("song.mp3", AudioPart, "audio/mpeg"),
+        ("paper.pdf", DocumentPart, "application/pdf"),
+        ("notes.txt", DocumentPart, "text/plain"),
+        ("readme.md", DocumentPart, "text/markdown"),
+    ],
+)
+def test_media_from_file(tmp_path: Path, name: str, cls: type, media_type: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(b"bytes")
+    part = media_from_file(path)
+    assert type(part) is cls
+    assert (part.data, part.media_type) == (b"bytes", media_type)
+    if isinstance(part, DocumentPart):
+        assert part.name == name
+
+
+def test_media_from_file_refuses_unknown_types(tmp_path: Path) -> None:
+    path = tmp_path / "archive.zip"
+    path.write_bytes(b"PK")
+    with pytest.raises(ValueError, match=r"archive\.zip: cannot tell what kind of file"):
+        media_from_file(path)
+    assert media_from_file(path, media_type="text/plain").media_type == "text/plain"
+    with pytest.raises(OSError):
+        media_from_file(tmp_path / "missing.png")

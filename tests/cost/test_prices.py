@@ -25,3 +25,14 @@ def test_the_shipped_prices_price_dated_snapshots_by_their_entry() -> None:
     assert table.price("claude-sonnet-4-5-20250929") == table.price("claude-sonnet-4-5")
     assert table.price("gpt-5.4-mini") != table.price("gpt-5")
     assert table.price("claude-opus-4-9") is None
+
+
+def test_claude_cache_writes_cost_a_quarter_more_than_input() -> None:
+    table = builtin_prices()
+    for model_id in ("claude-sonnet-4-5", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"):
+        price = table.price(model_id)
+        assert price is not None and price.cache_write == price.input * 1.25
+    gpt = table.price("gpt-4o")
+    assert gpt is not None and gpt.cache_write is None  # OpenAI reports no cache writes
+    nova = table.price("amazon.nova-pro-v1:0")
+    assert nova is not None and nova.cache_write is None

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from daimon.core import BuilderError
+from daimon.core import BuilderError, Usage
 from daimon.cost import CostModel, ModelPrice, PriceTable, TokenDirection
 
 from .support import TABLE, M, usage
 
 
 def test_token_direction_values() -> None:
-    assert [d.value for d in TokenDirection] == ["input", "output", "cached_input"]
+    assert [d.value for d in TokenDirection] == [
+        "input",
+        "output",
+        "cached_input",
+        "cache_write",
+    ]
     assert TokenDirection("cached_input") is TokenDirection.CACHED_INPUT
 
 
@@ -138,3 +143,28 @@ def test_model_price_is_frozen_and_keyword_only() -> None:
         price.input = 3.0  # type: ignore[misc]
     with pytest.raises(TypeError):
         ModelPrice(1.0, 2.0)  # type: ignore[call-arg]
+
+
+def test_cache_writes_are_charged_at_their_own_price() -> None:
+    table = PriceTable(
+        {"claude-x": ModelPrice(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75)},
+        as_of="t",
+    )
+    assert table.cost_per_token("claude-x", TokenDirection.CACHE_WRITE) == pytest.approx(3.75 / M)
+    used = Usage(
+        input_tokens=1_000 + 2_000 + 4_000,
+        output_tokens=100,
+        cached_tokens=2_000,
+        cache_write_tokens=4_000,
+        requests=1,
+    )
+    assert table.cost("claude-x", used) == pytest.approx(
+        (1_000 * 3.0 + 2_000 * 0.3 + 4_000 * 3.75 + 100 * 15.0) / M
+    )
+    # Without a cache-write price, writes cost what input costs.
+    assert TABLE.cost_per_token("gpt-4o", TokenDirection.CACHE_WRITE) == pytest.approx(2.5 / M)
+
+
+def test_cache_write_price_is_checked() -> None:
+    with pytest.raises(BuilderError, match="cache_write must be a finite price"):
+        ModelPrice(input=1.0, output=1.0, cache_write=-1.0)

@@ -62,14 +62,18 @@ class FlatCostModel:
             TokenDirection.INPUT: 1.0,
             TokenDirection.OUTPUT: 10.0,
             TokenDirection.CACHED_INPUT: 0.5,
+            TokenDirection.CACHE_WRITE: 2.0,
         }[direction]
 
 
 def test_any_cost_model_prices_through_cost_per_token() -> None:
     model = FlatCostModel()
     tracker = CostTracker(model)
-    cost = tracker.record("m", usage(input_tokens=10, output_tokens=3, cached_tokens=4))
-    assert cost == pytest.approx(6 * 1.0 + 4 * 0.5 + 3 * 10.0)
+    used = Usage(
+        input_tokens=12, output_tokens=3, cached_tokens=4, cache_write_tokens=2, requests=1
+    )
+    cost = tracker.record("m", used)
+    assert cost == pytest.approx(6 * 1.0 + 4 * 0.5 + 2 * 2.0 + 3 * 10.0)
     assert {direction for _, direction in model.asked} == set(TokenDirection)
 
 
@@ -126,3 +130,19 @@ def test_max_output_tokens_comes_from_the_price_entry_or_the_default() -> None:
     assert CostTracker().max_output_tokens("small") == DEFAULT_MAX_OUTPUT_TOKENS
     with pytest.raises(BuilderError, match="max_output_tokens must be a positive integer"):
         ModelPrice(input=1.0, output=1.0, max_output_tokens=0)
+
+
+def test_cache_writes_are_tracked_and_in_the_worst_case() -> None:
+    table = PriceTable(
+        {"claude-x": ModelPrice(input=3.0, output=15.0, cached_input=0.3, cache_write=3.75)},
+        as_of="t",
+    )
+    tracker = CostTracker(table)
+    used = Usage(input_tokens=5000, output_tokens=10, cache_write_tokens=4000, requests=1)
+    assert tracker.record("claude-x", used) == pytest.approx(
+        (1000 * 3.0 + 4000 * 3.75 + 10 * 15.0) / M
+    )
+    assert tracker.usage.cache_write_tokens == 4000
+    assert tracker.by_model["claude-x"][0].cache_write_tokens == 4000
+    # A budget reserves input at the dearest input rate: here the cache-write rate.
+    assert tracker.worst_case(["claude-x"], 1000, 0) == pytest.approx(1000 * 3.75 / M)

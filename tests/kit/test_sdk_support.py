@@ -30,7 +30,9 @@ def test_a_turn_with_calls_that_ended_normally_is_tool_use() -> None:
 def test_cache_exclusive_usage_adds_cache_reads_and_writes_to_the_input() -> None:
     keys = {"input": "in", "output": "out", "read": "r", "written": "w"}
     usage = cache_exclusive_usage({"in": 10, "out": 5, "r": 100, "w": 200}, **keys)
-    assert usage == Usage(input_tokens=310, output_tokens=5, cached_tokens=100, requests=1)
+    assert usage == Usage(
+        input_tokens=310, output_tokens=5, cached_tokens=100, cache_write_tokens=200, requests=1
+    )
     assert cache_exclusive_usage({"in": 3, "out": None}, **keys) == Usage(
         input_tokens=3, requests=1
     )

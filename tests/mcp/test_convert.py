@@ -6,7 +6,7 @@ import base64
 
 import mcp_types
 
-from daimon.core.messages import ImagePart, Role
+from daimon.core.messages import AudioPart, ImagePart, Role
 from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.mcp._convert import (
     call_tool_result,
@@ -48,6 +48,11 @@ def test_text_parts_are_joined_and_non_text_parts_described() -> None:
         "[resource link: file:///x (x)]",
     ]
     assert not output.is_error
+    # The image and the audio also go to the model as media, where its provider takes them.
+    assert output.media == (
+        ImagePart(data=b"12345", media_type="image/png"),
+        AudioPart(data=b"1", media_type="audio/wav"),
+    )
 
 
 def test_structured_content_is_data_and_text_when_there_is_no_text() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -10,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 from daimon import (
+    Agent,
     BuilderError,
     ChatRequest,
     ChatResponse,
@@ -19,13 +21,53 @@ from daimon import (
     ResponseFormat,
     StopReason,
     ToolSpec,
+    Usage,
 )
-from daimon.core.messages import ImagePart, TextPart, ToolCall
+from daimon.core.errors import UnsupportedContentError
+from daimon.core.messages import (
+    AudioPart,
+    CachePoint,
+    DocumentPart,
+    ImagePart,
+    TextPart,
+    ToolCall,
+)
 from daimon.core.protocols import Model
+from daimon.cost import CostTracker, builtin_prices
 from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.anthropic import AnthropicModel
 from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks, sample_request
+
+DATA = Path(__file__).parent.parent / "data" / "caching"
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def _strip_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_strip_cache_control(v) for v in value]
+    return value
+
+
+def _marked(value: Any) -> list[Any]:
+    """Every block that carries a cache_control breakpoint."""
+    if isinstance(value, dict):
+        found = [value] if "cache_control" in value else []
+        return found + [b for v in value.values() for b in _marked(v)]
+    if isinstance(value, list):
+        return [b for v in value for b in _marked(v)]
+    return []
+
+
+def _sse_file(path: Path) -> list[SSE]:
+    events = []
+    for block in path.read_text().strip().split("\n\n"):
+        head, data = block.split("\n", 1)
+        events.append(SSE(event=head.removeprefix("event: "), data=data[len("data: ") :]))
+    return events
+
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -79,10 +121,16 @@ def _tool_choice(choice: dict[str, Any] | None) -> str | None:
 def decode_messages_request(body: dict[str, Any]) -> ChatRequest:
     """A Messages API request body back into a ChatRequest."""
     messages: list[Message] = []
-    if body.get("system"):
-        messages.append(Message.system(body["system"]))
+    system = body.get("system")
+    if isinstance(system, list):  # blocks, as sent with caching on
+        system = "".join(b["text"] for b in system)
+    if system:
+        messages.append(Message.system(system))
     for turn in body["messages"]:
         content = turn["content"]
+        texts = isinstance(content, list) and content and all(b["type"] == "text" for b in content)
+        if turn["role"] == "user" and texts:
+            content = "".join(b["text"] for b in content)  # text blocks, as sent with caching on
         if turn["role"] == "assistant":
             text = "".join(b["text"] for b in content if b["type"] == "text")
             calls = [
@@ -208,7 +256,9 @@ class TestAnthropicModel(ModelConformance):
         assert key == "sk-ant-test"
         body = sent.body
         assert body["model"] == "claude-test"
-        assert body["system"] == "You are terse."
+        assert body["system"] == [
+            {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
+        ]
         assert [m["role"] for m in body["messages"]] == [
             "user",
             "assistant",
@@ -258,7 +308,7 @@ class TestAnthropicModel(ModelConformance):
         body = wire_server.last.body
         assert body["max_tokens"] == 4096
         assert "temperature" not in body
-        assert body["system"] == "Be brief."
+        assert body["system"][0]["text"] == "Be brief."
         assert [m["role"] for m in body["messages"]] == ["user", "user", "assistant", "user"]
         assert body["messages"][2]["content"][0]["input"] == {"raw_arguments": "{oops"}
         assert body["output_config"] == {
@@ -303,6 +353,177 @@ class TestAnthropicModel(ModelConformance):
         assert response.usage.cached_tokens == 100
         assert response.usage.output_tokens == 89
         assert response.model == "claude-sonnet-4-5"
+
+    def cache_neutral(self, body: Any) -> Any:
+        return _strip_cache_control(body)
+
+    # ------------------------------------------------------------ media
+    async def test_media_parts_wire_shape(self, model: Model, wire_server: WireServer) -> None:
+        """Images, PDFs (bytes and URL) and text documents become Messages API blocks."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        parts = [
+            TextPart(text="Compare these."),
+            ImagePart(data=b"\xff\xd8\xff", media_type="image/jpeg"),
+            DocumentPart(data=b"%PDF-1.7", name="report.pdf"),
+            DocumentPart(url="https://example.com/paper.pdf"),
+            DocumentPart.from_text("line one", name="notes.txt"),
+        ]
+        await model.generate(ChatRequest(messages=(Message.user(parts),)))
+        blocks = wire_server.last.body["messages"][0]["content"]
+        assert blocks[1] == {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/"},
+        }
+        assert blocks[2] == {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjc="},
+            "title": "report.pdf",
+        }
+        assert blocks[3] == {
+            "type": "document",
+            "source": {"type": "url", "url": "https://example.com/paper.pdf"},
+        }
+        assert blocks[4]["source"] == {
+            "type": "text",
+            "media_type": "text/plain",
+            "data": "line one",
+        }
+
+    @pytest.mark.parametrize(
+        "part",
+        [
+            AudioPart(data=b"RIFF", media_type="audio/wav"),
+            DocumentPart(data=b"PK", media_type="application/zip"),
+            DocumentPart(url="https://example.com/a.txt", media_type="text/plain"),
+        ],
+        ids=["audio", "zip", "text-by-url"],
+    )
+    async def test_unsupported_part_refused_before_sending(
+        self, model: Model, wire_server: WireServer, part: Any
+    ) -> None:
+        request = ChatRequest(messages=(Message.user([TextPart(text="hear"), part]),))
+        with pytest.raises(UnsupportedContentError, match=r"^anthropic cannot take this") as caught:
+            await model.generate(request)
+        assert caught.value.provider == "anthropic"
+        assert caught.value.retryable is False
+        assert wire_server.requests == []
+
+    async def test_tool_results_carry_media(self, model: Model, wire_server: WireServer) -> None:
+        """Images and documents ride in the tool_result; audio becomes a text stand-in."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        result = Message.tool(
+            "call_1",
+            [
+                TextPart(text="the chart"),
+                ImagePart(data=b"\x89PNG", media_type="image/png"),
+                AudioPart(data=b"RIFF", media_type="audio/wav"),
+            ],
+        )
+        call = ToolCall(id="call_1", name="chart", arguments={})
+        messages = (Message.user("draw"), Message.assistant("", [call]), result)
+        await model.generate(ChatRequest(messages=messages))
+        block = wire_server.last.body["messages"][2]["content"][0]
+        assert block["type"] == "tool_result"
+        content = block["content"]
+        assert content[0] == {"type": "text", "text": "the chart"}
+        assert content[1]["type"] == "image"
+        assert content[2]["type"] == "text"
+        assert "audio recording (audio/wav, 4 bytes)" in content[2]["text"]
+
+    # ------------------------------------------------------------ prompt caching
+    async def test_breakpoints_placed_automatically(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """The last tool, the system text and the last block of the conversation are marked."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        await model.generate(sample_request())
+        body = wire_server.last.body
+        assert body["tools"][-1]["cache_control"] == EPHEMERAL
+        assert body["system"][0]["cache_control"] == EPHEMERAL
+        assert body["messages"][-1]["content"] == [
+            {"type": "text", "text": "And Rome?", "cache_control": EPHEMERAL}
+        ]
+        assert len(_marked(body)) == 3  # of the four the API allows
+
+    async def test_breakpoints_by_hand(self, model: Model, wire_server: WireServer) -> None:
+        """Hand-placed CachePoints replace the automatic breakpoints."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        long_text = TextPart(text="a long reference text")
+        request = ChatRequest(
+            messages=(
+                Message.system("Be brief."),
+                Message.user([long_text, CachePoint(), TextPart(text="question")]),
+            ),
+            tools=sample_request().tools,
+        )
+        await model.generate(request)
+        body = wire_server.last.body
+        assert _marked(body) == [
+            {"type": "text", "text": "a long reference text", "cache_control": EPHEMERAL}
+        ]
+        assert body["messages"][0]["content"][1] == {"type": "text", "text": "question"}
+
+    async def test_caching_off(self, wire_server: WireServer) -> None:
+        wire_server.reset()
+        model = AnthropicModel(
+            "claude-test", api_key="k", base_url=wire_server.url, prompt_cache="off"
+        )
+        wire_server.reply_json(self.encode_response(self._text()))
+        request = sample_request()
+        hand = Message.user([TextPart(text="x"), CachePoint()])
+        await model.generate(ChatRequest(messages=(*request.messages, hand), tools=request.tools))
+        await model.aclose()
+        body = wire_server.last.body
+        assert _marked(body) == []
+        assert body["system"] == "You are terse."
+
+    async def test_recorded_cache_usage_and_cost(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """Anthropic's documented cache write then read: usage and dollars at their own rates."""
+        for name in ("anthropic_message_cache_write.json", "anthropic_message_cache_read.json"):
+            wire_server.reply_json(json.loads((DATA / name).read_text()))
+        tracker = CostTracker(builtin_prices())
+        written = await model.generate(ChatRequest(messages=(Message.user("themes?"),)))
+        read = await model.generate(ChatRequest(messages=(Message.user("Darcy?"),)))
+        assert written.usage == Usage(
+            input_tokens=21 + 188086, output_tokens=393, cache_write_tokens=188086, requests=1
+        )
+        assert read.usage == Usage(
+            input_tokens=17 + 188086, output_tokens=211, cached_tokens=188086, requests=1
+        )
+        # claude-sonnet-4-5: $3 input, $15 output, $0.30 cache read, $3.75 cache write per M.
+        assert tracker.record(written.model, written.usage) == pytest.approx(
+            (21 * 3.00 + 188086 * 3.75 + 393 * 15.00) / 1e6
+        )
+        assert tracker.record(read.model, read.usage) == pytest.approx(
+            (17 * 3.00 + 188086 * 0.30 + 211 * 15.00) / 1e6
+        )
+
+    async def test_an_agent_prices_cache_writes_within_its_budget(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """The run's cost and usage carry the cache write at its own rate, under a budget."""
+        recorded = json.loads((DATA / "anthropic_message_cache_write.json").read_text())
+        wire_server.reply_json(recorded)
+        agent = Agent(model, cost_model=builtin_prices(), max_budget=1.0, max_tokens=1000)
+        answer = await agent.prompt("themes?")
+        assert answer.usage.cache_write_tokens == 188086
+        assert answer.cost == pytest.approx((21 * 3.00 + 188086 * 3.75 + 393 * 15.00) / 1e6)
+
+    async def test_streamed_cache_usage(self, model: Model, wire_server: WireServer) -> None:
+        wire_server.reply_sse(_sse_file(DATA / "anthropic_stream_cache.sse"))
+        accumulator = StreamAccumulator()
+        async for event in model.generate_stream(ChatRequest(messages=(Message.user("x"),))):
+            accumulator.add(event)
+        usage = accumulator.response().usage
+        assert usage == Usage(
+            input_tokens=35 + 2051 + 4120,
+            output_tokens=15,
+            cached_tokens=4120,
+            cache_write_tokens=2051,
+            requests=1,
+        )
 
 
 # ---------------------------------------------------------------- configuration

@@ -30,9 +30,20 @@ from daimon import (
     StopReason,
     StreamClosedError,
     ToolSpec,
+    Usage,
 )
-from daimon.core.messages import ImagePart, TextPart, ToolCall
+from daimon.core.errors import UnsupportedContentError
+from daimon.core.messages import (
+    AudioPart,
+    CachePoint,
+    DocumentPart,
+    ImagePart,
+    Role,
+    TextPart,
+    ToolCall,
+)
 from daimon.core.protocols import EmbeddingModel, Model
+from daimon.cost import CostTracker, builtin_prices
 from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.bedrock import BedrockEmbeddingModel, BedrockModel
@@ -46,6 +57,8 @@ from daimon.testing.models import (
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
+DATA = Path(__file__).parent.parent / "data" / "caching"
+CACHE_POINT = {"cachePoint": {"type": "default"}}
 EVENT_STREAM = {"content-type": "application/vnd.amazon.eventstream"}
 _PROMPT = ChatRequest(messages=(Message.user("Hi"),))
 
@@ -156,8 +169,22 @@ def _tool_choice(config: dict[str, Any] | None) -> str | None:
     return "auto" if "auto" in choice else "required"
 
 
+def _without_cache_points(value: Any) -> Any:
+    """``value`` with every ``cachePoint`` block taken out of its lists."""
+    if isinstance(value, dict):
+        return {k: _without_cache_points(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [
+            _without_cache_points(v)
+            for v in value
+            if not (isinstance(v, dict) and set(v) == {"cachePoint"})
+        ]
+    return value
+
+
 def decode_converse_request(body: dict[str, Any]) -> ChatRequest:
-    """A Converse request body back into a ChatRequest."""
+    """A Converse request body back into a ChatRequest (cache points left out)."""
+    body = _without_cache_points(body)
     messages = [Message.system(block["text"]) for block in body.get("system") or []]
     for turn in body["messages"]:
         blocks = turn["content"]
@@ -358,7 +385,9 @@ class TestBedrockModel(ModelConformance):
         assert authorization.startswith("AWS4-HMAC-SHA256 Credential=x/")
         assert "/us-east-1/bedrock/aws4_request" in authorization
         body = sent.body
-        assert body["system"] == [{"text": "You are terse."}]
+        assert body["system"] == [{"text": "You are terse."}, CACHE_POINT]
+        assert body["toolConfig"]["tools"][-1] == CACHE_POINT
+        assert body["messages"][-1]["content"] == [{"text": "And Rome?"}, CACHE_POINT]
         assert [m["role"] for m in body["messages"]] == [
             "user",
             "assistant",
@@ -422,7 +451,11 @@ class TestBedrockModel(ModelConformance):
             {"image": {"format": "jpeg", "source": {"bytes": base64.b64encode(b"jpg").decode()}}},
         ]
         assert body["messages"][1]["content"][0]["toolUse"]["input"] == {"raw_arguments": "{oops"}
-        assert [list(b) for b in body["messages"][2]["content"]] == [["toolResult"], ["text"]]
+        assert [list(b) for b in body["messages"][2]["content"]] == [
+            ["toolResult"],
+            ["text"],
+            ["cachePoint"],
+        ]
         # The conversation holds tool blocks, so the specs stay even with tool_choice="none".
         assert "toolChoice" not in body["toolConfig"]
         assert body["toolConfig"]["tools"][0]["toolSpec"]["name"] == "get_weather"
@@ -430,7 +463,7 @@ class TestBedrockModel(ModelConformance):
     @pytest.mark.parametrize(
         ("url", "media_type", "message"),
         [
-            ("https://example.com/cat.png", "image/png", "cannot fetch image URLs"),
+            ("https://example.com/cat.png", "image/png", "cannot fetch URLs"),
             ("s3://bucket/cat.tiff", "image/tiff", "not 'image/tiff'"),
         ],
     )
@@ -442,6 +475,158 @@ class TestBedrockModel(ModelConformance):
             await model.generate(request)
         assert not caught.value.retryable
         assert wire_server.requests == []
+
+    def cache_neutral(self, body: Any) -> Any:
+        return _without_cache_points(body)
+
+    # ------------------------------------------------------------ media
+    async def test_documents_and_tool_media(self, model: Model, wire_server: WireServer) -> None:
+        """PDFs and text files become document blocks (named as Converse allows); tool results
+        carry images and documents, audio as a text stand-in."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        call = ToolCall(id="c1", name="scan", arguments={})
+        messages = (
+            Message.user(
+                [
+                    TextPart(text="Read these."),
+                    DocumentPart(data=b"%PDF-1.7", name="Q3 report (final).v2.pdf"),
+                    DocumentPart.from_text("a,b", name="data.csv"),
+                ]
+            ),
+            Message.assistant("", [call]),
+            Message.tool(
+                "c1",
+                [
+                    TextPart(text="scanned"),
+                    ImagePart(data=b"\x89PNG", media_type="image/png"),
+                    AudioPart(data=b"RIFF", media_type="audio/wav"),
+                ],
+            ),
+        )
+        await model.generate(ChatRequest(messages=messages))
+        body = wire_server.last.body
+        first = body["messages"][0]["content"]
+        assert first[1] == {
+            "document": {
+                "format": "pdf",
+                "name": "Q3 report (final) v2",
+                "source": {"bytes": base64.b64encode(b"%PDF-1.7").decode()},
+            }
+        }
+        assert first[2]["document"]["format"] == "txt"
+        assert first[2]["document"]["name"] == "data"
+        result = body["messages"][2]["content"][0]["toolResult"]["content"]
+        assert result[0] == {"text": "scanned"}
+        assert result[1]["image"]["format"] == "png"
+        assert "audio recording (audio/wav, 4 bytes)" in result[2]["text"]
+
+    @pytest.mark.parametrize(
+        "part",
+        [
+            AudioPart(data=b"RIFF", media_type="audio/wav"),
+            DocumentPart(url="https://example.com/a.pdf"),
+            DocumentPart(data=b"PK", media_type="application/zip"),
+        ],
+        ids=["audio", "pdf-by-web-url", "zip"],
+    )
+    async def test_unsupported_part_refused_before_sending(
+        self, model: Model, wire_server: WireServer, part: Any
+    ) -> None:
+        request = ChatRequest(messages=(Message.user([TextPart(text="x"), part]),))
+        with pytest.raises(UnsupportedContentError, match=r"^bedrock cannot take this") as caught:
+            await model.generate(request)
+        assert not caught.value.retryable
+        assert wire_server.requests == []
+
+    # ------------------------------------------------------------ prompt caching
+    async def test_cache_points_by_hand(self, model: Model, wire_server: WireServer) -> None:
+        wire_server.reply_json(self.encode_response(self._text()))
+        request = ChatRequest(
+            messages=(
+                Message(role=Role.SYSTEM, content=(TextPart(text="Rules."), CachePoint())),
+                Message.user([TextPart(text="long"), CachePoint(), TextPart(text="q")]),
+            ),
+            tools=sample_request().tools,
+        )
+        await model.generate(request)
+        body = wire_server.last.body
+        assert body["system"] == [{"text": "Rules."}, CACHE_POINT]
+        assert body["messages"][0]["content"] == [{"text": "long"}, CACHE_POINT, {"text": "q"}]
+        assert CACHE_POINT not in body["toolConfig"]["tools"]
+
+    @pytest.mark.parametrize(
+        ("model_id", "cache", "system", "tools"),
+        [
+            ("amazon.nova-pro-v1:0", None, True, False),
+            ("meta.llama3-3-70b-instruct-v1:0", None, False, False),
+            ("anthropic.claude-test-v1:0", "off", False, False),
+        ],
+    )
+    async def test_where_caching_applies(
+        self,
+        wire_server: WireServer,
+        model_id: str,
+        cache: Any,
+        system: bool,
+        tools: bool,
+    ) -> None:
+        """Nova caches system and messages, not tools; other models none; "off" turns it off."""
+        wire_server.reset()
+        model = BedrockModel(
+            model_id, region="us-east-1", base_url=wire_server.url, prompt_cache=cache
+        )
+        wire_server.reply_json(self.encode_response(self._text()))
+        request = _s3_sample()
+        await model.generate(ChatRequest(messages=request.messages, tools=request.tools))
+        await model.aclose()
+        body = wire_server.last.body
+        assert (CACHE_POINT in body["system"]) is system
+        assert (CACHE_POINT in body["messages"][-1]["content"]) is system
+        assert (CACHE_POINT in body["toolConfig"]["tools"]) is tools
+
+    @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
+    async def test_recorded_cache_usage_and_cost(
+        self, wire_server: WireServer, stream: bool
+    ) -> None:
+        """A documented Converse cached response, priced at Claude Sonnet 4.5's Bedrock rates."""
+        wire_server.reset()
+        model = BedrockModel(
+            "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            region="us-east-1",
+            base_url=wire_server.url,
+        )
+        recorded = json.loads((DATA / "bedrock_converse_cache.json").read_text())
+        if stream:
+            events = [
+                _event("messageStart", role="assistant"),
+                _event(
+                    "contentBlockDelta",
+                    contentBlockIndex=0,
+                    delta={"text": recorded["output"]["message"]["content"][0]["text"]},
+                ),
+                _event("contentBlockStop", contentBlockIndex=0),
+                _event("messageStop", stopReason="end_turn"),
+                _event("metadata", usage=recorded["usage"], metrics=recorded["metrics"]),
+            ]
+            wire_server.reply(ScriptedReply(events=events, headers=EVENT_STREAM))
+            accumulator = StreamAccumulator()
+            async for event in model.generate_stream(_PROMPT):
+                accumulator.add(event)
+            response = accumulator.response()
+        else:
+            wire_server.reply_json(recorded)
+            response = await model.generate(_PROMPT)
+        await model.aclose()
+        assert response.usage == Usage(
+            input_tokens=24 + 3072 + 2048,
+            output_tokens=87,
+            cached_tokens=3072,
+            cache_write_tokens=2048,
+            requests=1,
+        )
+        cost = CostTracker(builtin_prices()).record(response.model, response.usage)
+        # $3 input, $15 output, $0.30 cache read and $3.75 cache write per million tokens.
+        assert cost == pytest.approx((24 * 3.0 + 87 * 15.0 + 3072 * 0.30 + 2048 * 3.75) / 1e6)
 
     @pytest.mark.parametrize(
         ("status", "code", "retryable"),
@@ -519,6 +704,7 @@ class TestBedrockModel(ModelConformance):
         wire_server.reply_json(body)
         usage = (await model.generate(_PROMPT)).usage
         assert (usage.input_tokens, usage.output_tokens, usage.cached_tokens) == (310, 5, 100)
+        assert usage.cache_write_tokens == 200
 
     async def test_settings_routing(self, model: Model, wire_server: WireServer) -> None:
         wire_server.reply_json(self.encode_response(self._text()))

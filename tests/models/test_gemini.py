@@ -20,16 +20,19 @@ from daimon import (
     ResponseFormat,
     StopReason,
     ToolSpec,
+    Usage,
 )
 from daimon.core.events import Done, ToolCallDelta, ToolCallEnd, ToolCallStart
-from daimon.core.messages import ImagePart, TextPart, ToolCall
+from daimon.core.messages import AudioPart, CachePoint, DocumentPart, ImagePart, TextPart, ToolCall
 from daimon.core.protocols import EmbeddingModel, Model
+from daimon.cost import CostTracker, builtin_prices
 from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.gemini import GeminiEmbeddingModel, GeminiModel
 from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks, sample_request
 
 FIXTURES = Path(__file__).parent / "fixtures"
+DATA = Path(__file__).parent.parent / "data" / "caching"
 _PROMPT = ChatRequest(messages=(Message.user("Hi"),))
 
 _FINISH = {
@@ -65,6 +68,10 @@ def _usage(response: ChatResponse) -> dict[str, Any]:
 
 def _call_part(call: ToolCall) -> dict[str, Any]:
     return {"functionCall": {"id": call.id, "name": call.name, "args": call.arguments}}
+
+
+def _mime(part: dict[str, Any]) -> str:
+    return str(part.get("mimeType") or part.get("mime_type"))
 
 
 def _b64(data: str) -> bytes:
@@ -161,6 +168,7 @@ def decode_gemini_request(body: dict[str, Any]) -> ChatRequest:
 
 class TestGeminiModel(ModelConformance):
     provider: ClassVar[str] = "gemini"
+    turns_key: ClassVar[str] = "contents"
 
     def make_model(self, base_url: str) -> Model:
         return GeminiModel("gemini-test", api_key="test-key", base_url=base_url)
@@ -285,6 +293,72 @@ class TestGeminiModel(ModelConformance):
         assert body["generationConfig"]["maxOutputTokens"] == 321
         # SDK-side switches never reach the wire.
         assert "automaticFunctionCalling" not in json.dumps(body)
+
+    # ------------------------------------------------------------ media and caching
+    async def test_media_parts_wire_shape(self, model: Model, wire_server: WireServer) -> None:
+        """Audio, PDFs and text files go as inlineData or fileData; CachePoints drop."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        parts = [
+            TextPart(text="Summarise."),
+            AudioPart(data=b"ID3", media_type="audio/mpeg"),
+            CachePoint(),
+            DocumentPart(url="gs://bucket/report.pdf"),
+            DocumentPart.from_text("notes"),
+        ]
+        await model.generate(ChatRequest(messages=(Message.user(parts),)))
+        sent = wire_server.last.body["contents"][0]["parts"]
+        # The SDK writes the field inside inlineData/fileData as mime_type (proto JSON takes both).
+        inline = [(_mime(p["inlineData"]), _b64(p["inlineData"]["data"])) for p in sent[1::2]]
+        assert inline == [("audio/mpeg", b"ID3"), ("text/plain", b"notes")]
+        file_data = sent[2]["fileData"]
+        assert (_mime(file_data), file_data.get("fileUri") or file_data.get("file_uri")) == (
+            "application/pdf",
+            "gs://bucket/report.pdf",
+        )
+        assert len(sent) == 4
+
+    async def test_tool_media_becomes_a_stand_in(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        wire_server.reply_json(self.encode_response(self._text()))
+        call = ToolCall(id="c1", name="chart", arguments={})
+        result = Message.tool("c1", [TextPart(text="done"), ImagePart(data=b"\x89PNG")])
+        await model.generate(
+            ChatRequest(messages=(Message.user("x"), Message.assistant("", [call]), result))
+        )
+        response = wire_server.last.body["contents"][2]["parts"][0]["functionResponse"]["response"]
+        assert response["output"].startswith("done\n[the tool returned an image (image/png")
+
+    async def test_cached_content_replaces_system_and_tools(self, wire_server: WireServer) -> None:
+        """Gemini refuses a system instruction, tools or tool config beside a cache."""
+        wire_server.reset()
+        model = GeminiModel(
+            "gemini-test",
+            api_key="k",
+            base_url=wire_server.url,
+            cached_content="cachedContents/abc123",
+        )
+        wire_server.reply_json(self.encode_response(self._text()))
+        await model.generate(sample_request())
+        await model.aclose()
+        body = wire_server.last.body
+        assert body["cachedContent"] == "cachedContents/abc123"
+        assert not {"systemInstruction", "tools", "toolConfig"} & set(body)
+
+    async def test_recorded_cached_usage_and_cost(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """Gemini's documented cached call: cachedContentTokenCount at the cached rate."""
+        wire_server.reply_json(
+            json.loads((DATA / "gemini_generate_content_cached.json").read_text())
+        )
+        response = await model.generate(_PROMPT)
+        assert response.usage == Usage(
+            input_tokens=696219, output_tokens=214, cached_tokens=696190, requests=1
+        )
+        cost = CostTracker(builtin_prices()).record(response.model, response.usage)
+        # gemini-2.5-flash: $0.30 input, $0.03 cached input, $2.50 output per million tokens.
+        assert cost == pytest.approx((29 * 0.30 + 696190 * 0.03 + 214 * 2.50) / 1e6)
 
     async def test_stream_wire_shape(self, model: Model, wire_server: WireServer) -> None:
         wire_server.reply_sse(self.encode_stream(self._text()))

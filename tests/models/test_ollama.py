@@ -23,8 +23,17 @@ from daimon import (
     StopReason,
     ToolSpec,
 )
+from daimon.core.errors import UnsupportedContentError
 from daimon.core.events import Done, ToolCallDelta, ToolCallEnd, ToolCallStart
-from daimon.core.messages import ImagePart, Role, TextPart, ToolCall
+from daimon.core.messages import (
+    AudioPart,
+    CachePoint,
+    DocumentPart,
+    ImagePart,
+    Role,
+    TextPart,
+    ToolCall,
+)
 from daimon.core.protocols import EmbeddingModel, Model
 from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
@@ -336,9 +345,45 @@ class TestOllamaModel(ModelConformance):
 
     async def test_web_images_are_refused(self, model: Model, wire_server: WireServer) -> None:
         request = ChatRequest(messages=(Message.user([ImagePart(url="https://x/cat.png")]),))
-        with pytest.raises(ModelError, match="cannot fetch image URLs") as caught:
+        with pytest.raises(UnsupportedContentError, match="cannot fetch image URLs") as caught:
             await model.generate(request)
         assert not caught.value.retryable
+        assert wire_server.requests == []
+
+    async def test_text_documents_and_tool_images(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """A text file is read in place; a tool's image goes in the tool message's images."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        call = ToolCall(id="c1", name="snap", arguments={})
+        messages = (
+            Message.user(
+                [TextPart(text="See: "), CachePoint(), DocumentPart.from_text("a,b", name="d.csv")]
+            ),
+            Message.assistant("", [call]),
+            Message.tool(
+                "c1",
+                [TextPart(text="shot"), ImagePart(data=b"png"), DocumentPart(data=b"%PDF")],
+                name="snap",
+            ),
+        )
+        await model.generate(ChatRequest(messages=messages))
+        sent = wire_server.last.body["messages"]
+        assert sent[0]["content"] == "See: d.csv:\na,b"
+        assert sent[2]["images"] == [base64.b64encode(b"png").decode()]
+        assert sent[2]["content"].startswith("shot\n[the tool returned a document (application/pdf")
+
+    @pytest.mark.parametrize(
+        "part",
+        [AudioPart(data=b"RIFF"), DocumentPart(data=b"%PDF-1.7")],
+        ids=["audio", "pdf"],
+    )
+    async def test_unsupported_part_refused_before_sending(
+        self, model: Model, wire_server: WireServer, part: Any
+    ) -> None:
+        request = ChatRequest(messages=(Message.user([TextPart(text="x"), part]),))
+        with pytest.raises(UnsupportedContentError, match=r"^ollama cannot take this"):
+            await model.generate(request)
         assert wire_server.requests == []
 
     async def test_data_url_images(self, model: Model, wire_server: WireServer) -> None:

@@ -22,15 +22,27 @@ from daimon import (
     StopReason,
     TextDelta,
     ToolSpec,
+    Usage,
 )
-from daimon.core.messages import ImagePart, Role, TextPart, ToolCall
+from daimon.core.errors import UnsupportedContentError
+from daimon.core.messages import (
+    AudioPart,
+    CachePoint,
+    DocumentPart,
+    ImagePart,
+    Role,
+    TextPart,
+    ToolCall,
+)
 from daimon.core.protocols import EmbeddingModel, Model
+from daimon.cost import CostTracker, builtin_prices
 from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.openai import AzureOpenAIModel, OpenAIEmbeddingModel, OpenAIModel
 from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks, sample_request
 
 FIXTURES = Path(__file__).parent / "fixtures"
+DATA = Path(__file__).parent.parent / "data" / "caching"
 
 _FINISH = {
     StopReason.END_TURN: "stop",
@@ -270,6 +282,84 @@ class TestOpenAIModel(ModelConformance):
         assert response.usage.cached_tokens == 0
         assert response.usage.input_tokens == 82
 
+    # ------------------------------------------------------------ media and caching
+    async def test_media_parts_wire_shape(self, model: Model, wire_server: WireServer) -> None:
+        """Audio as input_audio, a PDF as a file part, a text file as text; CachePoints drop."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        parts = [
+            TextPart(text="Listen and read."),
+            AudioPart(data=b"RIFF", media_type="audio/wav"),
+            CachePoint(),
+            DocumentPart(data=b"%PDF-1.7", name="report.pdf"),
+            DocumentPart.from_text("a,b", name="data.csv"),
+        ]
+        await model.generate(ChatRequest(messages=(Message.user(parts),)))
+        content = wire_server.last.body["messages"][0]["content"]
+        assert content[1] == {
+            "type": "input_audio",
+            "input_audio": {"data": "UklGRg==", "format": "wav"},
+        }
+        assert content[2] == {
+            "type": "file",
+            "file": {
+                "filename": "report.pdf",
+                "file_data": "data:application/pdf;base64,JVBERi0xLjc=",
+            },
+        }
+        assert content[3] == {"type": "text", "text": "data.csv:\na,b"}
+        assert len(content) == 4
+
+    @pytest.mark.parametrize(
+        "part",
+        [
+            AudioPart(url="https://example.com/a.wav"),
+            AudioPart(data=b"OggS", media_type="audio/ogg"),
+            DocumentPart(url="https://example.com/a.pdf"),
+        ],
+        ids=["audio-url", "ogg", "pdf-url"],
+    )
+    async def test_unsupported_part_refused_before_sending(
+        self, model: Model, wire_server: WireServer, part: Any
+    ) -> None:
+        request = ChatRequest(messages=(Message.user([TextPart(text="x"), part]),))
+        with pytest.raises(UnsupportedContentError, match=rf"^{self.provider} cannot take this"):
+            await model.generate(request)
+        assert wire_server.requests == []
+
+    async def test_tool_media_becomes_a_stand_in(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """Tool messages are text on Chat Completions: an image is named, not dropped silently."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        call = ToolCall(id="c1", name="chart", arguments={})
+        result = Message.tool("c1", [TextPart(text="done"), ImagePart(data=b"\x89PNG")])
+        await model.generate(
+            ChatRequest(messages=(Message.user("x"), Message.assistant("", [call]), result))
+        )
+        sent = wire_server.last.body["messages"][2]
+        assert sent["content"].startswith("done\n[the tool returned an image (image/png, 4 bytes)")
+
+    async def test_prompt_cache_key(self, model: Model, wire_server: WireServer) -> None:
+        wire_server.reply_json(self.encode_response(self._text()))
+        model.prompt_cache_key = "tenant-42"  # type: ignore[attr-defined]
+        await model.generate(ChatRequest(messages=(Message.user("x"),)))
+        assert wire_server.last.body["prompt_cache_key"] == "tenant-42"
+
+    async def test_recorded_cached_usage_and_cost(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """OpenAI's documented cached completion, priced at gpt-4o's cached-input rate."""
+        wire_server.reply_json(
+            json.loads((DATA / "openai_chat_completion_cached.json").read_text())
+        )
+        response = await model.generate(ChatRequest(messages=(Message.user("x"),)))
+        assert response.usage == Usage(
+            input_tokens=2006, output_tokens=300, cached_tokens=1920, requests=1
+        )
+        cost = CostTracker(builtin_prices()).record(response.model, response.usage)
+        # gpt-4o: $2.50 input, $1.25 cached input, $10 output per million tokens.
+        assert cost == pytest.approx((86 * 2.50 + 1920 * 1.25 + 300 * 10.0) / 1e6)
+
     def test_one_client_per_event_loop(self, wire_server: WireServer) -> None:
         """The same model works from successive event loops (as prompt_sync uses it)."""
         wire_server.reset()
@@ -408,3 +498,12 @@ async def test_embedding_errors() -> None:
         await model.aclose()
         assert "dimensions" not in server.requests[0].body
     assert (caught.value.status_code, caught.value.retryable) == (401, False)
+
+
+def test_prompt_cache_key_from_the_constructor() -> None:
+    assert OpenAIModel("m", api_key="k", prompt_cache_key="t1").prompt_cache_key == "t1"
+    azure = AzureOpenAIModel(
+        "d", endpoint="https://x", api_key="k", api_version="2024-10-21", prompt_cache_key="t2"
+    )
+    assert azure.prompt_cache_key == "t2"
+    assert OpenAIModel("m", api_key="k").prompt_cache_key is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,10 +23,19 @@ from daimon import (
     ToolSpec,
 )
 from daimon.core.chat import Usage
+from daimon.core.errors import UnsupportedContentError
 from daimon.core.events import ReasoningEvent, ToolCallDelta
-from daimon.core.messages import ImagePart, Reasoning, Role, TextPart, ToolCall
+from daimon.core.messages import (
+    AudioPart,
+    DocumentPart,
+    ImagePart,
+    Reasoning,
+    Role,
+    TextPart,
+    ToolCall,
+)
 from daimon.core.protocols import Model
-from daimon.cost import ModelPrice, PriceTable
+from daimon.cost import CostTracker, ModelPrice, PriceTable, builtin_prices
 from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.openai import AzureOpenAIResponsesModel, OpenAIResponsesModel
@@ -33,6 +43,7 @@ from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks
 from daimon.tools import tool
 
 FIXTURES = Path(__file__).parent / "fixtures"
+DATA = Path(__file__).parent.parent / "data" / "caching"
 
 _SECRET = "gAAAAABencrypted-reasoning=="
 
@@ -157,6 +168,7 @@ def decode_input(items: list[dict[str, Any]]) -> list[Message]:
 class TestOpenAIResponsesModel(ModelConformance):
     provider: ClassVar[str] = "openai"
     keeps_tool_errors: ClassVar[bool] = False
+    turns_key: ClassVar[str] = "input"
 
     def make_model(self, base_url: str) -> Model:
         return OpenAIResponsesModel("gpt-test", api_key="sk-test", base_url=base_url + "/v1")
@@ -481,6 +493,86 @@ class TestOpenAIResponsesModel(ModelConformance):
         # 0.5M uncached at $2, 0.5M cached at $0.50, 1M output (reasoning included) at $8
         assert answer.cost == pytest.approx(1.0 + 0.25 + 8.0)
         assert answer.usage.reasoning_tokens == 400_000
+
+    # ------------------------------------------------------------ media and caching
+    async def test_media_parts_wire_shape(self, model: Model, wire_server: WireServer) -> None:
+        """PDFs as input_file (bytes or URL), text files as input_text."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        parts = [
+            TextPart(text="Read."),
+            DocumentPart(data=b"%PDF-1.7", name="report.pdf"),
+            DocumentPart(url="https://example.com/paper.pdf"),
+            DocumentPart.from_text("hello"),
+        ]
+        await model.generate(ChatRequest(messages=(Message.user(parts),)))
+        content = wire_server.last.body["input"][0]["content"]
+        assert content[1] == {
+            "type": "input_file",
+            "filename": "report.pdf",
+            "file_data": "data:application/pdf;base64,JVBERi0xLjc=",
+        }
+        assert content[2] == {"type": "input_file", "file_url": "https://example.com/paper.pdf"}
+        assert content[3] == {"type": "input_text", "text": "hello"}
+
+    async def test_audio_refused_before_sending(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        request = ChatRequest(messages=(Message.user([AudioPart(data=b"RIFF")]),))
+        with pytest.raises(
+            UnsupportedContentError, match=rf"^{self.provider} cannot take this audio"
+        ):
+            await model.generate(request)
+        assert wire_server.requests == []
+
+    async def test_tool_output_carries_media(self, model: Model, wire_server: WireServer) -> None:
+        """A function_call_output holds text, images and files; audio is a stand-in."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        call = ToolCall(id="c1", name="snap", arguments={})
+        result = Message.tool(
+            "c1",
+            [
+                TextPart(text="here"),
+                ImagePart(data=b"\x89PNG"),
+                DocumentPart(data=b"%PDF", name="a.pdf"),
+                AudioPart(data=b"RIFF"),
+            ],
+        )
+        await model.generate(
+            ChatRequest(messages=(Message.user("x"), Message.assistant("", [call]), result))
+        )
+        output = wire_server.last.body["input"][-1]["output"]
+        assert output[0] == {"type": "input_text", "text": "here"}
+        assert output[1] == {
+            "type": "input_image",
+            "image_url": "data:image/png;base64,iVBORw==",
+            "detail": "auto",
+        }
+        assert output[2]["type"] == "input_file"
+        assert output[3]["type"] == "input_text"
+        assert "audio recording" in output[3]["text"]
+
+    async def test_prompt_cache_key(self, model: Model, wire_server: WireServer) -> None:
+        wire_server.reply_json(self.encode_response(self._text()))
+        model.prompt_cache_key = "tenant-42"  # type: ignore[attr-defined]
+        await model.generate(ChatRequest(messages=(Message.user("x"),)))
+        assert wire_server.last.body["prompt_cache_key"] == "tenant-42"
+
+    async def test_recorded_cached_usage_and_cost(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """A documented Responses usage block, priced at gpt-5-mini's cached-input rate."""
+        wire_server.reply_json(json.loads((DATA / "openai_response_cached.json").read_text()))
+        response = await model.generate(ChatRequest(messages=(Message.user("x"),)))
+        assert response.usage == Usage(
+            input_tokens=4096,
+            output_tokens=512,
+            cached_tokens=3840,
+            reasoning_tokens=448,
+            requests=1,
+        )
+        cost = CostTracker(builtin_prices()).record(response.model, response.usage)
+        # gpt-5-mini: $0.25 input, $0.025 cached input, $2.00 output per million tokens.
+        assert cost == pytest.approx((256 * 0.25 + 3840 * 0.025 + 512 * 2.00) / 1e6)
 
     async def test_text_streams_as_text_deltas(self, model: Model, wire_server: WireServer) -> None:
         wire_server.reply_sse(self.encode_stream(self._text("abcdef")))

@@ -95,3 +95,18 @@ async def test_function_results_are_converted(ctx: RunContext[None]) -> None:
     out = await reading.execute({}, ctx)
     assert out.data == {"value": 2.0, "mood": "happy", "at": "2024-01-01"}
     assert (await nothing.execute({}, ctx)).content == ""
+
+
+def test_media_parts_become_a_result_with_media() -> None:
+    from daimon.core.messages import AudioPart, DocumentPart, ImagePart, TextPart
+
+    image = ImagePart(data=b"png")
+    assert to_output(image) == ToolOutput(content="", media=(image,))
+    doc = DocumentPart.from_text("x")
+    mixed = to_output([TextPart(text="a"), image, TextPart(text="b"), doc])
+    assert (mixed.content, mixed.media) == ("ab", (image, doc))
+    assert ToolOutput.with_media(AudioPart(data=b"a"), text="t").media == (AudioPart(data=b"a"),)
+    # A list with anything else in it is data, as before.
+    assert to_output([1, 2]).content == "[1, 2]"
+    with pytest.raises(TypeError, match="ToolOutput media must be"):
+        ToolOutput(content="", media=("not a part",))  # type: ignore[arg-type]

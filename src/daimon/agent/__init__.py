@@ -1,5 +1,5 @@
 """The agent and its run loop."""
 
-from daimon.agent._agent import Agent, SystemPrompt
+from daimon.agent._agent import Agent, PromptCacheWarning, SystemPrompt
 
-__all__ = ("Agent", "SystemPrompt")
+__all__ = ("Agent", "PromptCacheWarning", "SystemPrompt")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import cache
 from types import MappingProxyType
@@ -42,7 +43,7 @@ else:  # typing.TypeVar takes no default before Python 3.13; only type checkers 
     DepsT = TypeVar("DepsT")
     OutputT = TypeVar("OutputT")
 
-__all__ = ("Agent", "SystemPrompt")
+__all__ = ("Agent", "PromptCacheWarning", "SystemPrompt")
 
 SystemPrompt: TypeAlias = str | Callable[[RunState], str | Awaitable[str]] | None
 """A fixed system prompt, or a function of the run's state that builds one (sync or async)."""
@@ -106,6 +107,7 @@ class Agent(Generic[DepsT, OutputT]):
     """
 
     __slots__ = (
+        "_last_system",
         "_memory",
         "checkpoint",
         "cost_model",
@@ -167,6 +169,7 @@ class Agent(Generic[DepsT, OutputT]):
         # Each check is a call only when its setting is not the default: constructing an agent
         # is benchmarked (the construct metric), and most agents set few of these.
         self.model: Model = _model(model)
+        self._last_system: str | None = None  # the last built system prompt; "" once warned
         self.name = name
         if system_prompt is not None and type(system_prompt) is not str:
             _check_system_prompt(system_prompt)
@@ -231,11 +234,33 @@ class Agent(Generic[DepsT, OutputT]):
     async def system_message(self, state: RunState) -> Message | None:
         """The system message for a run: ``system_prompt``, then the skills' list, if any."""
         prompt = self.system_prompt
-        text = prompt if prompt is None or isinstance(prompt, str) else await _built(prompt, state)
+        if prompt is None or isinstance(prompt, str):
+            text = prompt
+        else:
+            text = await _built(prompt, state)
+            self._check_stable(text)
         if self.skills is not None:
             listing = self.skills.instructions
             text = f"{text}\n\n{listing}" if text else listing
         return None if text is None else Message.system(text)
+
+    def _check_stable(self, text: str) -> None:
+        """Warn once when a built system prompt changes while the model caches prompts."""
+        last = self._last_system
+        if last == "" or last == text:  # "": warned already
+            return
+        self._last_system = text
+        if last is None or getattr(self.model, "prompt_cache", "off") == "off":
+            return
+        self._last_system = ""
+        warnings.warn(
+            f"agent {self.name!r}: the system prompt changed from one run to the next while "
+            f"{getattr(self.model, 'provider', 'the model')} caches prompts; the cache cannot "
+            "reuse the tools or the history after a changed system prompt. Put what changes in "
+            "the user message (or pass prompt_cache='off' to the model).",
+            PromptCacheWarning,
+            stacklevel=3,
+        )
 
     async def prompt(
         self,
@@ -487,6 +512,10 @@ def _check_temperature(temperature: object) -> None:
         isinstance(temperature, (int, float)) and temperature >= 0
     ):
         raise BuilderError(f"temperature must be a non-negative number, got {temperature!r}")
+
+
+class PromptCacheWarning(UserWarning):
+    """A request prefix changes from call to call, so the provider's prompt cache cannot help."""
 
 
 def _check_system_prompt(system_prompt: object) -> None:

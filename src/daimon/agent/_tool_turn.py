@@ -12,7 +12,7 @@ from daimon.core._fastinit import fast_new
 from daimon.core.checkpoints import RunProgress
 from daimon.core.errors import RunCancelled
 from daimon.core.events import ToolResult
-from daimon.core.messages import Message, Role, ToolCall
+from daimon.core.messages import ContentPart, Message, Role, TextPart, ToolCall
 from daimon.core.results import ApprovalDecision
 from daimon.core.tools import ToolOutput
 from daimon.extensions import CallTool
@@ -107,6 +107,12 @@ def runnable(
     return [c for c in calls if c.id not in completed and c not in waiting]
 
 
+def _with_media(output: ToolOutput) -> tuple[ContentPart, ...]:
+    """A result's text and media as a tool message's parts."""
+    text: tuple[ContentPart, ...] = (TextPart(text=output.content),) if output.content else ()
+    return text + output.media
+
+
 def add_results(
     messages: list[Message],
     calls: Sequence[ToolCall],
@@ -126,7 +132,7 @@ def add_results(
         messages.append(
             _new_message(
                 role=Role.TOOL,
-                content=output.content,
+                content=output.content if not output.media else _with_media(output),
                 tool_call_id=call.id,
                 name=call.name,
                 is_error=output.is_error,

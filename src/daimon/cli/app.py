@@ -19,6 +19,7 @@ import sys
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -36,6 +37,7 @@ from daimon.cli.loading import (
 from daimon.cli.render import JsonRenderer, Renderer, TerminalRenderer
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, DaimonError, MissingDependencyError, RunCancelled
+from daimon.core.messages import ContentPart, Message, TextPart, media_from_file
 from daimon.core.protocols import Model
 from daimon.models import infer_model
 
@@ -87,6 +89,16 @@ AgentOption = Annotated[
         metavar="MODULE:ATTR|FILE",
         help="An agent as module:attr (an Agent or a function returning one), "
         "or a YAML/TOML agent file.",
+    ),
+]
+FileOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--file",
+        "-f",
+        metavar="PATH",
+        help="A file for the model to see with the prompt: an image, audio, a PDF or a text "
+        "file (repeatable).",
     ),
 ]
 JsonOption = Annotated[
@@ -212,7 +224,7 @@ async def _close(setup: _Setup) -> None:
             await asyncio.wait_for(aclose(), timeout=30)
 
 
-async def _turn(setup: _Setup, prompt: str, *, session_id: str | None = None) -> int:
+async def _turn(setup: _Setup, prompt: str | Message, *, session_id: str | None = None) -> int:
     """One prompt, streamed; Ctrl-C cancels it through a :class:`CancelToken`."""
     token = CancelToken()
     loop = asyncio.get_running_loop()
@@ -250,7 +262,7 @@ async def _turn(setup: _Setup, prompt: str, *, session_id: str | None = None) ->
     return EXIT_OK
 
 
-async def _run_once(setup: _Setup, prompt: str) -> int:
+async def _run_once(setup: _Setup, prompt: str | Message) -> int:
     try:
         await _load(setup)
         return await _turn(setup, prompt)
@@ -269,19 +281,35 @@ def run(
     tool: ToolOption = None,
     agent: AgentOption = None,
     json_output: JsonOption = False,
+    file: FileOption = None,
 ) -> None:
     """Answer one prompt, streaming the answer and showing tool calls as they happen.
 
     With the local default model and no --tool, the built-in calculator is the agent's tool.
+    Each --file goes to the model with the prompt (a model that cannot take it says so).
     """
     if prompt == "-":
         prompt = sys.stdin.read()
     if not prompt.strip():
         raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
+    message = _with_files(prompt, file or [])
     setup = _setup(
         json_output, model=model, system=system, tools=tool, agent_spec=agent, demo_tool=True
     )
-    raise _Exit(asyncio.run(_run_once(setup, prompt)))
+    raise _Exit(asyncio.run(_run_once(setup, message)))
+
+
+def _with_files(prompt: str, files: Sequence[Path]) -> str | Message:
+    """The prompt, with the files' contents as parts of the user message when there are any."""
+    if not files:
+        return prompt
+    parts: list[ContentPart] = [TextPart(text=prompt)]
+    for path in files:
+        try:
+            parts.append(media_from_file(path))
+        except (OSError, ValueError) as exc:
+            raise typer.BadParameter(str(exc), param_hint="--file") from exc
+    return Message.user(parts)
 
 
 _CHAT_HELP = "/reset forgets the conversation · /exit (or Ctrl-D) leaves · Ctrl-C stops an answer"

@@ -40,6 +40,9 @@ class Usage:
     """How many model calls this usage covers."""
     reasoning_tokens: int = field(default=0, metadata=ADDED)
     """Output tokens the model spent reasoning (a subset of ``output_tokens``, billed as output)."""
+    cache_write_tokens: int = field(default=0, metadata=ADDED)
+    """Input tokens written to the provider's prompt cache (a subset of ``input_tokens``, billed
+    at the provider's cache-write rate: Anthropic and Bedrock report them)."""
     kind: Literal["usage"] = field(default="usage", init=False, repr=False)
 
     @property
@@ -60,6 +63,7 @@ class Usage:
             cached_tokens=self.cached_tokens + other.cached_tokens,
             requests=self.requests + other.requests,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

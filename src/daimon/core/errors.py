@@ -19,7 +19,8 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   └── NoClientError             a tool asked its caller for something no caller can answer
     ├── AgentRunError                 a run failed
     │   ├── ModelError                the model provider failed
-    │   │   └── StreamClosedError
+    │   │   ├── StreamClosedError
+    │   │   └── UnsupportedContentError  a part the provider cannot take, refused before sending
     │   ├── MaxIterationsError
     │   ├── RepeatedToolCallError     the model repeated an identical call with an identical result
     │   ├── BudgetExceededError
@@ -84,6 +85,7 @@ __all__ = (
     "ToolError",
     "ToolExecutionError",
     "ToolNotFoundError",
+    "UnsupportedContentError",
     "VectorStoreError",
 )
 
@@ -278,6 +280,20 @@ class StreamClosedError(ModelError):
             retry_after=retry_after,
             provider=provider,
         )
+
+
+class UnsupportedContentError(ModelError):
+    """A message part the provider cannot take (audio for Anthropic, a web URL for Bedrock, ...).
+
+    Raised while the request is built, before anything is sent; never retryable.
+
+    Attributes:
+        part: The part's kind (``"image"``, ``"audio"``, ``"document"``).
+    """
+
+    def __init__(self, provider: str, part: str, reason: str) -> None:
+        super().__init__(f"{provider} cannot take this {part} part: {reason}", provider=provider)
+        self.part = part
 
 
 class MaxIterationsError(AgentRunError):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import mimetypes
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -12,14 +14,19 @@ from daimon.core._added import ADDED
 from daimon.core._fastinit import fast_init
 
 __all__ = (
+    "AudioPart",
+    "CachePoint",
     "Content",
     "ContentPart",
+    "DocumentPart",
     "ImagePart",
+    "MediaPart",
     "Message",
     "Reasoning",
     "Role",
     "TextPart",
     "ToolCall",
+    "media_from_file",
 )
 
 
@@ -57,7 +64,67 @@ class ImagePart:
             raise ValueError("ImagePart needs exactly one of url or data")
 
 
-ContentPart: TypeAlias = TextPart | ImagePart
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AudioPart:
+    """A sound recording inside a user message (or a tool's result), by its bytes or a URL."""
+
+    data: bytes | None = None
+    """The recording itself."""
+    url: str | None = None
+    """Where the provider can fetch it (``https:``, ``gs:`` or ``data:`` URL), when it can."""
+    media_type: str = "audio/wav"
+    """The MIME type, e.g. ``audio/wav`` or ``audio/mpeg``."""
+    kind: Literal["audio"] = field(default="audio", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.url is None) == (self.data is None):
+            raise ValueError("AudioPart needs exactly one of url or data")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DocumentPart:
+    """A document inside a user message (or a tool's result): a PDF or a plain text file."""
+
+    data: bytes | None = None
+    """The file's bytes (UTF-8 for text)."""
+    url: str | None = None
+    """Where the provider can fetch it (``https:``, ``s3:``, ``gs:`` or ``data:`` URL)."""
+    media_type: str = "application/pdf"
+    """``application/pdf``, ``text/plain`` or another ``text/*`` type."""
+    name: str | None = None
+    """The file name, for providers that show or require one."""
+    kind: Literal["document"] = field(default="document", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.url is None) == (self.data is None):
+            raise ValueError("DocumentPart needs exactly one of url or data")
+
+    @property
+    def is_text(self) -> bool:
+        """Whether the document is plain text (a ``text/*`` media type)."""
+        return self.media_type.startswith("text/")
+
+    @classmethod
+    def from_text(cls, text: str, *, name: str | None = None) -> DocumentPart:
+        """A plain text document."""
+        return cls(data=text.encode("utf-8"), media_type="text/plain", name=name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CachePoint:
+    """A prompt-cache breakpoint placed by hand: cache the prompt up to here.
+
+    Put it in a message's parts after what should be cached. Providers with explicit cache
+    breakpoints (Anthropic's ``cache_control``, Bedrock's ``cachePoint``) mark it there; others
+    leave it out. When a request holds any, the model places none of its own.
+    """
+
+    kind: Literal["cache_point"] = field(default="cache_point", init=False, repr=False)
+
+
+MediaPart: TypeAlias = ImagePart | AudioPart | DocumentPart
+"""A part that is not text: what a tool may return beside its text."""
+ContentPart: TypeAlias = TextPart | ImagePart | AudioPart | DocumentPart | CachePoint
 Content: TypeAlias = str | tuple[ContentPart, ...]
 
 
@@ -126,7 +193,7 @@ class Message:
     role: Role
     """Who wrote it."""
     content: Content = ""
-    """Plain text, or a tuple of parts (text and images)."""
+    """Plain text, or a tuple of parts (text, images, audio, documents, cache points)."""
     tool_calls: tuple[ToolCall, ...] = ()
     """Tool calls made by an assistant message."""
     tool_call_id: str | None = None
@@ -176,12 +243,71 @@ class Message:
 
     @classmethod
     def tool(
-        cls, tool_call_id: str, content: str, *, name: str | None = None, is_error: bool = False
+        cls,
+        tool_call_id: str,
+        content: str | Sequence[ContentPart],
+        *,
+        name: str | None = None,
+        is_error: bool = False,
     ) -> Message:
-        """A tool's result, answering the call with ``tool_call_id``."""
+        """A tool's result, answering the call with ``tool_call_id`` (text, or text and media)."""
         return cls(
-            role=Role.TOOL, content=content, tool_call_id=tool_call_id, name=name, is_error=is_error
+            role=Role.TOOL,
+            content=content if isinstance(content, str) else tuple(content),
+            tool_call_id=tool_call_id,
+            name=name,
+            is_error=is_error,
         )
+
+    @property
+    def media(self) -> tuple[MediaPart, ...]:
+        """The message's images, audio and documents, in order."""
+        if isinstance(self.content, str):
+            return ()
+        return tuple(p for p in self.content if isinstance(p, ImagePart | AudioPart | DocumentPart))
+
+
+_EXTRA_TYPES = {
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".csv": "text/csv",
+    ".json": "text/plain",
+    ".log": "text/plain",
+    ".yaml": "text/plain",
+    ".yml": "text/plain",
+    ".toml": "text/plain",
+    ".py": "text/plain",
+    ".webp": "image/webp",
+    ".mp3": "audio/mpeg",
+    ".wav": "audio/wav",
+    ".flac": "audio/flac",
+    ".ogg": "audio/ogg",
+    ".m4a": "audio/mp4",
+}
+
+
+def media_from_file(path: str | os.PathLike[str], *, media_type: str | None = None) -> MediaPart:
+    """An image, audio or document part holding a file's bytes, its type read from its name.
+
+    Images (``image/*``) become :class:`ImagePart`, sound (``audio/*``) :class:`AudioPart`, PDFs
+    and text files :class:`DocumentPart` (named after the file). Raises :class:`ValueError` for
+    a type none of them takes; :class:`OSError` when the file cannot be read.
+    """
+    name = os.path.basename(os.fspath(path))
+    extension = os.path.splitext(name)[1].lower()
+    kind = media_type or _EXTRA_TYPES.get(extension) or mimetypes.guess_type(name)[0] or ""
+    with open(path, "rb") as file:
+        data = file.read()
+    if kind.startswith("image/"):
+        return ImagePart(data=data, media_type=kind)
+    if kind.startswith("audio/"):
+        return AudioPart(data=data, media_type="audio/wav" if kind == "audio/x-wav" else kind)
+    if kind == "application/pdf" or kind.startswith("text/"):
+        return DocumentPart(data=data, media_type=kind, name=name)
+    raise ValueError(
+        f"{name}: cannot tell what kind of file this is ({kind or 'unknown type'}); images, "
+        "audio, PDFs and text files can be given to a model"
+    )
 
 
 def _refuse_constant(name: str) -> object:

@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from daimon.core._added import ADDED
 from daimon.core._fastinit import fast_init
 from daimon.core.errors import SerializationError
+from daimon.core.messages import AudioPart, DocumentPart, ImagePart, MediaPart
 
 __all__ = ("ToolOutput", "ToolSpec")
 
@@ -52,6 +54,9 @@ class ToolOutput:
     """Structured (JSON) data, when the tool returned some."""
     is_error: bool = False
     """Whether the tool failed; the model still reads ``content``."""
+    media: tuple[MediaPart, ...] = field(default=(), metadata=ADDED)
+    """Images, audio and documents the model sees after ``content`` (where its provider takes
+    media in tool results; elsewhere a text stand-in says what was left out)."""
     kind: Literal["tool_output"] = field(default="tool_output", init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -59,6 +64,8 @@ class ToolOutput:
         content = self.content
         if type(content) is not str or not content.isascii():
             _set_content(self, _text(content))
+        if self.media:
+            _set_media(self, _media(self.media))
         data = self.data
         kind = type(data)
         if data is None or kind is int or (kind is str and data.isascii()):
@@ -89,6 +96,11 @@ class ToolOutput:
         return output
 
     @classmethod
+    def with_media(cls, *media: MediaPart, text: str = "") -> ToolOutput:
+        """A result of images, audio or documents, with optional text before them."""
+        return cls(content=text, media=media)
+
+    @classmethod
     def error(cls, message: str) -> ToolOutput:
         """A failure the model should read and react to."""
         return cls(content=message, is_error=True)
@@ -97,6 +109,19 @@ class ToolOutput:
 # The slots' own setters: the constructor fixes its fields in place, as a frozen class must.
 _set_content = ToolOutput.__dict__["content"].__set__
 _set_data = ToolOutput.__dict__["data"].__set__
+_set_media = ToolOutput.__dict__["media"].__set__
+
+
+def _media(media: object) -> tuple[MediaPart, ...]:
+    """``media`` as a tuple of media parts; anything else is refused."""
+    parts = tuple(media) if isinstance(media, list | tuple) else (media,)
+    for part in parts:
+        if not isinstance(part, ImagePart | AudioPart | DocumentPart):
+            raise TypeError(
+                f"ToolOutput media must be ImagePart, AudioPart or DocumentPart, got "
+                f"{type(part).__name__}"
+            )
+    return parts
 
 
 def _text(content: object) -> str:

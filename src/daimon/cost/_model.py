@@ -15,6 +15,8 @@ class TokenDirection(StrEnum):
     OUTPUT = "output"
     CACHED_INPUT = "cached_input"
     """Input tokens served from the provider's prompt cache."""
+    CACHE_WRITE = "cache_write"
+    """Input tokens written to the provider's prompt cache (Anthropic, Bedrock)."""
 
 
 @runtime_checkable

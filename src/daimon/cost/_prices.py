@@ -9,9 +9,11 @@ Prices change: these are standard (not batch, not priority) rates for prompts un
 long-context threshold, compiled on :data:`AS_OF` from the providers' published price lists and
 public trackers of them, not read from the live pages. Check them before billing anyone.
 
-Not priced: Anthropic cache writes (billed at 1.25x input for the 5-minute cache; counted here at
-the input price) and OpenAI reasoning tokens (billed as output, and reported as output by the
-API, so already priced).
+Cache writes (:data:`CACHE_WRITES`): Claude models, on Anthropic and on Bedrock, bill tokens
+written to the 5-minute prompt cache at 1.25x the input price; the 1-hour cache (2x) is not told
+apart and is priced as the 5-minute one. Other models bill cache writes as plain input (OpenAI and
+Gemini cache implicitly and report no writes). OpenAI reasoning tokens are billed as output, and
+reported as output by the API, so already priced.
 
 Gemini (the Gemini API's paid tier; Vertex AI lists the same rates for these models): prices are
 for prompts up to 200k tokens (the Pro models charge more above), text/image/video input, thinking
@@ -19,16 +21,15 @@ tokens billed as output (daimon reports them as output). Context-cache storage i
 
 Bedrock: on-demand rates in us-east-1, keyed by Bedrock model id; cross-region inference profiles
 (``us.``, ``eu.``, ``apac.``, ``global.``, ... before the model id) are priced as the model itself,
-although AWS bills some geographic profiles of the newest models up to 10% more. Bedrock cache
-writes are counted at the input price, as Anthropic's are. Ollama models run on your own hardware
-and have no entry: they cost nothing.
+although AWS bills some geographic profiles of the newest models up to 10% more. Ollama models
+run on your own hardware and have no entry: they cost nothing.
 """
 
 from __future__ import annotations
 
 from daimon.cost._table import ModelPrice, PriceTable
 
-__all__ = ("AS_OF", "PRICES", "SOURCE", "builtin_prices")
+__all__ = ("AS_OF", "CACHE_WRITES", "PRICES", "SOURCE", "builtin_prices")
 
 AS_OF = "2026-11-30"
 """When the prices below were read."""
@@ -147,13 +148,30 @@ PRICES: dict[str, tuple[float, float, float | None]] = {
 """Model id (or id prefix) to ``(input, output, cached_input)`` dollars per million tokens."""
 
 
+_CACHE_WRITE_PREMIUM = 1.25
+"""Claude's 5-minute cache writes, as a multiple of the input price (Anthropic and Bedrock)."""
+
+CACHE_WRITES: dict[str, float] = {
+    model: round(rates[0] * _CACHE_WRITE_PREMIUM, 6)
+    for model, rates in PRICES.items()
+    if model.startswith("claude-") or "anthropic.claude-" in model
+}
+"""Model id (or id prefix) to dollars per million tokens written to the prompt cache; models left
+out bill cache writes as input."""
+
+
 def builtin_prices() -> PriceTable:
     """List prices of the providers' current models, as shipped with this daimon version.
 
     The table's ``as_of`` says when they were read; prices change, so check before billing.
     """
     table = {
-        model: ModelPrice(input=rates[0], output=rates[1], cached_input=rates[2])
+        model: ModelPrice(
+            input=rates[0],
+            output=rates[1],
+            cached_input=rates[2],
+            cache_write=CACHE_WRITES.get(model),
+        )
         for model, rates in PRICES.items()
     }
     return PriceTable(table, as_of=AS_OF)

@@ -24,8 +24,8 @@ _SEPARATORS = frozenset("-:@/")
 """What may follow a price-table entry in a longer id it prices. Not ".": ``gpt-4.1`` is not
 ``gpt-4``, nor ``llama3.1`` ``llama3``."""
 
-# Per-token prices of one model: (input, output, cached input).
-_Rates = tuple[float, float, float]
+# Per-token prices of one model: (input, output, cached input, cache write).
+_Rates = tuple[float, float, float, float]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,12 +38,14 @@ class ModelPrice:
     """Dollars per million output tokens."""
     cached_input: float | None = None
     """Price of input tokens read from the prompt cache; ``None`` means the same as ``input``."""
+    cache_write: float | None = None
+    """Price of input tokens written to the prompt cache; ``None`` means the same as ``input``."""
     max_output_tokens: int | None = None
     """The most tokens the model writes in one answer; what a budget reserves for a call without
     ``max_tokens`` (``None``: :data:`DEFAULT_MAX_OUTPUT_TOKENS`)."""
 
     def __post_init__(self) -> None:
-        for name in ("input", "output", "cached_input"):
+        for name in ("input", "output", "cached_input", "cache_write"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | float) and 0 <= value < math.inf):
                 raise BuilderError(f"ModelPrice.{name} must be a finite price >= 0, got {value!r}")
@@ -101,10 +103,12 @@ class PriceTable:
             return rates[1]
         if direction is TokenDirection.CACHED_INPUT:
             return rates[2]
+        if direction is TokenDirection.CACHE_WRITE:
+            return rates[3]
         return rates[0]
 
     def cost(self, model_id: str, usage: Usage) -> float:
-        """Dollars for ``usage`` of ``model_id``: cached input at the cached price."""
+        """Dollars for ``usage`` of ``model_id``: cache reads and writes at their own prices."""
         rates = self._rates(model_id)
         return 0.0 if rates is None else _charge(rates, usage)
 
@@ -118,14 +122,12 @@ class PriceTable:
     def _highest_rates(self) -> _Rates:
         """Per-token prices no entry exceeds, direction by direction (the worst case of any)."""
         if self._highest is None:
-            rates = [
-                (p.input, p.output, p.input if p.cached_input is None else p.cached_input)
-                for p in self._prices.values()
-            ]
+            rates = [_per_token(p) for p in self._prices.values()]
             self._highest = (
-                max((r[0] for r in rates), default=0.0) / _PER_MILLION,
-                max((r[1] for r in rates), default=0.0) / _PER_MILLION,
-                max((r[2] for r in rates), default=0.0) / _PER_MILLION,
+                max((r[0] for r in rates), default=0.0),
+                max((r[1] for r in rates), default=0.0),
+                max((r[2] for r in rates), default=0.0),
+                max((r[3] for r in rates), default=0.0),
             )
         return self._highest
 
@@ -138,9 +140,7 @@ class PriceTable:
         key = self._lookup(model_id)
         rates: _Rates | None = None
         if key is not None:
-            price = self._prices[key]
-            cached = price.input if price.cached_input is None else price.cached_input
-            rates = (price.input / _PER_MILLION, price.output / _PER_MILLION, cached / _PER_MILLION)
+            rates = _per_token(self._prices[key])
         if len(cache) >= _CACHE_LIMIT:
             cache.clear()
         cache[model_id] = rates
@@ -168,10 +168,28 @@ class PriceTable:
         return f"PriceTable(<{len(self._prices)} models>, as_of={self._as_of!r})"
 
 
+def _per_token(price: ModelPrice) -> _Rates:
+    """A price entry's per-token rates, a missing cache price being the input price."""
+    cached = price.input if price.cached_input is None else price.cached_input
+    written = price.input if price.cache_write is None else price.cache_write
+    return (
+        price.input / _PER_MILLION,
+        price.output / _PER_MILLION,
+        cached / _PER_MILLION,
+        written / _PER_MILLION,
+    )
+
+
 def _charge(rates: _Rates, usage: Usage) -> float:
-    """Dollars for ``usage`` at per-token ``rates``; cached input is part of input."""
+    """Dollars for ``usage`` at per-token ``rates``; cache reads and writes are part of input."""
     cached = usage.cached_tokens
-    uncached = usage.input_tokens - cached
+    written = usage.cache_write_tokens
+    uncached = usage.input_tokens - cached - written
     if uncached < 0:  # inconsistent usage: never charge negative input
         uncached = 0
-    return uncached * rates[0] + cached * rates[2] + usage.output_tokens * rates[1]
+    total = uncached * rates[0] + usage.output_tokens * rates[1]
+    if cached:
+        total += cached * rates[2]
+    if written:
+        total += written * rates[3]
+    return total

@@ -15,7 +15,15 @@ __all__ = ("CostTracker",)
 class _Account:
     """Running totals for one model id, turned into a :class:`Usage` only when read."""
 
-    __slots__ = ("cached_tokens", "cost", "input_tokens", "output_tokens", "rates", "requests")
+    __slots__ = (
+        "cache_write_tokens",
+        "cached_tokens",
+        "cost",
+        "input_tokens",
+        "output_tokens",
+        "rates",
+        "requests",
+    )
 
     def __init__(self, rates: _Rates | None) -> None:
         self.rates = rates
@@ -23,6 +31,7 @@ class _Account:
         self.input_tokens = 0
         self.output_tokens = 0
         self.cached_tokens = 0
+        self.cache_write_tokens = 0
         self.requests = 0
         self.cost = 0.0
 
@@ -30,6 +39,7 @@ class _Account:
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         self.cached_tokens += usage.cached_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
         self.requests += usage.requests
         self.cost += cost
 
@@ -38,6 +48,7 @@ class _Account:
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
             requests=self.requests,
         )
 
@@ -46,12 +57,15 @@ def _charge_by_model(model: CostModel, model_id: str, usage: Usage) -> float:
     """Dollars for ``usage`` priced through any :class:`CostModel`, asked on every call."""
     per_token = model.cost_per_token
     cached = usage.cached_tokens
-    uncached = max(usage.input_tokens - cached, 0)
+    written = usage.cache_write_tokens
+    uncached = max(usage.input_tokens - cached - written, 0)
     total = usage.output_tokens * per_token(model_id, TokenDirection.OUTPUT)
     if uncached:
         total += uncached * per_token(model_id, TokenDirection.INPUT)
     if cached:
         total += cached * per_token(model_id, TokenDirection.CACHED_INPUT)
+    if written:
+        total += written * per_token(model_id, TokenDirection.CACHE_WRITE)
     return total
 
 
@@ -129,7 +143,7 @@ class CostTracker:
     def worst_case(self, model_ids: Iterable[str], input_tokens: int, output_tokens: int) -> float:
         """The most a call of this size could cost when any of ``model_ids`` answers it.
 
-        Input is priced at the higher of the input and cached-input prices. With a
+        Input is priced at the highest of the input, cached-input and cache-write prices. With a
         :class:`~daimon.cost.PriceTable`, ids it does not price are left out, and when it prices
         none of them the call is priced at the table's highest prices (any model it knows could
         answer); another cost model is asked for each id, and the highest answer is taken.
@@ -144,17 +158,18 @@ class CostTracker:
                 per_input = max(
                     model.cost_per_token(model_id, TokenDirection.INPUT),
                     model.cost_per_token(model_id, TokenDirection.CACHED_INPUT),
+                    model.cost_per_token(model_id, TokenDirection.CACHE_WRITE),
                 )
                 per_output = model.cost_per_token(model_id, TokenDirection.OUTPUT)
                 worst = max(worst, input_tokens * per_input + output_tokens * per_output)
             return worst
         found = [r for r in map(table._rates, model_ids) if r is not None]
         if found:
-            per_input = max(max(r[0], r[2]) for r in found)
+            per_input = max(max(r[0], r[2], r[3]) for r in found)
             per_output = max(r[1] for r in found)
         else:
             highest = table._highest_rates()
-            per_input, per_output = max(highest[0], highest[2]), highest[1]
+            per_input, per_output = max(highest[0], highest[2], highest[3]), highest[1]
         return input_tokens * per_input + output_tokens * per_output
 
     def max_output_tokens(self, model_id: str | None) -> int:

@@ -72,7 +72,8 @@ def cache_exclusive_usage(
     """Usage from counts whose input (key ``input``) leaves out cache reads and writes.
 
     The counts under ``read`` and ``written`` are added back to the input; ``read`` is also the
-    cached count. No counts at all is one request with no tokens.
+    cached count and ``written`` the cache-write count. No counts at all is one request with no
+    tokens.
     """
     if not usage:
         return Usage(requests=1)
@@ -82,6 +83,7 @@ def cache_exclusive_usage(
         input_tokens=(usage.get(input) or 0) + cache_read + cache_written,
         output_tokens=usage.get(output) or 0,
         cached_tokens=cache_read,
+        cache_write_tokens=cache_written,
         requests=1,
     )
 

@@ -6,8 +6,9 @@ import math
 from collections.abc import Sequence
 
 from daimon.core.errors import BuilderError
-from daimon.core.messages import ImagePart, Message, Role
+from daimon.core.messages import CachePoint, DocumentPart, Message, Role, TextPart
 from daimon.core.protocols import TokenCounter
+from daimon.kit.media import text_of
 
 __all__ = ("CharacterTokenCounter", "message_tokens")
 
@@ -52,10 +53,12 @@ def message_tokens(message: Message, counter: TokenCounter) -> int:
         total += counter.count_tokens(content)
     else:
         for part in content:
-            if isinstance(part, ImagePart):
-                total += IMAGE_TOKENS
-            else:
+            if isinstance(part, TextPart):
                 total += counter.count_tokens(part.text)
+            elif isinstance(part, DocumentPart) and (text := text_of(part)) is not None:
+                total += counter.count_tokens(text)
+            elif not isinstance(part, CachePoint):  # an image, audio, a PDF: a rough fixed cost
+                total += IMAGE_TOKENS
     for call in message.tool_calls:
         total += counter.count_tokens(call.name) + counter.count_tokens(call.arguments_json)
     return total

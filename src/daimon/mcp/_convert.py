@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import mcp_types
 
-from daimon.core.messages import ImagePart, Message
+from daimon.core.messages import AudioPart, ImagePart, Message
 from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.mcp._content import (
     MCPAudio,
@@ -116,7 +116,10 @@ def input_schema(tool: mcp_types.Tool) -> dict[str, Any]:
 
 
 def tool_output(result: mcp_types.CallToolResult, *, max_chars: int) -> ToolOutput:
-    """What the model reads of a tool result: its text, with non-text parts described."""
+    """What the model reads of a tool result: its text, with non-text parts described.
+
+    Its images and audio also ride along as media, which the model sees where its provider allows.
+    """
     pieces = [_describe(block) for block in result.content]
     text = "\n".join(p for p in pieces if p)
     data = result.structured_content
@@ -126,7 +129,20 @@ def tool_output(result: mcp_types.CallToolResult, *, max_chars: int) -> ToolOutp
         text = "Error: the tool failed without saying why"
     if len(text) > max_chars:
         text = f"{text[:max_chars]}... (truncated {len(text) - max_chars} characters)"
-    return ToolOutput(content=text, data=data, is_error=result.is_error)
+    media = tuple(part for part in map(_media, result.content) if part is not None)
+    return ToolOutput(content=text, data=data, is_error=result.is_error, media=media)
+
+
+def _media(block: mcp_types.ContentBlock) -> ImagePart | AudioPart | None:
+    """An image or audio block as a part the model can see (beside its description)."""
+    if not isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
+        return None
+    data = _decode(block.data)
+    if not data:
+        return None
+    if isinstance(block, mcp_types.ImageContent):
+        return ImagePart(data=data, media_type=block.mime_type)
+    return AudioPart(data=data, media_type=block.mime_type)
 
 
 def _describe(block: mcp_types.ContentBlock) -> str:

@@ -26,7 +26,15 @@ import mcp_types
 from mcp.shared.exceptions import MCPError
 
 from daimon.core.errors import BuilderError
-from daimon.core.messages import ImagePart, Message, Role, TextPart
+from daimon.core.messages import (
+    AudioPart,
+    CachePoint,
+    DocumentPart,
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+)
 from daimon.mcp._content import (
     MCPAudio,
     MCPEmbeddedResource,
@@ -269,6 +277,10 @@ def _prompt_messages(value: Any) -> list[mcp_types.PromptMessage]:
         role: Literal["user", "assistant"] = "user" if item.role == Role.USER else "assistant"
         parts = [item.content] if isinstance(item.content, str) else item.content
         for part in parts:
+            if isinstance(part, CachePoint):
+                continue
+            if isinstance(part, AudioPart | DocumentPart):
+                raise TypeError(f"a prompt message holds text and images, not a {part.kind} part")
             block = content_block(part.text if isinstance(part, TextPart) else part)
             messages.append(mcp_types.PromptMessage(role=role, content=block))
     return messages

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import daimon
 from daimon.agent import Agent
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
-from daimon.core.messages import ImagePart, Message, Role, ToolCall
+from daimon.core.messages import CachePoint, Message, Role, TextPart, ToolCall
 from daimon.core.optional import require
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
@@ -71,6 +71,10 @@ through ``on_error``), but a stream held open and never finished keeps its run o
 many, the oldest open run is ended as abandoned."""
 
 _Attributes: TypeAlias = dict[str, str | bool | int | float | Sequence[str]]
+
+
+_MODALITY = {"image": "image", "audio": "audio", "document": "document"}
+"""The GenAI semantic conventions' ``modality`` of each media part kind."""
 
 
 def instrument(
@@ -362,6 +366,8 @@ def _set_usage(span: Span, usage: Usage) -> None:
     span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
     if usage.cached_tokens:
         span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cached_tokens)
+    if usage.cache_write_tokens:
+        span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens)
 
 
 def _error_type(error: BaseException) -> str:
@@ -383,15 +389,15 @@ def _message(message: Message) -> dict[str, Any]:
             parts.append({"type": "text", "content": message.content})
     else:
         for part in message.content:
-            if isinstance(part, ImagePart):
-                if part.url is not None and not part.url.startswith("data:"):
-                    parts.append({"type": "uri", "modality": "image", "uri": part.url})
-                else:  # the bytes themselves stay out of the trace
-                    parts.append(
-                        {"type": "blob", "modality": "image", "mime_type": part.media_type}
-                    )
-            else:
+            if isinstance(part, TextPart):
                 parts.append({"type": "text", "content": part.text})
+            elif isinstance(part, CachePoint):
+                continue
+            elif part.url is not None and not part.url.startswith("data:"):
+                parts.append({"type": "uri", "modality": _MODALITY[part.kind], "uri": part.url})
+            else:  # the bytes themselves stay out of the trace
+                modality = _MODALITY[part.kind]
+                parts.append({"type": "blob", "modality": modality, "mime_type": part.media_type})
     for call in message.tool_calls:
         parts.append(
             {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}

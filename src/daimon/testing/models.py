@@ -408,6 +408,22 @@ def _add_numbers(a: int, b: int) -> int:
     return a + b
 
 
+@tool(name="multiply_numbers")
+def _multiply_numbers(a: int, b: int) -> int:
+    """Multiply two numbers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a * b
+
+
+def _canonical(value: Any) -> str:
+    """``value`` as JSON text in its own key order: equal text means equal bytes on the wire."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 async def _collect(stream: AsyncIterator[StreamEvent]) -> list[StreamEvent]:
     return [event async for event in stream]
 
@@ -428,6 +444,8 @@ class ModelConformance:
     """Whether the wire format carries a tool result's error flag."""
     keeps_call_ids: ClassVar[bool] = True
     """Whether the wire format carries tool-call ids (if not, the model makes fresh ones)."""
+    turns_key: ClassVar[str] = "messages"
+    """The request body's field holding the conversation, the part of the prefix that grows."""
 
     # ------------------------------------------------------------ what a provider supplies
     def make_model(self, base_url: str) -> Model:
@@ -452,6 +470,13 @@ class ModelConformance:
     def decode_request(self, body: Any) -> ChatRequest:
         """Read a JSON request body back into the request it encodes (data URLs as bytes)."""
         raise NotImplementedError
+
+    def cache_neutral(self, body: Any) -> Any:
+        """``body`` without the provider's cache breakpoints.
+
+        They move as a conversation grows; they mark where to cache and are not part of the prompt.
+        """
+        return body
 
     # ------------------------------------------------------------ fixtures
     @pytest.fixture(scope="class")
@@ -766,6 +791,33 @@ class ModelConformance:
             await _collect(model.generate_stream(_PROMPT))
 
     # ------------------------------------------------------------ the agent loop
+    async def test_request_prefix_is_byte_stable(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """An agent's second call starts with the bytes of its first.
+
+        The same system prompt and tool definitions in the same order, and the earlier turns
+        unchanged, so a provider's prompt cache can serve them.
+        """
+        call = ToolCall(id="call_add", name="add_numbers", arguments={"a": 2, "b": 3})
+        for scripted in (self._calls(call), self._text("2 + 3 = 5")):
+            wire_server.reply_json(self.encode_response(scripted))
+        agent = Agent(
+            model,
+            system_prompt="You add and multiply numbers.",
+            tools=[_add_numbers, _multiply_numbers],
+        )
+        await agent.prompt("What is 2 + 3?")
+        first, second = (self.cache_neutral(r.body) for r in wire_server.requests)
+        key = self.turns_key
+        assert set(first) == set(second), "the second call sends other fields"
+        for field_name in first:
+            if field_name != key:
+                assert _canonical(first[field_name]) == _canonical(second[field_name]), field_name
+        earlier, later = first[key], second[key]
+        assert len(later) > len(earlier)
+        assert _canonical(later[: len(earlier)]) == _canonical(earlier)
+
     @pytest.mark.parametrize("stream", [False, True], ids=["prompt", "prompt_stream"])
     async def test_agent_tool_loop(
         self, model: Model, wire_server: WireServer, stream: bool

@@ -8,19 +8,35 @@ from enum import Enum
 from typing import Any
 
 from daimon.core.errors import SerializationError
+from daimon.core.messages import AudioPart, DocumentPart, ImagePart, TextPart
 from daimon.core.tools import ToolOutput
 
 __all__ = ("to_output", "to_plain")
 
+_MEDIA = (ImagePart, AudioPart, DocumentPart)
+_MEDIA_TYPES = frozenset(_MEDIA)
+_PARTS = (TextPart, ImagePart, AudioPart, DocumentPart)
+
 
 def to_output(result: Any) -> ToolOutput:
-    """``ToolOutput`` as is; ``str`` as text; ``None`` as empty text; anything else as JSON."""
+    """``ToolOutput`` as is; ``str`` as text; ``None`` as empty text; anything else as JSON.
+
+    An image, audio or document part, or a list of such parts and text parts, becomes a result
+    with media the model sees (its text parts joined as the text).
+    """
     if type(result) is str:
         return ToolOutput(content=result)
     if isinstance(result, ToolOutput):
         return result
     if result is None:
         return ToolOutput(content="")
+    kind = type(result)  # by exact type: a check per tool call that returns a number is cheap
+    if kind in _MEDIA_TYPES:
+        return ToolOutput(content="", media=(result,))
+    if (kind is list or kind is tuple) and result and all(isinstance(p, _PARTS) for p in result):
+        text = "".join(p.text for p in result if isinstance(p, TextPart))
+        media = tuple(p for p in result if isinstance(p, _MEDIA))
+        return ToolOutput(content=text, media=media)
     if isinstance(result, Enum):
         return to_output(result.value)
     if isinstance(result, str):

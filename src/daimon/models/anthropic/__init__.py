@@ -14,7 +14,14 @@ Mapping notes:
   ``{"raw_arguments": "<the model's text>"}``, as ``tool_use`` input must be an object.
 * ``temperature`` is sent only when the request sets it: newer Claude models reject it.
 * ``usage.input_tokens`` counts cache reads and cache writes too (Anthropic reports them apart);
-  ``cached_tokens`` is the cache reads.
+  ``cached_tokens`` is the cache reads, ``cache_write_tokens`` the writes.
+* Prompt caching (``prompt_cache="auto"``, the default): ``cache_control`` breakpoints on the last
+  tool, the system text and the last block of the conversation; with caching on, the system
+  prompt and user text go as blocks on every turn so the request prefix is byte-stable.
+  Hand-placed :class:`~daimon.core.messages.CachePoint` parts replace the automatic ones.
+* Media: images (bytes, ``data:`` or web URL), PDFs (bytes or URL) and inline text documents;
+  tool results carry images and documents (audio becomes a text stand-in). Audio in a user
+  message is refused with :class:`~daimon.core.errors.UnsupportedContentError` before sending.
 * Thinking blocks (``settings={"thinking": ...}``) are not kept in the conversation: with
   extended thinking on, a tool-use turn sent back without them is refused by the API.
 * ``settings`` are sent as extra JSON fields of the request body (``top_k``, ``thinking``,
@@ -34,6 +41,7 @@ from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
 from daimon.kit.checks import check_positive
+from daimon.kit.media import CacheMode, cache_mode
 from daimon.kit.sdk_support import (
     LoopClients,
     LoopClientsOwner,
@@ -108,12 +116,15 @@ class AnthropicModel(LoopClientsOwner):
         timeout: Seconds per call; a request's ``settings["timeout"]`` overrides it.
         max_tokens_default: ``max_tokens`` for requests that set none (the API requires one).
         client: A ready ``anthropic.AsyncAnthropic`` to use instead of building one; you close it.
+        prompt_cache: ``"auto"`` places ``cache_control`` breakpoints on the tools, the system
+            prompt and the conversation so far, unless the request holds hand-placed
+            :class:`~daimon.core.messages.CachePoint` parts (then those); ``"off"`` sends none.
     """
 
     provider: ClassVar[str] = "anthropic"
     supports_json_schema: ClassVar[bool] = True
     """Agents with an ``output_type`` use native structured output (``output_config``)."""
-    __slots__ = ("_clients", "_max_tokens", "model_name")
+    __slots__ = ("_clients", "_max_tokens", "model_name", "prompt_cache")
 
     def __init__(
         self,
@@ -124,9 +135,11 @@ class AnthropicModel(LoopClientsOwner):
         timeout: float = 60.0,
         max_tokens_default: int = 4096,
         client: Any = None,
+        prompt_cache: CacheMode = "auto",
     ) -> None:
         if not model_name:
             raise BuilderError("AnthropicModel needs a model name")
+        self.prompt_cache: CacheMode = cache_mode(prompt_cache)
         check_positive("max_tokens_default", max_tokens_default)
         factory = _no_factory
         if client is None:
@@ -147,7 +160,7 @@ class AnthropicModel(LoopClientsOwner):
         self._clients = LoopClients(factory, client)
 
     def _call(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
-        body = request_body(request, max_tokens=self._max_tokens)
+        body = request_body(request, max_tokens=self._max_tokens, cache=self.prompt_cache)
         messages, max_tokens = body.pop("messages"), body.pop("max_tokens")
         options: dict[str, Any] = {}
         for key, value in (request.settings or {}).items():

@@ -6,7 +6,6 @@ Plain data both ways, plus the client plumbing; no SDK import. Only
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -18,11 +17,30 @@ from daimon.core.events import (
     TextDelta,
     UsageEvent,
 )
-from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.messages import (
+    AudioPart,
+    CachePoint,
+    DocumentPart,
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+    ToolCall,
+)
+from daimon.kit.media import (
+    CacheMode,
+    b64,
+    has_cache_points,
+    inline,
+    stand_in,
+    text_of,
+    unsupported,
+)
 from daimon.kit.sdk_support import cache_exclusive_usage, stop_reason
 from daimon.kit.streaming import PendingToolCall
 
 __all__ = (
+    "EPHEMERAL",
     "ERROR_STATUS",
     "EventDecoder",
     "REQUEST_OPTIONS",
@@ -59,20 +77,37 @@ ERROR_STATUS = {
 """The HTTP status each error type stands for, for errors that arrive inside a stream."""
 
 
-def request_body(request: ChatRequest, *, max_tokens: int) -> dict[str, Any]:
-    """The JSON fields of a Messages request, apart from ``model`` and ``stream``."""
-    system = "\n\n".join(m.text for m in request.messages if m.role is Role.SYSTEM)
+def request_body(
+    request: ChatRequest, *, max_tokens: int, cache: CacheMode = "auto"
+) -> dict[str, Any]:
+    """The JSON fields of a Messages request, apart from ``model`` and ``stream``.
+
+    With ``cache="auto"`` and no hand-placed :class:`CachePoint`, ``cache_control`` breakpoints
+    go on the last tool, the system text and the last block of the conversation (three of the
+    four the API allows): the next call reads everything before its new turns from the cache.
+    """
+    marks = _Marks(cache, request.messages)
+    system, system_marked = _system(request.messages, marks)
     body: dict[str, Any] = {
-        "messages": messages_to_wire(request.messages),
+        "messages": messages_to_wire(request.messages, marks=marks),
         "max_tokens": request.max_tokens if request.max_tokens is not None else max_tokens,
     }
     if system:
-        body["system"] = system
+        if marks.on:  # blocks, so a breakpoint can sit on them; the same form every turn
+            block: dict[str, Any] = {"type": "text", "text": system}
+            if system_marked or marks.auto:
+                block["cache_control"] = dict(EPHEMERAL)
+            body["system"] = [block]
+        else:
+            body["system"] = system
     if request.tools:
-        body["tools"] = [
+        tools = [
             {"name": s.name, "description": s.description, "input_schema": dict(s.parameters)}
             for s in request.tools
         ]
+        if marks.auto:
+            tools[-1]["cache_control"] = dict(EPHEMERAL)
+        body["tools"] = tools
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
     if request.temperature is not None:
@@ -85,6 +120,33 @@ def request_body(request: ChatRequest, *, max_tokens: int) -> dict[str, Any]:
     return body
 
 
+EPHEMERAL: Mapping[str, str] = {"type": "ephemeral"}
+"""The ``cache_control`` of a breakpoint (the default five-minute cache)."""
+
+
+class _Marks:
+    """Where breakpoints go: by hand (``CachePoint`` parts), automatically, or nowhere."""
+
+    __slots__ = ("auto", "hand", "on")
+
+    def __init__(self, cache: CacheMode, messages: Sequence[Message]) -> None:
+        self.on = cache != "off"
+        self.hand = self.on and has_cache_points(messages)
+        self.auto = self.on and not self.hand
+
+
+def _system(messages: Sequence[Message], marks: _Marks) -> tuple[str, bool]:
+    """The system text, and whether a hand-placed breakpoint is on it."""
+    texts = [m.text for m in messages if m.role is Role.SYSTEM]
+    marked = marks.hand and any(
+        isinstance(p, CachePoint)
+        for m in messages
+        if m.role is Role.SYSTEM and not isinstance(m.content, str)
+        for p in m.content
+    )
+    return "\n\n".join(texts), marked
+
+
 def _tool_choice(choice: str) -> dict[str, Any]:
     if choice == "auto":
         return {"type": "auto"}
@@ -95,62 +157,136 @@ def _tool_choice(choice: str) -> dict[str, Any]:
     return {"type": "tool", "name": choice}
 
 
-def messages_to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def messages_to_wire(
+    messages: Sequence[Message], *, marks: _Marks | None = None
+) -> list[dict[str, Any]]:
     """The conversation as Messages API turns (system messages go to the top-level ``system``).
 
     Tool results become ``tool_result`` blocks of a user turn; consecutive ones share one turn.
     """
+    marks = marks or _Marks("off", messages)
     turns: list[dict[str, Any]] = []
     results: list[dict[str, Any]] | None = None
     for message in messages:
         if message.role is Role.TOOL:
-            block: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": message.tool_call_id or "",
-                "content": message.text,
-            }
-            if message.is_error:
-                block["is_error"] = True
+            block = _tool_result(message)
             if results is None:
                 results = []
                 turns.append({"role": "user", "content": results})
             results.append(block)
+            if marks.hand and _has_point(message):
+                block["cache_control"] = dict(EPHEMERAL)
             continue
         results = None
         if message.role is Role.USER:
-            content: Any = message.content
-            if not isinstance(content, str):
-                content = [_part(p) for p in content]
-            turns.append({"role": "user", "content": content})
+            turns.append({"role": "user", "content": _user_content(message, marks)})
         elif message.role is Role.ASSISTANT:
-            blocks: list[dict[str, Any]] = []
-            if message.text:
-                blocks.append({"type": "text", "text": message.text})
-            for call in message.tool_calls:
-                arguments = call.arguments
-                if isinstance(arguments, str):
-                    # The API wants an object: keep the model's unparseable text inside one.
-                    arguments = {"raw_arguments": arguments}
-                blocks.append(
-                    {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments}
-                )
+            blocks = _assistant_blocks(message)
             if blocks:  # the API rejects empty turns
+                if marks.hand and _has_point(message):
+                    blocks[-1]["cache_control"] = dict(EPHEMERAL)
                 turns.append({"role": "assistant", "content": blocks})
+    if marks.auto and turns:
+        last = turns[-1]
+        if isinstance(last["content"], str):
+            last["content"] = [{"type": "text", "text": last["content"]}]
+        if last["content"]:
+            last["content"][-1]["cache_control"] = dict(EPHEMERAL)
     return turns
 
 
-def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+def _has_point(message: Message) -> bool:
+    return not isinstance(message.content, str) and any(
+        isinstance(p, CachePoint) for p in message.content
+    )
+
+
+def _user_content(message: Message, marks: _Marks) -> Any:
+    content = message.content
+    if isinstance(content, str):
+        # With caching on, text goes as blocks every turn: a turn's form never depends on
+        # whether a breakpoint is on it, so the prefix stays the same from call to call.
+        return [{"type": "text", "text": content}] if marks.on and content else content
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, CachePoint):
+            if marks.hand and blocks:
+                blocks[-1]["cache_control"] = dict(EPHEMERAL)
+            continue
+        blocks.append(_part(part))
+    return blocks
+
+
+def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if message.text:
+        blocks.append({"type": "text", "text": message.text})
+    for call in message.tool_calls:
+        arguments = call.arguments
+        if isinstance(arguments, str):
+            # The API wants an object: keep the model's unparseable text inside one.
+            arguments = {"raw_arguments": arguments}
+        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments})
+    return blocks
+
+
+def _tool_result(message: Message) -> dict[str, Any]:
+    """A ``tool_result`` block: its text, with images and documents beside it."""
+    content: Any = message.text
+    if message.media:
+        content = [{"type": "text", "text": message.text}] if message.text else []
+        for part in message.media:
+            if isinstance(part, AudioPart):  # tool results take text, images and documents
+                content.append({"type": "text", "text": stand_in(part)})
+            else:
+                content.append(_part(part))
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id or "",
+        "content": content,
+    }
+    if message.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _part(part: TextPart | ImagePart | AudioPart | DocumentPart) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
-    if part.data is not None:
-        data = base64.b64encode(part.data).decode("ascii")
-        source = {"type": "base64", "media_type": part.media_type, "data": data}
-    elif part.url is not None and part.url.startswith("data:") and ";base64," in part.url:
-        media_type, _, data = part.url[5:].partition(";base64,")
-        source = {"type": "base64", "media_type": media_type, "data": data}
+    if isinstance(part, AudioPart):
+        raise unsupported("anthropic", part, "the Messages API takes no audio input")
+    if isinstance(part, DocumentPart):
+        return _document(part)
+    found = inline(part)
+    if found is not None:
+        source = {"type": "base64", "media_type": found[0], "data": b64(found[1])}
     else:
         source = {"type": "url", "url": part.url or ""}
     return {"type": "image", "source": source}
+
+
+def _document(part: DocumentPart) -> dict[str, Any]:
+    if part.is_text:
+        text = text_of(part)
+        if text is None:
+            raise unsupported(
+                "anthropic", part, "a text document must be inline (bytes or a data: URL)"
+            )
+        source: dict[str, Any] = {"type": "text", "media_type": "text/plain", "data": text}
+    elif part.media_type != "application/pdf":
+        raise unsupported(
+            "anthropic", part, f"documents are PDF or plain text, not {part.media_type!r}"
+        )
+    else:
+        found = inline(part)
+        if found is not None:
+            source = {"type": "base64", "media_type": "application/pdf", "data": b64(found[1])}
+        else:
+            source = {"type": "url", "url": part.url or ""}
+    block: dict[str, Any] = {"type": "document", "source": source}
+    if part.name:
+        block["title"] = part.name
+    return block
 
 
 def response_from_wire(data: Mapping[str, Any]) -> ChatResponse:

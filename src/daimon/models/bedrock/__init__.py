@@ -11,8 +11,14 @@ Mapping notes:
 * System messages become ``system`` blocks; tool results become ``toolResult`` blocks of a user
   turn, with ``status: "error"`` for a failed tool. Turns of one role are merged (Converse wants
   them alternating) and empty text blocks dropped (Converse refuses them).
-* Images must be bytes, ``data:`` URLs or ``s3://`` URLs, in png, jpeg, gif or webp: Converse
-  cannot fetch web URLs, and such an image is a non-retryable :class:`ModelError`.
+* Images must be bytes, ``data:`` URLs or ``s3://`` URLs, in png, jpeg, gif or webp; documents
+  (PDF, text, Markdown, HTML, CSV) likewise, named from ``DocumentPart.name`` in the characters
+  Converse allows. Converse cannot fetch web URLs and takes no audio: such a part is refused with
+  :class:`~daimon.core.errors.UnsupportedContentError` before sending. Tool results carry images
+  and documents; audio there becomes a text stand-in.
+* Prompt caching: ``cachePoint`` blocks after the system blocks, the tools (Claude) and the last
+  turn (``prompt_cache="auto"``, the default for Claude and Nova); hand-placed
+  :class:`~daimon.core.messages.CachePoint` parts replace them.
 * ``tool_choice="none"``: Converse has no such mode, so the tools are left out; when the
   conversation already holds tool calls Converse requires the tool specs, and the model decides.
   ``"required"`` and a tool name work on the models that support them (Claude, Nova).
@@ -20,8 +26,9 @@ Mapping notes:
   output, so agents ask for an ``output_type`` through a tool. A request that sets
   ``response_format`` itself is sent as ``outputConfig.textFormat`` (JSON schema).
 * Usage: ``input_tokens`` adds cache reads and writes to Converse's ``inputTokens`` (which leaves
-  them out); ``cached_tokens`` is the cache reads. Converse names no model in its answers: the
-  response's ``model`` is the model id the model was built with.
+  them out); ``cached_tokens`` is the cache reads, ``cache_write_tokens`` the writes. Converse
+  names no model in its answers: the response's ``model`` is the model id the model was built
+  with.
 * ``settings`` whose key is a Converse request field (``guardrailConfig``, ``performanceConfig``,
   ``serviceTier``, ``requestMetadata``, ...) are sent as that field, ``inferenceConfig``,
   ``outputConfig`` and ``additionalModelRequestFields`` merged with what daimon sends;
@@ -43,6 +50,7 @@ from daimon.core.errors import BuilderError, ModelError, StreamClosedError
 from daimon.core.events import StreamEvent
 from daimon.core.optional import require
 from daimon.kit.checks import check_positive
+from daimon.kit.media import CacheMode, cache_mode
 from daimon.kit.sdk_support import (
     LoopClients,
     LoopClientsOwner,
@@ -211,11 +219,16 @@ class BedrockModel(_Bedrock):
         timeout: Seconds to connect and between reads; a request's ``settings["timeout"]`` bounds
             one call.
         client: A ready ``aiobotocore`` ``bedrock-runtime`` client to use instead; you close it.
+        prompt_cache: ``"auto"`` places ``cachePoint`` blocks after the system prompt, the tools
+            (Claude only) and the conversation so far, unless the request holds hand-placed
+            :class:`~daimon.core.messages.CachePoint` parts (then those); ``"off"`` sends none.
+            Default: ``"auto"`` for Claude and Nova models (the ones Bedrock caches), else
+            ``"off"``.
     """
 
     supports_json_schema: ClassVar[bool] = False
     """Agents with an ``output_type`` ask for it through a tool, which every tool model takes."""
-    __slots__ = ("_fields",)
+    __slots__ = ("_cache_tools", "_fields", "prompt_cache")
 
     def __init__(
         self,
@@ -229,7 +242,13 @@ class BedrockModel(_Bedrock):
         aws_session_token: str | None = None,
         timeout: float = 60.0,
         client: Any = None,
+        prompt_cache: CacheMode | None = None,
     ) -> None:
+        name = model_name.lower()
+        self._cache_tools = "claude" in name
+        if prompt_cache is None:
+            prompt_cache = "auto" if self._cache_tools or "nova" in name else "off"
+        self.prompt_cache: CacheMode = cache_mode(prompt_cache)
         super().__init__(
             model_name,
             region=region,
@@ -248,7 +267,7 @@ class BedrockModel(_Bedrock):
         if self._fields is None:
             shape = client.meta.service_model.operation_model("Converse").input_shape
             self._fields = frozenset(shape.members) - {"modelId", "messages"}
-        params = request_params(request)
+        params = request_params(request, cache=self.prompt_cache, cache_tools=self._cache_tools)
         timeout: float | None = None
         native: dict[str, Any] = {}
         for key, value in (request.settings or {}).items():

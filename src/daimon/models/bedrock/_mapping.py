@@ -6,24 +6,36 @@ import. Only :mod:`daimon.models.bedrock` uses it.
 
 from __future__ import annotations
 
-import base64
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
-from daimon.core.errors import ModelError, StreamClosedError
+from daimon.core.errors import StreamClosedError
 from daimon.core.events import (
     Done,
     StreamEvent,
     TextDelta,
     UsageEvent,
 )
-from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.messages import (
+    AudioPart,
+    CachePoint,
+    ContentPart,
+    DocumentPart,
+    MediaPart,
+    Message,
+    Role,
+    TextPart,
+    ToolCall,
+)
+from daimon.kit.media import CacheMode, has_cache_points, inline, stand_in, unsupported
 from daimon.kit.sdk_support import cache_exclusive_usage, stop_reason
 from daimon.kit.streaming import PendingToolCall
 
 __all__ = (
+    "CACHE_POINT",
     "ERROR_STATUS",
     "EventDecoder",
     "MERGED_FIELDS",
@@ -75,6 +87,15 @@ RETRYABLE_ERRORS = frozenset(
 )
 """Error codes (lower-cased) worth retrying whatever their status."""
 
+_DOCUMENT_FORMATS = {
+    "application/pdf": "pdf",
+    "text/plain": "txt",
+    "text/markdown": "md",
+    "text/html": "html",
+    "text/csv": "csv",
+}
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9\s\-()\[\]]")
+
 _FORMATS = {
     "image/png": "png",
     "image/jpeg": "jpeg",
@@ -85,12 +106,27 @@ _FORMATS = {
 
 
 # ---------------------------------------------------------------- requests
-def request_params(request: ChatRequest) -> dict[str, Any]:
-    """The Converse parameters for ``request``, apart from ``modelId`` and settings."""
-    system, messages = messages_to_wire(request.messages)
+CACHE_POINT: Mapping[str, Any] = {"cachePoint": {"type": "default"}}
+"""A Converse prompt-cache checkpoint block."""
+
+
+def request_params(
+    request: ChatRequest, *, cache: CacheMode = "off", cache_tools: bool = False
+) -> dict[str, Any]:
+    """The Converse parameters for ``request``, apart from ``modelId`` and settings.
+
+    With ``cache="auto"`` and no hand-placed :class:`CachePoint`, ``cachePoint`` blocks follow
+    the tools (when ``cache_tools``: Claude takes them there, Nova does not), the system blocks
+    and the last turn of the conversation.
+    """
+    hand = cache != "off" and has_cache_points(request.messages)
+    auto = cache != "off" and not hand
+    system, messages = messages_to_wire(request.messages, cache_points=hand)
+    if auto and messages:
+        messages[-1]["content"].append(dict(CACHE_POINT))
     params: dict[str, Any] = {"messages": messages}
     if system:
-        params["system"] = system
+        params["system"] = [*system, dict(CACHE_POINT)] if auto else system
     inference: dict[str, Any] = {}
     if request.max_tokens is not None:
         inference["maxTokens"] = request.max_tokens
@@ -111,6 +147,8 @@ def request_params(request: ChatRequest) -> dict[str, Any]:
                 for spec in request.tools
             ]
         }
+        if auto and cache_tools:
+            tool_config["tools"].append(dict(CACHE_POINT))
         choice = _tool_choice(request.tool_choice)
         if choice is not None:
             tool_config["toolChoice"] = choice
@@ -145,32 +183,33 @@ def _tool_choice(choice: str | None) -> dict[str, Any] | None:
 
 
 def messages_to_wire(
-    messages: Sequence[Message],
+    messages: Sequence[Message], *, cache_points: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The ``system`` blocks and the ``messages`` of a Converse request.
 
     Tool results become ``toolResult`` blocks of a user turn; turns of the same role are merged
     (Converse wants them alternating) and empty text blocks are dropped (Converse refuses them).
+    With ``cache_points``, hand-placed :class:`CachePoint` parts become ``cachePoint`` blocks.
     """
-    system = [{"text": m.text} for m in messages if m.role is Role.SYSTEM and m.text]
+    system: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
     for message in messages:
         if message.role is Role.SYSTEM:
+            if message.text:
+                system.append({"text": message.text})
+            if cache_points and _has_point(message):
+                system.append(dict(CACHE_POINT))
             continue
         if message.role is Role.TOOL:
-            result: dict[str, Any] = {
-                "toolUseId": message.tool_call_id or "",
-                "content": [{"text": message.text}],
-            }
-            if message.is_error:
-                result["status"] = "error"
-            _append(turns, "user", [{"toolResult": result}])
+            _append(turns, "user", [{"toolResult": _tool_result(message)}])
+            if cache_points and _has_point(message):
+                _append(turns, "user", [dict(CACHE_POINT)])
         elif message.role is Role.USER:
             content = message.content
             if isinstance(content, str):
                 _append(turns, "user", [{"text": content}] if content else [])
             else:
-                _append(turns, "user", [_block(p) for p in content if _nonempty(p)])
+                _append(turns, "user", _user_blocks(content, cache_points))
         elif message.role is Role.ASSISTANT:
             blocks: list[dict[str, Any]] = []
             if message.text:
@@ -183,12 +222,41 @@ def messages_to_wire(
                 blocks.append(
                     {"toolUse": {"toolUseId": call.id, "name": call.name, "input": arguments}}
                 )
+            if cache_points and blocks and _has_point(message):
+                blocks.append(dict(CACHE_POINT))
             _append(turns, "assistant", blocks)
     return system, turns
 
 
-def _nonempty(part: TextPart | ImagePart) -> bool:
-    return not isinstance(part, TextPart) or bool(part.text)
+def _has_point(message: Message) -> bool:
+    return not isinstance(message.content, str) and any(
+        isinstance(p, CachePoint) for p in message.content
+    )
+
+
+def _user_blocks(content: Sequence[ContentPart], cache_points: bool) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, CachePoint):
+            if cache_points and blocks:
+                blocks.append(dict(CACHE_POINT))
+        elif not isinstance(part, TextPart) or part.text:
+            blocks.append(_block(part))
+    return blocks
+
+
+def _tool_result(message: Message) -> dict[str, Any]:
+    """A ``toolResult``: its text, then images and documents (audio as a text stand-in)."""
+    content: list[dict[str, Any]] = [{"text": message.text}] if message.text else []
+    for part in message.media:
+        content.append({"text": stand_in(part)} if isinstance(part, AudioPart) else _block(part))
+    result: dict[str, Any] = {
+        "toolUseId": message.tool_call_id or "",
+        "content": content or [{"text": ""}],
+    }
+    if message.is_error:
+        result["status"] = "error"
+    return result
 
 
 def _append(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
@@ -200,27 +268,57 @@ def _append(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]
         turns.append({"role": role, "content": blocks})
 
 
-def _block(part: TextPart | ImagePart) -> dict[str, Any]:
+def _block(part: TextPart | MediaPart) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"text": part.text}
-    media_type, data, url = part.media_type, part.data, part.url or ""
-    if data is None and url.startswith("data:") and ";base64," in url:
-        media_type, _, encoded = url[5:].partition(";base64,")
-        data = base64.b64decode(encoded)
-    image_format = _FORMATS.get(media_type.lower())
+    if isinstance(part, AudioPart):
+        raise unsupported("bedrock", part, "Converse takes no audio input")
+    if isinstance(part, DocumentPart):
+        return _document(part)
+    image_format = _FORMATS.get(inline_type(part).lower())
     if image_format is None:
-        raise ModelError(
-            f"bedrock takes png, jpeg, gif or webp images, not {media_type!r}", provider="bedrock"
+        raise unsupported(
+            "bedrock", part, f"Converse takes png, jpeg, gif or webp, not {part.media_type!r}"
         )
-    if data is not None:
-        return {"image": {"format": image_format, "source": {"bytes": data}}}
+    return {"image": {"format": image_format, "source": _source(part)}}
+
+
+def inline_type(part: MediaPart) -> str:
+    """The part's media type, read from its ``data:`` URL when it has one."""
+    found = inline(part)
+    return found[0] if found is not None else part.media_type
+
+
+def _source(part: MediaPart) -> dict[str, Any]:
+    found = inline(part)
+    if found is not None:
+        return {"bytes": found[1]}
+    url = part.url or ""
     if url.startswith("s3://"):
-        return {"image": {"format": image_format, "source": {"s3Location": {"uri": url}}}}
-    raise ModelError(
-        f"bedrock cannot fetch image URLs ({url[:60]!r}): give the image as bytes, a data: URL "
-        "or an s3:// URL",
-        provider="bedrock",
+        return {"s3Location": {"uri": url}}
+    raise unsupported(
+        "bedrock",
+        part,
+        f"Converse cannot fetch URLs ({url[:60]!r}): give bytes, a data: URL or an s3:// URL",
     )
+
+
+def _document(part: DocumentPart) -> dict[str, Any]:
+    media_type = inline_type(part).lower()
+    doc_format = _DOCUMENT_FORMATS.get(media_type)
+    if doc_format is None:
+        raise unsupported(
+            "bedrock", part, f"Converse takes PDF or text documents, not {part.media_type!r}"
+        )
+    return {"document": {"format": doc_format, "name": _doc_name(part), "source": _source(part)}}
+
+
+def _doc_name(part: DocumentPart) -> str:
+    """A name Converse accepts: letters, digits, single spaces, hyphens, parentheses, brackets."""
+    raw = part.name or "document"
+    stem = raw.rsplit(".", 1)[0] if "." in raw else raw
+    cleaned = _NAME_CHARS.sub(" ", stem)
+    return " ".join(cleaned.split())[:200] or "document"
 
 
 # ---------------------------------------------------------------- responses

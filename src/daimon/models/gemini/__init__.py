@@ -15,9 +15,14 @@ Mapping notes:
   inside its id (see :mod:`daimon.models.gemini._mapping`), so Gemini 3 tool turns round-trip.
   A conversation carrying tool calls made by another provider has no signatures, which Gemini 3
   may refuse.
-* Images go as ``inline_data`` (bytes and ``data:`` URLs) or ``file_data`` (other URLs:
-  ``gs://``, Files API URIs, or web URLs on models that fetch them), with the part's
-  ``media_type``.
+* Images, audio and documents (PDF, text) go as ``inline_data`` (bytes and ``data:`` URLs) or
+  ``file_data`` (other URLs: ``gs://``, Files API URIs, or web URLs on models that fetch them),
+  with the part's ``media_type``. Media a tool returns becomes a text stand-in in the function
+  response.
+* Prompt caching: Gemini caches repeated prefixes implicitly, and ``cached_content=`` (or a
+  ``cached_content`` setting) reads an explicit cache; the request then sends no system
+  instruction, tools or tool config (Gemini refuses them beside a cache). ``cached_tokens`` is
+  ``cachedContentTokenCount``; hand-placed ``CachePoint`` parts are left out.
 * Tools are sent as JSON Schema (``parameters_json_schema``) and ``response_format`` as
   ``response_json_schema`` with ``response_mime_type="application/json"``.
 * Function calls stream whole (the Gemini API sends each one complete): one
@@ -261,11 +266,16 @@ class GeminiModel(_Gemini):
         api_version: The API version path segment; the SDK's default when not given.
         timeout: Seconds per call; a request's ``settings["timeout"]`` overrides it.
         client: A ready ``google.genai.Client`` to use instead of building one; you close it.
+        cached_content: The name of a cached content (``cachedContents/...``, made with the
+            SDK's ``client.caches.create``) every request reads its prefix from; its system
+            instruction and tools are the cache's, so the request sends none of its own.
     """
 
     supports_json_schema: ClassVar[bool] = True
     """Agents with an ``output_type`` use ``response_json_schema`` with these models."""
-    __slots__ = ("_config_fields",)
+    prompt_cache: ClassVar[str] = "auto"
+    """Gemini caches repeated prefixes implicitly (2.5 models and later)."""
+    __slots__ = ("_config_fields", "cached_content")
 
     def __init__(
         self,
@@ -280,7 +290,9 @@ class GeminiModel(_Gemini):
         api_version: str | None = None,
         timeout: float = 60.0,
         client: Any = None,
+        cached_content: str | None = None,
     ) -> None:
+        self.cached_content = cached_content
         super().__init__(
             model_name,
             api_key=api_key,
@@ -321,6 +333,12 @@ class GeminiModel(_Gemini):
             http["extra_body"] = extra_body
         if http:
             config["http_options"] = http
+        if self.cached_content and not config.get("cached_content"):
+            config["cached_content"] = self.cached_content
+        if config.get("cached_content"):
+            # Gemini refuses these beside cached content: they live in the cache.
+            for key in ("system_instruction", "tools", "tool_config"):
+                config.pop(key, None)
         return {"model": self.model_name, "contents": contents, "config": config}
 
     async def generate(self, request: ChatRequest) -> ChatResponse:

@@ -32,7 +32,8 @@ from daimon.core.events import (
     ToolCallStart,
     UsageEvent,
 )
-from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.messages import CachePoint, MediaPart, Message, Role, TextPart, ToolCall
+from daimon.kit.media import inline, stand_in
 from daimon.kit.sdk_support import stop_reason
 
 __all__ = (
@@ -159,19 +160,17 @@ def _append(contents: list[dict[str, Any]], role: str, parts: list[dict[str, Any
 def _user_parts(message: Message) -> list[dict[str, Any]]:
     if isinstance(message.content, str):
         return [{"text": message.content}] if message.content else []
-    return [_part(p) for p in message.content]
+    return [_part(p) for p in message.content if not isinstance(p, CachePoint)]
 
 
-def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+def _part(part: TextPart | MediaPart) -> dict[str, Any]:
+    """A text part, or media (images, audio, PDFs, text files) as ``inline_data``/``file_data``."""
     if isinstance(part, TextPart):
         return {"text": part.text}
-    if part.data is not None:
-        return {"inline_data": {"mime_type": part.media_type, "data": part.data}}
-    url = part.url or ""
-    if url.startswith("data:") and ";base64," in url:
-        media_type, _, data = url[5:].partition(";base64,")
-        return {"inline_data": {"mime_type": media_type, "data": base64.b64decode(data)}}
-    return {"file_data": {"mime_type": part.media_type, "file_uri": url}}
+    found = inline(part)
+    if found is not None:
+        return {"inline_data": {"mime_type": found[0], "data": found[1]}}
+    return {"file_data": {"mime_type": part.media_type, "file_uri": part.url or ""}}
 
 
 def _call_part(call: ToolCall) -> dict[str, Any]:
@@ -192,8 +191,12 @@ def _call_part(call: ToolCall) -> dict[str, Any]:
 def _result(message: Message, names: Mapping[str, str]) -> dict[str, Any]:
     key = message.tool_call_id or ""
     api_id, _ = split_call_id(key)
-    # Gemini's documented keys: "output" for a result, "error" for a failure.
-    response = {"error": message.text} if message.is_error else {"output": message.text}
+    # Gemini's documented keys: "output" for a result, "error" for a failure. Media a tool
+    # returned is named in a text stand-in (function responses hold JSON here).
+    text = message.text
+    if message.media:
+        text = "\n".join([text, *(stand_in(p) for p in message.media)]).lstrip("\n")
+    response = {"error": text} if message.is_error else {"output": text}
     function_response: dict[str, Any] = {
         "name": message.name or names.get(key, ""),
         "response": response,
@@ -289,7 +292,11 @@ def _enum(value: Any) -> str:
 
 
 def _usage(usage: Mapping[str, Any] | None) -> Usage:
-    """Usage from ``usageMetadata``, whose prompt count already includes cached tokens."""
+    """Usage from ``usageMetadata``, whose prompt count already includes cached tokens.
+
+    Gemini reports cache reads (``cachedContentTokenCount``, implicit or explicit caching) and
+    no cache writes: storing explicit cached content is billed per hour, not per token.
+    """
     if not usage:
         return Usage(requests=1)
     return Usage(

@@ -11,13 +11,12 @@ calls they answer.
 
 from __future__ import annotations
 
-import base64
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
-from daimon.core.errors import ModelError, StreamClosedError
+from daimon.core.errors import StreamClosedError
 from daimon.core.events import (
     Done,
     StreamEvent,
@@ -27,7 +26,17 @@ from daimon.core.events import (
     ToolCallStart,
     UsageEvent,
 )
-from daimon.core.messages import ImagePart, Message, Role, ToolCall
+from daimon.core.messages import (
+    AudioPart,
+    ContentPart,
+    DocumentPart,
+    ImagePart,
+    Message,
+    Role,
+    TextPart,
+    ToolCall,
+)
+from daimon.kit.media import inline, stand_in, text_of, unsupported
 from daimon.kit.sdk_support import stop_reason
 
 __all__ = (
@@ -109,11 +118,14 @@ def messages_to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
     for message in messages:
         if message.role is Role.TOOL:
             key = message.tool_call_id or ""
-            result = {
+            result: dict[str, Any] = {
                 "role": "tool",
-                "content": message.text,
+                "content": _tool_text(message),
                 "tool_name": message.name or names.get(key, ""),
             }
+            images = [_image(p) for p in message.media if isinstance(p, ImagePart)]
+            if images:
+                result["images"] = images
             results.append((order.get(key, len(order) + len(results)), result))
             continue
         flush()
@@ -134,7 +146,7 @@ def messages_to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
                     )
             wire.append(entry)
         elif message.role is Role.USER and not isinstance(message.content, str):
-            entry = {"role": "user", "content": message.text}
+            entry = {"role": "user", "content": _user_text(message.content)}
             images = [_image(p) for p in message.content if isinstance(p, ImagePart)]
             if images:
                 entry["images"] = images
@@ -145,15 +157,39 @@ def messages_to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return wire
 
 
+def _user_text(parts: Sequence[ContentPart]) -> str:
+    """A user message's text: its text parts, and text documents in place; images go apart."""
+    pieces: list[str] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            pieces.append(part.text)
+        elif isinstance(part, AudioPart):
+            raise unsupported("ollama", part, "/api/chat takes no audio")
+        elif isinstance(part, DocumentPart):
+            text = text_of(part)
+            if text is None:
+                raise unsupported(
+                    "ollama", part, "/api/chat takes text documents given inline, not PDFs or URLs"
+                )
+            pieces.append(f"{part.name}:\n{text}" if part.name else text)
+    return "".join(pieces)
+
+
+def _tool_text(message: Message) -> str:
+    """A tool result's text; media other than images is named in a stand-in."""
+    others = [stand_in(p) for p in message.media if not isinstance(p, ImagePart)]
+    return "\n".join([message.text, *others]).lstrip("\n") if others else message.text
+
+
 def _image(part: ImagePart) -> bytes:
-    if part.data is not None:
-        return part.data
+    found = inline(part)
+    if found is not None:
+        return found[1]
     url = part.url or ""
-    if url.startswith("data:") and ";base64," in url:
-        return base64.b64decode(url.partition(";base64,")[2])
-    raise ModelError(
-        f"ollama cannot fetch image URLs ({url[:60]!r}): give the image as bytes or a data: URL",
-        provider="ollama",
+    raise unsupported(
+        "ollama",
+        part,
+        f"/api/chat cannot fetch image URLs ({url[:60]!r}): give bytes or a data: URL",
     )
 
 

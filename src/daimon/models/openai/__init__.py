@@ -13,6 +13,16 @@ encrypted content, ride on the assistant message (:attr:`Message.reasoning
 <daimon.core.messages.Message.reasoning>`) and are sent back with the next turns. Usage counts
 cached input and reasoning output tokens.
 
+Media: images (URL or bytes), PDFs (bytes; the Responses API also by URL) and text documents (sent
+as text) on both APIs; audio (wav, mp3 bytes) on Chat Completions only. A part an API cannot take
+is refused with :class:`~daimon.core.errors.UnsupportedContentError` before sending. Tool results
+carry images and PDFs on the Responses API; Chat Completions tool messages are text, so media
+there becomes a text stand-in.
+
+Prompt caching is OpenAI's own (automatic for prompts of 1024 tokens or more); ``prompt_cache_key=``
+is sent as ``prompt_cache_key`` to route requests with a shared prefix to the same cache. Cached
+input is counted in ``Usage.cached_tokens``; OpenAI reports no cache writes.
+
 ``settings`` of a request are sent as extra JSON fields of the request body (``top_p``, ``seed``,
 ``reasoning_effort``, ...), except ``timeout``, ``extra_headers`` and ``extra_query``, which are
 options of the call (``timeout`` in seconds for this call alone).
@@ -152,9 +162,11 @@ class _ChatCompletions(LoopClientsOwner):
     """What OpenAI and Azure OpenAI chat models share: the Chat Completions calls."""
 
     provider: ClassVar[str] = "openai"
+    prompt_cache: ClassVar[str] = "auto"
+    """OpenAI caches prompt prefixes itself (1024 tokens or more); there is no switch."""
     supports_json_schema: ClassVar[bool] = True
     """Agents with an ``output_type`` use ``response_format`` (JSON schema) with these models."""
-    __slots__ = ("_clients", "_max_tokens_param", "model_name")
+    __slots__ = ("_clients", "_max_tokens_param", "model_name", "prompt_cache_key")
 
     def __init__(self, model_name: str, clients: LoopClients, max_tokens_param: str) -> None:
         if not model_name:
@@ -164,9 +176,15 @@ class _ChatCompletions(LoopClientsOwner):
         self.model_name = model_name
         self._clients = clients
         self._max_tokens_param = max_tokens_param
+        self.prompt_cache_key: str | None = None
+        """Sent as ``prompt_cache_key``: requests sharing a key and a prefix share a cache."""
 
     def _call(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
-        body = request_body(request, max_tokens_param=self._max_tokens_param)
+        body = request_body(
+            request, max_tokens_param=self._max_tokens_param, provider=self.provider
+        )
+        if self.prompt_cache_key is not None:
+            body["prompt_cache_key"] = self.prompt_cache_key
         messages = body.pop("messages")
         if stream:
             body["stream_options"] = {"include_usage": True}
@@ -240,6 +258,8 @@ class OpenAIModel(_ChatCompletions):
         client: A ready ``openai.AsyncOpenAI`` to use instead of building one; you close it.
         max_tokens_param: The body field for ``max_tokens``: OpenAI wants
             ``"max_completion_tokens"``, some compatible servers only know ``"max_tokens"``.
+        prompt_cache_key: Sent as ``prompt_cache_key`` (requests sharing it and a prefix share a
+            cache); ``None`` sends none.
     """
 
     __slots__ = ()
@@ -254,6 +274,7 @@ class OpenAIModel(_ChatCompletions):
         timeout: float = 60.0,
         client: Any = None,
         max_tokens_param: MaxTokensParam = "max_completion_tokens",
+        prompt_cache_key: str | None = None,
     ) -> None:
         factory = _no_factory
         if client is None:
@@ -265,6 +286,7 @@ class OpenAIModel(_ChatCompletions):
                 what="OpenAIModel",
             )
         super().__init__(model_name, LoopClients(factory, client), max_tokens_param)
+        self.prompt_cache_key = prompt_cache_key
 
 
 class AzureOpenAIModel(_ChatCompletions):
@@ -293,6 +315,7 @@ class AzureOpenAIModel(_ChatCompletions):
         azure_ad_token_provider: Callable[[], Awaitable[str]] | None = None,
         timeout: float = 60.0,
         client: Any = None,
+        prompt_cache_key: str | None = None,
     ) -> None:
         factory = _no_factory
         if client is None:
@@ -305,6 +328,7 @@ class AzureOpenAIModel(_ChatCompletions):
                 what=type(self).__name__,
             )
         super().__init__(deployment, LoopClients(factory, client), "max_completion_tokens")
+        self.prompt_cache_key = prompt_cache_key
 
 
 _REASONING_MODELS = ("o1", "o3", "o4", "gpt-5", "codex")
@@ -314,9 +338,11 @@ class _Responses(LoopClientsOwner):
     """What OpenAI and Azure OpenAI Responses models share: the ``responses.create`` calls."""
 
     provider: ClassVar[str] = "openai"
+    prompt_cache: ClassVar[str] = "auto"
+    """OpenAI caches prompt prefixes itself (1024 tokens or more); there is no switch."""
     supports_json_schema: ClassVar[bool] = True
     """Agents with an ``output_type`` use ``text.format`` (JSON schema) with these models."""
-    __slots__ = ("_clients", "_include", "_store", "model_name")
+    __slots__ = ("_clients", "_include", "_store", "model_name", "prompt_cache_key")
 
     def __init__(
         self, model_name: str, clients: LoopClients, *, store: bool, keep_reasoning: bool | None
@@ -326,12 +352,16 @@ class _Responses(LoopClientsOwner):
         self.model_name = model_name
         self._clients = clients
         self._store = store
+        self.prompt_cache_key: str | None = None
+        """Sent as ``prompt_cache_key``: requests sharing a key and a prefix share a cache."""
         if keep_reasoning is None:
             keep_reasoning = model_name.lower().startswith(_REASONING_MODELS)
         self._include = ["reasoning.encrypted_content"] if keep_reasoning else None
 
     def _call(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
-        body = _responses.request_body(request)
+        body = _responses.request_body(request, provider=self.provider)
+        if self.prompt_cache_key is not None:
+            body["prompt_cache_key"] = self.prompt_cache_key
         call: dict[str, Any] = {
             "model": self.model_name,
             "input": body.pop("input"),
@@ -418,6 +448,7 @@ class OpenAIResponsesModel(_Responses):
         client: Any = None,
         store: bool = False,
         keep_reasoning: bool | None = None,
+        prompt_cache_key: str | None = None,
     ) -> None:
         factory = _no_factory
         if client is None:
@@ -430,6 +461,7 @@ class OpenAIResponsesModel(_Responses):
             )
         clients = LoopClients(factory, client)
         super().__init__(model_name, clients, store=store, keep_reasoning=keep_reasoning)
+        self.prompt_cache_key = prompt_cache_key
 
 
 class AzureOpenAIResponsesModel(_Responses):
@@ -463,6 +495,7 @@ class AzureOpenAIResponsesModel(_Responses):
         client: Any = None,
         store: bool = False,
         keep_reasoning: bool | None = None,
+        prompt_cache_key: str | None = None,
     ) -> None:
         factory = _no_factory
         if client is None:
@@ -476,6 +509,7 @@ class AzureOpenAIResponsesModel(_Responses):
             )
         clients = LoopClients(factory, client)
         super().__init__(deployment, clients, store=store, keep_reasoning=keep_reasoning)
+        self.prompt_cache_key = prompt_cache_key
 
 
 class OpenAIEmbeddingModel(LoopClientsOwner):

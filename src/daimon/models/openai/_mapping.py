@@ -6,7 +6,6 @@ uses it.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,7 +17,18 @@ from daimon.core.events import (
     TextDelta,
     UsageEvent,
 )
-from daimon.core.messages import ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.messages import (
+    AudioPart,
+    CachePoint,
+    DocumentPart,
+    ImagePart,
+    MediaPart,
+    Message,
+    Role,
+    TextPart,
+    ToolCall,
+)
+from daimon.kit.media import b64, data_url, inline, stand_in, text_of, unsupported
 from daimon.kit.sdk_support import stop_reason
 from daimon.kit.streaming import PendingToolCall
 
@@ -27,6 +37,7 @@ __all__ = (
     "REQUEST_OPTIONS",
     "as_dict",
     "detail",
+    "document_text",
     "image_url",
     "message_to_wire",
     "request_body",
@@ -45,9 +56,13 @@ _STOP_REASONS = {
 }
 
 
-def request_body(request: ChatRequest, *, max_tokens_param: str) -> dict[str, Any]:
+def request_body(
+    request: ChatRequest, *, max_tokens_param: str, provider: str = "openai"
+) -> dict[str, Any]:
     """The JSON fields of a Chat Completions request, apart from ``model`` and ``stream``."""
-    body: dict[str, Any] = {"messages": [message_to_wire(m) for m in request.messages]}
+    body: dict[str, Any] = {
+        "messages": [message_to_wire(m, provider=provider) for m in request.messages]
+    }
     if request.tools:
         body["tools"] = [
             {
@@ -81,11 +96,15 @@ def _tool_choice(choice: str) -> Any:
     return {"type": "function", "function": {"name": choice}}
 
 
-def message_to_wire(message: Message) -> dict[str, Any]:
+def message_to_wire(message: Message, *, provider: str = "openai") -> dict[str, Any]:
     """One message as a Chat Completions message."""
     if message.role is Role.TOOL:
         # Chat Completions has no error flag on tool results: the content says what went wrong.
-        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.text}
+        # Tool messages take text only: media a tool returned is named in a text stand-in.
+        text = message.text
+        if message.media:
+            text = "\n".join([text, *(stand_in(p) for p in message.media)]).lstrip("\n")
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": text}
     if message.role is Role.ASSISTANT:
         # "" rather than null beside tool calls: OpenAI takes either, but compatible servers
         # (llama.cpp's among them) reject null.
@@ -101,22 +120,56 @@ def message_to_wire(message: Message) -> dict[str, Any]:
             ]
         return wire
     if message.role is Role.USER and not isinstance(message.content, str):
-        return {"role": "user", "content": [_part(p) for p in message.content]}
+        parts = [_part(p, provider) for p in message.content if not isinstance(p, CachePoint)]
+        return {"role": "user", "content": parts}
     return {"role": message.role.value, "content": message.text}
 
 
-def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+
+
+def _part(part: TextPart | MediaPart, provider: str) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
-    return {"type": "image_url", "image_url": {"url": image_url(part)}}
+    if isinstance(part, ImagePart):
+        return {"type": "image_url", "image_url": {"url": image_url(part)}}
+    if isinstance(part, AudioPart):
+        found = inline(part)
+        if found is None:
+            raise unsupported(provider, part, "audio must be inline (bytes or a data: URL)")
+        audio_format = _AUDIO_FORMATS.get(found[0].lower())
+        if audio_format is None:
+            raise unsupported(provider, part, f"audio is wav or mp3, not {found[0]!r}")
+        return {
+            "type": "input_audio",
+            "input_audio": {"data": b64(found[1]), "format": audio_format},
+        }
+    return _document(part, provider)
+
+
+def _document(part: DocumentPart, provider: str) -> dict[str, Any]:
+    text = text_of(part)
+    if text is not None:  # Chat Completions files are PDFs: a text file goes as its text
+        return {"type": "text", "text": document_text(part, text)}
+    found = inline(part)
+    if found is None or found[0] != "application/pdf":
+        raise unsupported(
+            provider, part, "documents are PDFs or text given inline (bytes or a data: URL)"
+        )
+    file = {"filename": part.name or "document.pdf", "file_data": data_url(part)}
+    return {"type": "file", "file": file}
+
+
+def document_text(part: DocumentPart, text: str) -> str:
+    """A text document as the text a model reads, under its name when it has one."""
+    return f"{part.name}:\n{text}" if part.name else text
 
 
 def image_url(part: ImagePart) -> str:
     """The image's URL, or its bytes as a ``data:`` URL (both OpenAI APIs take either)."""
-    if part.url is not None:
-        return part.url
-    assert part.data is not None
-    return f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"
+    url = data_url(part)
+    assert url is not None
+    return url
 
 
 def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatResponse:

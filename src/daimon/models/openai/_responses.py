@@ -15,9 +15,20 @@ from typing import Any
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
 from daimon.core.errors import ModelError, StreamClosedError
 from daimon.core.events import Done, ReasoningEvent, StreamEvent, TextDelta, UsageEvent
-from daimon.core.messages import ImagePart, Message, Reasoning, Role, TextPart, ToolCall
+from daimon.core.messages import (
+    AudioPart,
+    CachePoint,
+    ImagePart,
+    MediaPart,
+    Message,
+    Reasoning,
+    Role,
+    TextPart,
+    ToolCall,
+)
+from daimon.kit.media import data_url, inline, stand_in, text_of, unsupported
 from daimon.kit.streaming import PendingToolCall
-from daimon.models.openai._mapping import image_url
+from daimon.models.openai._mapping import document_text, image_url
 
 __all__ = (
     "EventDecoder",
@@ -37,9 +48,9 @@ _INCOMPLETE = {
 _TRANSIENT = ("server_error", "rate_limit", "overloaded")
 
 
-def request_body(request: ChatRequest) -> dict[str, Any]:
+def request_body(request: ChatRequest, *, provider: str = "openai") -> dict[str, Any]:
     """The JSON fields of a ``responses.create`` call but ``model``, ``stream`` and ``store``."""
-    body: dict[str, Any] = {"input": input_items(request.messages)}
+    body: dict[str, Any] = {"input": input_items(request.messages, provider=provider)}
     if request.tools:
         body["tools"] = [
             {
@@ -73,19 +84,19 @@ def request_body(request: ChatRequest) -> dict[str, Any]:
     return body
 
 
-def input_items(messages: Any) -> list[dict[str, Any]]:
+def input_items(messages: Any, *, provider: str = "openai") -> list[dict[str, Any]]:
     """The ``input`` items of a conversation."""
     items: list[dict[str, Any]] = []
     for message in messages:
-        items.extend(_items(message))
+        items.extend(_items(message, provider))
     return items
 
 
-def _items(message: Message) -> Iterator[dict[str, Any]]:
+def _items(message: Message, provider: str) -> Iterator[dict[str, Any]]:
     if message.role is Role.TOOL:
         # The wire format has no error flag: a failed tool's output says so itself.
         output = {"type": "function_call_output", "call_id": message.tool_call_id or ""}
-        yield {**output, "output": message.text}
+        yield {**output, "output": _tool_output(message, provider)}
         return
     if message.role is Role.ASSISTANT:
         for reasoning in message.reasoning:
@@ -102,15 +113,49 @@ def _items(message: Message) -> Iterator[dict[str, Any]]:
             }
         return
     if message.role is Role.USER and not isinstance(message.content, str):
-        yield {"role": "user", "content": [_part(p) for p in message.content]}
+        parts = [_part(p, provider) for p in message.content if not isinstance(p, CachePoint)]
+        yield {"role": "user", "content": parts}
         return
     yield {"role": message.role.value, "content": message.text}
 
 
-def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+def _tool_output(message: Message, provider: str) -> Any:
+    """A function call's output: its text, or text, images and files (audio as a stand-in)."""
+    if not message.media:
+        return message.text
+    out: list[dict[str, Any]] = []
+    if message.text:
+        out.append({"type": "input_text", "text": message.text})
+    for part in message.media:
+        if isinstance(part, AudioPart):
+            out.append({"type": "input_text", "text": stand_in(part)})
+        else:
+            out.append(_part(part, provider))
+    return out
+
+
+def _part(part: TextPart | MediaPart, provider: str) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "input_text", "text": part.text}
-    return {"type": "input_image", "image_url": image_url(part), "detail": "auto"}
+    if isinstance(part, ImagePart):
+        return {"type": "input_image", "image_url": image_url(part), "detail": "auto"}
+    if isinstance(part, AudioPart):
+        raise unsupported(provider, part, "the Responses API takes no audio input")
+    text = text_of(part)
+    if text is not None:
+        return {"type": "input_text", "text": document_text(part, text)}
+    found = inline(part)
+    if found is not None:
+        if found[0] != "application/pdf":
+            raise unsupported(provider, part, f"files are PDF or text, not {found[0]!r}")
+        return {
+            "type": "input_file",
+            "filename": part.name or "document.pdf",
+            "file_data": data_url(part),
+        }
+    if part.is_text or part.media_type != "application/pdf":
+        raise unsupported(provider, part, "only a PDF can be given by URL")
+    return {"type": "input_file", "file_url": part.url}
 
 
 # ---------------------------------------------------------------------------- responses
