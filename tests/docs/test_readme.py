@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,30 @@ def test_every_python_block_is_run_or_says_why() -> None:
 
 
 def test_the_readme_names_daimon_commands() -> None:
-    assert {"worker", "serve"} <= set(daimon_commands(BLOCKS))
+    assert {"worker", "serve", "mcp serve", "a2a serve", "eval"} <= set(daimon_commands(BLOCKS))
 
 
 @pytest.mark.parametrize("command", daimon_commands(BLOCKS))
 def test_daimon_command_exists(command: str) -> None:
     check_daimon_command(command)
+
+
+QUICK_START = (
+    "./scripts/demo     # installs daimon-agents[local,cli] and a 135M-parameter model, then it "
+    "answers (no API key)\n"
+    "./scripts/test     # format, lint, types, import boundaries, then the whole test suite\n"
+)
+
+
+def test_the_quick_start_is_the_two_commands() -> None:
+    (block,) = [b for b in BLOCKS if b.heading == "Quick start" and b.language == "bash"]
+    assert block.code == QUICK_START
+
+
+def test_the_readme_links_to_existing_guides() -> None:
+    text = README.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(((?:docs/)[^)#]+\.md)\)", text)
+    assert len(links) >= 20
+    missing = sorted({link for link in links if not (ROOT / link).is_file()})
+    assert not missing, f"the README links to pages that do not exist: {missing}"
+    assert "\n## Guides\n" in text
