@@ -9,9 +9,7 @@ whose dotted path has no ``_`` part), each with its docstring.
 from __future__ import annotations
 
 import html
-import importlib
 import importlib.util
-import inspect
 import re
 import subprocess
 import sys
@@ -19,14 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import griffe
 import pytest
-
-import daimon
 
 from .markdown import ROOT
 
 MKDOCS = Path(sys.executable).with_name("mkdocs")
 BUILD_SECONDS = 60.0
+SECTION_CHARS = 40_000
+"""How much HTML after an object's heading holds its docstring (a signature can be long)."""
 
 
 @dataclass(frozen=True)
@@ -75,36 +74,6 @@ def test_the_changelog_page_includes_changelog_md(site: Site) -> None:
         assert html.escape(heading, quote=False) in page, heading
 
 
-def _public_modules() -> list[str]:
-    names = []
-    for root in map(Path, daimon.__path__):
-        for path in root.rglob("*.py"):
-            parts = ("daimon", *path.relative_to(root).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            if not any(part.startswith("_") for part in parts):
-                names.append(".".join(parts))
-    return sorted(names)
-
-
-def _exports(name: str) -> tuple[ModuleType, tuple[str, ...]] | None:
-    module = importlib.import_module(name)
-    exported = getattr(module, "__all__", None)
-    return None if exported is None else (module, exported)
-
-
-def _griffe_rest() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_griffe_rest", ROOT / "docs" / "_griffe_rest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _text(fragment: str) -> str:
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
-
-
 @dataclass(frozen=True)
 class Reference:
     """The rendered API reference: each documented object's id, with the text of its section."""
@@ -117,52 +86,81 @@ class Reference:
         for page in (root / "reference").rglob("*.html"):
             text = page.read_text(encoding="utf-8")
             for found in re.finditer(r'<h[2-6] id="(daimon[\w.]*)"', text):
-                sections[found.group(1)] = text[found.start() : found.start() + 6000]
+                sections[found.group(1)] = text[found.start() : found.start() + SECTION_CHARS]
         return cls(sections)
 
 
-def _where_documented(reference: Reference, modules: dict[str, ModuleType], name: str, obj: object) -> str | None:
-    """The id of a section documenting ``obj`` under ``name``, in any module that exports it."""
-    for module_name, module in modules.items():
-        ident = f"{module_name}.{name}"
-        if ident in reference.sections and getattr(module, name, None) is obj:
-            return ident
-    return None
+def _public_modules() -> dict[str, griffe.Module]:
+    """Every module of the package whose dotted path has no ``_`` part, read from the source."""
+    package = griffe.load(
+        "daimon", search_paths=[str(ROOT / "src")], resolve_aliases=True, resolve_external=False
+    )
+    found: dict[str, griffe.Module] = {}
+
+    def walk(module: griffe.Module) -> None:
+        found[module.path] = module
+        for name, sub in module.modules.items():
+            if not name.startswith("_") and not sub.is_alias:
+                walk(sub)
+
+    walk(package)
+    return found
 
 
-def _summary(obj: object, rest: ModuleType) -> str | None:
-    """The first words of an object's own docstring, as the reference renders them."""
-    if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+def _target(module: griffe.Module, name: str) -> griffe.Object:
+    member = module[name]
+    return member.final_target if member.is_alias else member  # type: ignore[no-any-return]
+
+
+def _griffe_rest() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("_griffe_rest", ROOT / "docs" / "_griffe_rest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _words(fragment: str) -> str:
+    """The letters and digits of an HTML fragment or a text (tags, spaces, punctuation out)."""
+    return re.sub(r"\W", "", html.unescape(re.sub(r"<[^>]+>", "", fragment)))
+
+
+def _summary(target: griffe.Object, rest: ModuleType) -> str | None:
+    """The first words of a class's or function's docstring, as the reference renders them."""
+    if target.kind not in (griffe.Kind.CLASS, griffe.Kind.FUNCTION):
         return None
-    doc = inspect.getdoc(obj)
-    if not doc:
+    if target.docstring is None or not target.docstring.value.strip():
         return ""
-    line = rest._markdown(doc.strip().split("\n\n")[0]).replace("`", "").replace("*", "")
+    first = target.docstring.value.strip().split("\n\n")[0]
+    line = rest._markdown(first).replace("`", "").replace("*", "")
     return " ".join(line.split()[:4])
 
 
 def test_every_public_name_is_in_the_reference_with_its_docstring(site: Site) -> None:
     reference = Reference.read(site.root)
     rest = _griffe_rest()
-    modules: dict[str, ModuleType] = {}
-    exports: dict[str, tuple[str, ...]] = {}
-    for module_name in _public_modules():
-        found = _exports(module_name)
-        if found:
-            modules[module_name], exports[module_name] = found
-    assert len(exports) > 60
+    modules = {path: m for path, m in _public_modules().items() if m.exports is not None}
+    assert len(modules) > 60
+    documented: dict[str, str] = {}
+    """The canonical path of each object the reference documents -> the id of its section."""
+    for path, module in modules.items():
+        for name in module.exports or ():
+            ident = f"{path}.{name}"
+            if ident in reference.sections:
+                documented.setdefault(_target(module, name).path, ident)
     missing, undocumented = [], []
-    for module_name, names in exports.items():
-        for name in names:
-            obj = getattr(modules[module_name], name)
-            ident = _where_documented(reference, modules, name, obj)
-            if ident is None:
-                missing.append(f"{module_name}.{name}")
+    for path, module in modules.items():
+        for name in module.exports or ():
+            target = _target(module, name)
+            ident = f"{path}.{name}"
+            ident = ident if ident in reference.sections else documented.get(target.path, "")
+            if not ident:
+                missing.append(f"{path}.{name}")
                 continue
-            summary = _summary(obj, rest)
+            summary = _summary(target, rest)
             if summary == "":
-                undocumented.append(f"{module_name}.{name} (no docstring)")
-            elif summary and summary not in _text(reference.sections[ident]):
+                undocumented.append(f"{path}.{name} (no docstring)")
+            elif summary and _words(summary) not in _words(reference.sections[ident]):
                 undocumented.append(f"{ident}: {summary!r} not rendered")
     assert not missing, f"not in the API reference: {missing}"
     assert not undocumented, "\n".join(undocumented)
