@@ -1,8 +1,8 @@
 """Run the code blocks of a Markdown page: the README's and every page of the documentation site.
 
-Every ```python block runs as a program of its own, in a fresh interpreter whose working
-directory is a temporary folder, and must exit 0. An HTML comment on the line right before a
-block's fence changes that:
+Every ```python block runs as a program of its own (a file, ``_example.py``), in a fresh
+interpreter whose working directory is a temporary folder, and must exit 0. An HTML comment on
+the line right before a block's fence changes that:
 
 - ``<!-- not run: why -->``: the block is not run (an API key, a cloud service, a server that
   never stops); the reason is required. Its imports are still checked.
@@ -190,8 +190,11 @@ def param(example: Example, number: int) -> object:
 
 
 def _python(source: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` as a program file in ``cwd`` (a file: tracebacks and ``inspect`` see it)."""
+    program = cwd / "_example.py"
+    program.write_text(source, encoding="utf-8")
     return subprocess.run(
-        [sys.executable, "-c", source],
+        [sys.executable, program.name],
         cwd=cwd,
         capture_output=True,
         text=True,
