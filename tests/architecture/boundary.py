@@ -94,6 +94,6 @@ PLUGIN_FOLDERS = (
 )
 """Packages that hold plugins and nothing else."""
 
-NOT_IN_ALL = frozenset({"all", "dev", "local", "local-llama"})
-"""Extras that ``daimon-agents[all]`` leaves out: itself, the test tools, the local runtimes
-(a 26 MB mistral.rs wheel; llama.cpp, which compiles)."""
+NOT_IN_ALL = frozenset({"all", "dev", "docs", "local", "local-llama"})
+"""Extras that ``daimon-agents[all]`` leaves out: itself, the test tools, the documentation
+site's tools, the local runtimes (a 26 MB mistral.rs wheel; llama.cpp, which compiles)."""

@@ -63,10 +63,10 @@ with TestClient(create_app(echo), base_url="http://127.0.0.1:8000") as client:
 """Run by the virtualenv's interpreter: the installed package and its extras at work."""
 
 
-def _load_readme_test() -> ModuleType:
-    """tests/test_readme.py, for the README parsing it does (tests/ is not a package)."""
+def _load_markdown_runner() -> ModuleType:
+    """tests/docs/markdown.py, for the README parsing it does (loaded by path: no package)."""
     spec = importlib.util.spec_from_file_location(
-        "_readme_blocks", ROOT / "tests" / "test_readme.py"
+        "_markdown_blocks", ROOT / "tests" / "docs" / "markdown.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -165,7 +165,7 @@ def test_the_sdist_has_the_sources_and_builds_the_same_wheel(dist: Dist, tmp_pat
     with tarfile.open(dist.sdist) as archive:
         names = {name.removeprefix(f"{STEM}/") for name in archive.getnames()}
     assert {"PKG-INFO", "pyproject.toml", "README.md", "src/daimon/py.typed"} <= names
-    assert "src/daimon/__init__.py" in names and "tests/test_readme.py" in names
+    assert "src/daimon/__init__.py" in names and "tests/docs/test_readme.py" in names
     # `python -m build` built its wheel from the sdist; build one straight from the tree too
     _run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
@@ -221,8 +221,9 @@ def test_the_extras_work_from_the_virtualenv(installed: Path, tmp_path: Path) ->
 
 @pytest.mark.timeout(900)
 def test_the_readme_first_example_runs_from_the_virtualenv(installed: Path, tmp_path: Path) -> None:
-    readme = _load_readme_test()
-    runnable = [e for e in readme.python_examples(readme.BLOCKS) if e.skip_reason is None]
+    readme = _load_markdown_runner()
+    blocks = readme.read_page(ROOT / "README.md")
+    runnable = [e for e in readme.python_examples(blocks) if e.skip_reason is None]
     first = runnable[0]
     assert not readme.services_named(first.source), "the first example should need no service"
     expected = readme.expected_lines(first.block.code)

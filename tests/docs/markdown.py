@@ -1,8 +1,8 @@
-"""The README's examples run.
+"""Run the code blocks of a Markdown page: the README's and every page of the documentation site.
 
-Every ```python block of ``README.md`` runs as a program of its own, in a fresh interpreter whose
-working directory is a temporary folder, and must exit 0. An HTML comment on the line right
-before a block's fence changes that:
+Every ```python block runs as a program of its own (a file, ``_example.py``), in a fresh
+interpreter whose working directory is a temporary folder, and must exit 0. An HTML comment on
+the line right before a block's fence changes that:
 
 - ``<!-- not run: why -->``: the block is not run (an API key, a cloud service, a server that
   never stops); the reason is required. Its imports are still checked.
@@ -11,7 +11,8 @@ before a block's fence changes that:
 Any other comment there, or a ``not run`` with no reason, fails. A line ``print(...)  # -> text``
 asserts that the program printed the line ``text``. Local services (Redis, NATS, ...) are the ones
 ``tests/conftest.py`` knows; a block that names one is marked with ``service``. The ```bash
-blocks' ``daimon <command>`` lines are checked by running ``daimon <command> --help``.
+blocks' ``daimon <command>`` lines are checked by running ``daimon <command> --help``. Blocks in
+other languages (YAML, plain text) are shown, not run.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).parents[1] / "README.md"
+ROOT = Path(__file__).parents[2]
 
 TIMEOUT = 50.0
 """Seconds one block may run (the slowest load the local model, a few seconds each)."""
@@ -43,13 +44,14 @@ _EXPECTED = re.compile(r"^\s*print\(.*\)\s*#\s*->\s*(.+?)\s*$")
 _COMMAND = re.compile(r"(?:^|\s)daimon((?:\s+[a-z][a-z0-9-]*)+)")
 _URL_SERVICES = {"redis": "redis", "nats": "nats", "amqp": "rabbitmq", "postgresql": "postgres"}
 """URL scheme -> the service (as tests/conftest.py names it) a block that uses it needs."""
-_README_URLS = {"redis": "redis://127.0.0.1:6379", "nats": "nats://127.0.0.1:4222"}
-"""The local service URLs the README's programs use, by service."""
+_LOCAL_URLS = {"redis": "redis://127.0.0.1:6379", "nats": "nats://127.0.0.1:4222"}
+"""The local service URLs the pages' programs use, by service."""
+SHELLS = ("bash", "sh", "shell", "console")
 
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced block of the README."""
+    """One fenced block of a page."""
 
     language: str
     code: str
@@ -57,9 +59,16 @@ class Block:
     line: int
     directive: str | None
     """The HTML comment on the line before the fence, without ``<!--``/``-->``."""
+    page: str = "README.md"
+    """The page, relative to the repository root."""
+
+    @property
+    def where(self) -> str:
+        """``page:line (heading)``, for messages."""
+        return f"{self.page}:{self.line} ({self.heading})"
 
 
-def read_blocks(text: str) -> list[Block]:
+def read_blocks(text: str, page: str = "README.md") -> list[Block]:
     """The fenced blocks of a Markdown text, in order, with the heading each sits under."""
     blocks: list[Block] = []
     lines = text.splitlines()
@@ -77,7 +86,7 @@ def read_blocks(text: str) -> list[Block]:
         while end < len(lines) and lines[end] != "```":
             end += 1
         if end == len(lines):
-            raise AssertionError(f"README.md:{index + 1}: the block is never closed")
+            raise AssertionError(f"{page}:{index + 1}: the block is never closed")
         before = lines[index - 1].strip() if index else ""
         comment = _DIRECTIVE.match(before)
         blocks.append(
@@ -87,13 +96,20 @@ def read_blocks(text: str) -> list[Block]:
                 heading=heading,
                 line=index + 1,
                 directive=comment.group(1) if comment else None,
+                page=page,
             )
         )
         index = end + 1
     return blocks
 
 
-def _slug(heading: str) -> str:
+def read_page(path: Path) -> list[Block]:
+    """The fenced blocks of a Markdown file of this repository."""
+    return read_blocks(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
+
+
+def slug(heading: str) -> str:
+    """A heading as a test id."""
     return re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-")
 
 
@@ -111,7 +127,6 @@ def python_examples(blocks: list[Block]) -> list[Example]:
     """The python blocks, with their programs; a malformed directive raises AssertionError."""
     examples: list[Example] = []
     for block in (b for b in blocks if b.language == "python"):
-        where = f"README.md:{block.line} ({block.heading})"
         source = block.code
         reason = None
         directive = block.directive
@@ -120,18 +135,18 @@ def python_examples(blocks: list[Block]) -> list[Example]:
         elif directive.startswith("not run"):
             reason = directive.removeprefix("not run").lstrip(":").strip()
             assert directive.startswith("not run:") and reason, (
-                f"{where}: a block that is not run needs a reason: <!-- not run: why -->"
+                f"{block.where}: a block that is not run needs a reason: <!-- not run: why -->"
             )
         elif directive == "continues: previous":
-            assert examples, f"{where}: continues a previous block, but there is none"
+            assert examples, f"{block.where}: continues a previous block, but there is none"
             previous = examples[-1]
             assert previous.skip_reason is None, (
-                f"{where}: continues a block that is not run ({previous.skip_reason})"
+                f"{block.where}: continues a block that is not run ({previous.skip_reason})"
             )
             source = previous.source + "\n" + block.code
         else:
             raise AssertionError(
-                f"{where}: unknown directive <!-- {directive} -->; use "
+                f"{block.where}: unknown directive <!-- {directive} -->; use "
                 "<!-- not run: why --> or <!-- continues: previous -->"
             )
         examples.append(Example(block, source, reason))
@@ -146,7 +161,7 @@ def services_named(source: str) -> list[str]:
 
 def with_service_urls(source: str, service_url: dict[str, str]) -> str:
     """The program, its local service URLs pointed where the tests find the services."""
-    for name, url in _README_URLS.items():
+    for name, url in _LOCAL_URLS.items():
         source = source.replace(url, service_url[name])
     return source
 
@@ -167,19 +182,19 @@ def imports_of(code: str) -> str:
     )
 
 
-BLOCKS = read_blocks(README.read_text(encoding="utf-8"))
-EXAMPLES = python_examples(BLOCKS)
-
-
-def _param(example: Example, number: int) -> object:
+def param(example: Example, number: int) -> object:
+    """A pytest parameter for an example: its id, and a ``service`` mark per service it uses."""
     marks = [pytest.mark.service(name) for name in services_named(example.source)]
-    ident = f"{number:02d}-{_slug(example.block.heading)}"
+    ident = f"{number:02d}-{slug(example.block.heading)}"
     return pytest.param(example, id=ident, marks=marks)
 
 
 def _python(source: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` as a program file in ``cwd`` (a file: tracebacks and ``inspect`` see it)."""
+    program = cwd / "_example.py"
+    program.write_text(source, encoding="utf-8")
     return subprocess.run(
-        [sys.executable, "-c", source],
+        [sys.executable, program.name],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -189,75 +204,49 @@ def _python(source: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("example", [_param(e, n) for n, e in enumerate(EXAMPLES)])
-def test_python_block_runs(example: Example, tmp_path: Path, service_url: dict[str, str]) -> None:
+def run_example(example: Example, cwd: Path, service_url: dict[str, str]) -> None:
+    """Run an example as a test: it exits 0 and prints what it says (or: skip, saying why)."""
     block = example.block
     if example.skip_reason is not None:
         # not run, but its imports must still exist
-        checked = _python(imports_of(block.code), tmp_path)
-        assert checked.returncode == 0, f"README.md:{block.line}: imports fail\n{checked.stderr}"
-        pytest.skip(f"README.md:{block.line}: {example.skip_reason}")
+        checked = _python(imports_of(block.code), cwd)
+        assert checked.returncode == 0, f"{block.where}: imports fail\n{checked.stderr}"
+        pytest.skip(f"{block.page}:{block.line}: {example.skip_reason}")
     try:
         ast.parse(example.source)
     except SyntaxError as exc:
         pytest.fail(
-            f"README.md:{block.line}: not a complete program ({exc.msg}, line {exc.lineno}); "
+            f"{block.where}: not a complete program ({exc.msg}, line {exc.lineno}); "
             "wrap top-level await in asyncio.run(main())"
         )
     try:
-        ran = _python(with_service_urls(example.source, service_url), tmp_path)
+        ran = _python(with_service_urls(example.source, service_url), cwd)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(
-            f"README.md:{block.line} ({block.heading}) did not exit within {TIMEOUT:.0f} s "
+            f"{block.where} did not exit within {TIMEOUT:.0f} s "
             f"(a resource left open, such as an unclosed SQLiteMemory, keeps Python alive)\n"
             f"stdout: {exc.stdout!r}",
             pytrace=False,
         )
-    assert ran.returncode == 0, f"README.md:{block.line} ({block.heading}) failed:\n{ran.stderr}"
+    assert ran.returncode == 0, f"{block.where} failed:\n{ran.stderr}"
     printed = [line.strip() for line in ran.stdout.splitlines()]
     missing = [line for line in expected_lines(block.code) if line not in printed]
-    assert not missing, (
-        f"README.md:{block.line}: did not print {missing}; it printed:\n{ran.stdout}"
-    )
+    assert not missing, f"{block.where}: did not print {missing}; it printed:\n{ran.stdout}"
 
 
-def test_every_python_block_is_run_or_says_why() -> None:
-    # python_examples raised at import on a bad directive; here: the README has examples at all,
-    # and most of them run
-    assert len(EXAMPLES) >= 17
-    run = [e for e in EXAMPLES if e.skip_reason is None]
-    assert len(run) > len(EXAMPLES) / 2
+_GROUPS = {"broker", "mcp", "a2a"}
+"""Commands whose first word is a group of subcommands."""
 
 
-def test_a_block_with_a_bad_directive_fails() -> None:
-    text = "## A\n\n<!-- not run -->\n```python\nprint(1)\n```\n"
-    with pytest.raises(AssertionError, match="needs a reason"):
-        python_examples(read_blocks(text))
-    text = "## A\n\n<!-- skip this -->\n```python\nprint(1)\n```\n"
-    with pytest.raises(AssertionError, match="unknown directive"):
-        python_examples(read_blocks(text))
-    text = "## A\n\n<!-- continues: previous -->\n```python\nprint(1)\n```\n"
-    with pytest.raises(AssertionError, match="there is none"):
-        python_examples(read_blocks(text))
+def _command_depth(words: list[str]) -> int:
+    return 2 if words[0] in _GROUPS and len(words) > 1 else 1
 
 
-def test_a_continued_block_runs_after_the_one_before() -> None:
-    text = (
-        "## A\n\n```python\nx = 1\n```\n\n## B\n\n<!-- continues: previous -->\n"
-        "```python\nprint(x)  # -> 1\n```\n"
-    )
-    first, second = python_examples(read_blocks(text))
-    assert first.source == "x = 1\n"
-    assert second.source == "x = 1\n\nprint(x)  # -> 1\n"
-    assert second.block.heading == "B"
-    assert expected_lines(second.block.code) == ["1"]
-
-
-def daimon_commands() -> list[str]:
-    """The ``daimon <command>`` of every ```bash line of the README, each once."""
+def daimon_commands(blocks: list[Block]) -> list[str]:
+    """The ``daimon <command>`` of every shell block's lines, each once."""
     commands: list[str] = []
-    for block in BLOCKS:
-        if block.language not in ("bash", "sh", "shell", "console"):
+    for block in blocks:
+        if block.language not in SHELLS:
             continue
         for line in block.code.splitlines():
             found = _COMMAND.search(line.split("#", 1)[0])
@@ -269,23 +258,11 @@ def daimon_commands() -> list[str]:
     return commands
 
 
-_GROUPS = {"broker", "mcp", "a2a"}
-"""Commands whose first word is a group of subcommands."""
-
-
-def _command_depth(words: list[str]) -> int:
-    return 2 if words[0] in _GROUPS and len(words) > 1 else 1
-
-
 DAIMON = Path(sys.executable).with_name("daimon")
 
 
-def test_the_readme_names_daimon_commands() -> None:
-    assert {"worker", "broker serve", "serve", "eval"} <= set(daimon_commands())
-
-
-@pytest.mark.parametrize("command", daimon_commands())
-def test_daimon_command_exists(command: str) -> None:
+def check_daimon_command(command: str) -> None:
+    """``daimon <command> --help`` exits 0 and prints its usage."""
     ran = subprocess.run(
         [str(DAIMON), *command.split(), "--help"],
         capture_output=True,
