@@ -82,10 +82,16 @@ async def test_the_card_is_at_the_well_known_path() -> None:
         card = (await http.get(base + CARD_PATH)).json()
     assert card["name"] == "echo"
     assert card["capabilities"]["streaming"] is True
-    (interface,) = card["supportedInterfaces"]
-    assert interface["url"] == f"{base}/"
-    assert interface["protocolBinding"] == "JSONRPC"
-    assert interface["protocolVersion"] == "1.0"
+    offered = [
+        (i["url"], i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]
+    ]
+    assert offered == [
+        (f"{base}/", "JSONRPC", "1.0"),
+        (f"{base}/", "HTTP+JSON", "1.0"),
+        (f"{base}/", "JSONRPC", "0.3"),
+        (f"{base}/", "HTTP+JSON", "0.3"),
+    ]
+    assert card["capabilities"]["extendedAgentCard"] is True
     assert card["defaultInputModes"] == ["text/plain"]
 
 
@@ -97,23 +103,30 @@ async def test_the_sdk_client_streams_gets_and_completes_tasks() -> None:
             events = await _events(client, _message("hi"))
             kinds = [e.WhichOneof("payload") for e in events]
             assert kinds[0] == "task" and kinds[-1] == "status_update"
-            deltas = [
-                e.status_update.status.message.parts[0].text
+            chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
+            # the text as it streamed, then the whole answer replacing the pieces
+            assert [(c.artifact.parts[0].text, c.append) for c in chunks] == [
+                ("Hello, ", False),
+                ("you said: hi", True),
+                ("Hello, you said: hi", False),
+            ]
+            assert {c.artifact.name for c in chunks} == {"answer"}
+            assert len({c.artifact.artifact_id for c in chunks}) == 1
+            assert chunks[-1].last_chunk and not chunks[0].last_chunk
+            working = [
+                e.status_update.status
                 for e in events
                 if e.HasField("status_update")
                 and e.status_update.status.state == TaskState.TASK_STATE_WORKING
-                and e.status_update.status.HasField("message")
             ]
-            assert deltas == ["Hello, ", "you said: hi"]  # the text, as it streamed
-            (answer,) = [
-                e.artifact_update.artifact for e in events if e.HasField("artifact_update")
-            ]
-            assert (answer.name, answer.parts[0].text) == ("answer", "Hello, you said: hi")
+            assert not any(status.HasField("message") for status in working)
             assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
             task = await client.get_task(GetTaskRequest(id=events[0].task.id))
             assert task.status.state == TaskState.TASK_STATE_COMPLETED
-            assert task.artifacts[0].parts[0].text == "Hello, you said: hi"
+            (answer,) = task.artifacts
+            assert [p.text for p in answer.parts] == ["Hello, you said: hi"]
+            assert [m.parts[0].text for m in task.history] == ["hi"]  # whole messages only
         finally:
             await client.close()
 
