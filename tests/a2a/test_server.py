@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -383,7 +384,7 @@ async def test_the_executor_with_a_handler_of_your_own_rejects_a_malformed_conte
 # ------------------------------------------------------------------------------ promptables
 
 
-def _refunder() -> Agent:
+def _refunder(checkpoint: Any = None) -> Agent:
     """Calls ``refund`` (it needs a person's approval), then answers with its result."""
 
     @tool(requires_approval=True)
@@ -397,7 +398,7 @@ def _refunder() -> Agent:
             return ChatResponse.reply(f"done: {last.text}")
         return ChatResponse.tool_use(ToolCall(id="r1", name="refund", arguments={"amount": 5}))
 
-    return Agent(FunctionModel(model), name="refunder", tools=[refund])
+    return Agent(FunctionModel(model), name="refunder", tools=[refund], checkpoint=checkpoint)
 
 
 def _reply(task_id: str, *parts: Part) -> SendMessageRequest:
@@ -500,3 +501,69 @@ async def test_a_network_and_a_workflow_are_served_and_a_pause_they_cannot_resum
             )
         finally:
             await client.close()
+
+
+async def test_a_paused_run_survives_a_restart_with_a_database_task_store_and_a_checkpoint(
+    tmp_path: Path,
+) -> None:
+    from a2a.server.tasks import DatabaseTaskStore
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from daimon.checkpoint.file import FileCheckpoint
+
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'tasks.db'}")
+    try:
+        # the first server: the run pauses, the task waits for the user
+        before = _refunder(FileCheckpoint(tmp_path / "runs"))
+        store = DatabaseTaskStore(engine)
+        async with serving(lambda port: a2a_app(before, port=port, task_store=store)) as base:
+            client = await create_client(base, ClientConfig(streaming=False))
+            try:
+                (event,) = await _events(client, _message("refund me"))
+            finally:
+                await client.close()
+        task_id = event.task.id
+        assert event.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        # a new process: new agent object, new executor, the same database and checkpoints
+        after = _refunder(FileCheckpoint(tmp_path / "runs"))
+        again = DatabaseTaskStore(engine)
+        async with serving(lambda port: a2a_app(after, port=port, task_store=again)) as base:
+            client = await create_client(base, ClientConfig(streaming=False))
+            try:
+                (event,) = await _events(client, _reply(task_id, Part(text="approve")))
+            finally:
+                await client.close()
+        assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert event.task.artifacts[-1].parts[0].text == "done: refunded 5"
+        asked, answer = [m for m in event.task.history if m.role == Role.ROLE_AGENT], [
+            m for m in event.task.history if m.role == Role.ROLE_USER
+        ]
+        assert [m.parts[0].text for m in answer] == ["refund me", "approve"]
+        assert len(asked) == 1 and asked[0].parts[0].text.startswith("Approval needed")
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize("checkpointed", [True, False])
+async def test_paused_runs_kept_are_bounded(tmp_path: Path, checkpointed: bool) -> None:
+    from daimon.checkpoint.file import FileCheckpoint
+
+    agent = _refunder(FileCheckpoint(tmp_path) if checkpointed else None)
+    async with serving(lambda port: a2a_app(agent, port=port, max_paused=1)) as base:
+        client = await create_client(base, ClientConfig(streaming=False))
+        try:
+            (first,) = await _events(client, _message("refund me"))
+            (second,) = await _events(client, _message("refund me too"))  # the first is forgotten
+            (event,) = await _events(client, _reply(first.task.id, Part(text="approve")))
+            if checkpointed:  # resumed from the agent's checkpoint
+                assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
+                assert event.task.artifacts[-1].parts[0].text == "done: refunded 5"
+            else:  # failed, saying why: nothing runs unapproved, nothing runs twice
+                assert event.task.status.state == TaskState.TASK_STATE_FAILED
+                assert "is no longer kept" in event.task.status.message.parts[0].text
+            (event,) = await _events(client, _reply(second.task.id, Part(text="approve")))
+            assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
+        finally:
+            await client.close()
+    with pytest.raises(BuilderError, match="max_paused"):
+        a2a_app(agent, max_paused=-1)

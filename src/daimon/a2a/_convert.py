@@ -34,8 +34,8 @@ from daimon.core.tools import ToolSpec
 __all__ = (
     "TEXT_DELTA_METADATA",
     "agent_card_for",
-    "interfaces_for",
     "artifacts_text",
+    "interfaces_for",
     "is_text_delta",
     "message_text",
     "parts_text",
