@@ -567,3 +567,27 @@ async def test_paused_runs_kept_are_bounded(tmp_path: Path, checkpointed: bool) 
             await client.close()
     with pytest.raises(BuilderError, match="max_paused"):
         a2a_app(agent, max_paused=-1)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"messageId": "m", "role": "ROLE_USER", "parts": []},  # no parts
+        {"role": "ROLE_USER", "parts": [{"text": "x"}]},  # no id
+        {"messageId": "m", "role": "ROLE_NOPE", "parts": [{"text": "x"}]},  # no such role
+        "hello",  # not a message at all
+    ],
+)
+async def test_a_malformed_message_is_invalid_params_and_no_task_is_made(message: Any) -> None:
+    agent = counting_agent()
+    async with (
+        serving(lambda port: a2a_app(agent, port=port)) as base,
+        httpx.AsyncClient(headers={"A2A-Version": "1.0"}) as http,
+    ):
+        body = {"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {"message": message}}
+        assert (await http.post(f"{base}/", json=body)).json()["error"]["code"] == -32602
+        rest = await http.post(f"{base}/message:send", json={"message": message})
+        assert rest.status_code == 400
+        assert rest.json()["error"]["status"] == "INVALID_ARGUMENT"
+        listed = await http.get(f"{base}/tasks")
+        assert listed.json().get("tasks", []) == []
