@@ -535,9 +535,10 @@ async def test_a_paused_run_survives_a_restart_with_a_database_task_store_and_a_
                 await client.close()
         assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
         assert event.task.artifacts[-1].parts[0].text == "done: refunded 5"
-        asked, answer = [m for m in event.task.history if m.role == Role.ROLE_AGENT], [
-            m for m in event.task.history if m.role == Role.ROLE_USER
-        ]
+        asked, answer = (
+            [m for m in event.task.history if m.role == Role.ROLE_AGENT],
+            [m for m in event.task.history if m.role == Role.ROLE_USER],
+        )
         assert [m.parts[0].text for m in answer] == ["refund me", "approve"]
         assert len(asked) == 1 and asked[0].parts[0].text.startswith("Approval needed")
     finally:
