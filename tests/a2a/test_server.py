@@ -592,3 +592,23 @@ async def test_a_malformed_message_is_invalid_params_and_no_task_is_made(message
         assert rest.json()["error"]["status"] == "INVALID_ARGUMENT"
         listed = await http.get(f"{base}/tasks")
         assert listed.json().get("tasks", []) == []
+
+
+async def test_the_extended_card_lists_the_tools_that_need_approval() -> None:
+    from a2a.types import GetExtendedAgentCardRequest
+
+    agent = _refunder()
+    async with (
+        serving(lambda port: a2a_app(agent, port=port, token="card-secret")) as base,
+        httpx.AsyncClient(headers={"authorization": "Bearer card-secret"}) as http,
+    ):
+        public = (await http.get(base + CARD_PATH)).json()
+        client = await create_client(base, ClientConfig(httpx_client=http))
+        try:
+            extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+        finally:
+            await client.close()
+        anonymous = await http.get(f"{base}/extendedAgentCard", headers={"authorization": ""})
+    assert [s["id"] for s in public["skills"]] == ["refunder"]  # the public card leaves it out
+    assert [s.id for s in extended.skills] == ["refunder", "tool:refund"]
+    assert anonymous.status_code == 401  # behind the gate: only callers with the token

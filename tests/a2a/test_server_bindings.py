@@ -334,3 +334,45 @@ async def test_daimon_to_daimon_over_each_binding_and_version(binding: str, vers
         assert answer.text == "Hello, you said: hi"
         deltas = [e.text async for e in remote.prompt_stream("again") if hasattr(e, "text")]
         assert deltas == ["Hello, ", "you said: again"]
+
+
+@pytest.mark.parametrize(("binding", "version"), COMBINATIONS)
+async def test_push_configs_and_the_extended_card(binding: str, version: str) -> None:
+    from a2a.types import (
+        DeleteTaskPushNotificationConfigRequest,
+        GetTaskPushNotificationConfigRequest,
+        ListTaskPushNotificationConfigsRequest,
+        TaskPushNotificationConfig,
+    )
+
+    async with (
+        everywhere(streaming_agent()) as (_, card),
+        sdk_client(card, binding, version, streaming=False) as client,
+    ):
+        (event,) = await _events(client, _message("hi"))
+        task_id = event.task.id
+        config = TaskPushNotificationConfig(
+            task_id=task_id, id="hook-1", url="https://example.org/hook", token="t"
+        )
+        made = await client.create_task_push_notification_config(config)
+        assert (made.id, made.url) == ("hook-1", "https://example.org/hook")
+        got = await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task_id, id="hook-1")
+        )
+        assert got.token == "t"
+        # the SDK's 0.3 REST client has neither list nor delete
+        can_list = (binding, version) != ("HTTP+JSON", "0.3")
+        if can_list:
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task_id)
+            )
+            assert [c.id for c in listed.configs] == ["hook-1"]
+            await client.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="hook-1")
+            )
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task_id)
+            )
+            assert list(listed.configs) == []
+        extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+        assert extended.name == "echo"
