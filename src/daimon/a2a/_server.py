@@ -137,6 +137,9 @@ __all__ = ("DaimonAgentExecutor", "a2a_app", "agent_card", "serve_a2a")
 _SESSION_PREFIX = "a2a:"
 _CONTEXT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=~-]{0,251}")
 _SHOWN_CHARS = 40
+_IDLE_PAUSED_SECONDS = 300.0
+"""After this long waiting for input, the SDK lets go of a task's in-memory state (a follow-up
+recreates it from the task store): the SDK keeps it forever by default."""
 DEFAULT_MAX_PAUSED = 1000
 """How many runs waiting for approval a server keeps in memory by default."""
 _TRACE_KEYS = ("traceparent", "tracestate", "baggage")  # W3C trace context and baggage headers
@@ -555,6 +558,7 @@ def _service(
         extended_agent_card=agent_card(agent, **card_args, extended=True),
         push_url_validator=webhook_check(exposed),
         validate_input_modes=True,
+        interrupted_task_timeout=_IDLE_PAUSED_SECONDS,
     )
     return _Service(card, handler, webhooks)
 
