@@ -167,6 +167,41 @@ async def test_a_daimon_agent_s_trace_continues_in_a_daimon_a2a_server(
         assert headers["baggage"] == "tenant=acme"
 
 
+async def test_a_daimon_agent_s_trace_continues_over_grpc(spans: Spans, tenant: None) -> None:
+    pytest.importorskip("grpc", reason="needs the grpc extra")
+    from daimon.a2a import serve_a2a
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    port, grpc_port = ports
+    server = asyncio.create_task(serve_a2a(_served(spans), port=port, grpc_port=grpc_port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient() as http:
+            for _ in range(400):
+                with contextlib.suppress(httpx.TransportError):
+                    await http.get(f"{base}/.well-known/agent-card.json")
+                    break
+                await asyncio.sleep(0.05)
+        async with RemoteA2AAgent(base, name="inner", bindings=["GRPC"]) as remote:
+            assert remote.interface is not None and remote.interface.protocol_binding == "GRPC"
+            response = await _caller(spans, remote).prompt("go")
+    finally:
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server
+
+    assert json.loads(response.text)["tenant"] == "acme"  # the baggage crossed in the metadata
+    run, asked = spans.one("invoke_agent caller"), spans.one("execute_tool inner")
+    inner = spans.one("invoke_agent inner")
+    assert _is_child(inner, run.context.trace_id, asked.context.span_id)
+    assert inner.parent is not None and inner.parent.is_remote  # it came over the wire
+    assert spans.roots() == [run]
+
+
 async def test_trace_headers_the_caller_set_are_sent_as_they_are(spans: Spans) -> None:
     log: HeaderLog | None = None
 

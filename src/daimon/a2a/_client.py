@@ -632,7 +632,7 @@ def _channels(url: str, token: str | None, headers: Mapping[str, str]) -> Callab
         metadata = [(k.lower(), v) for k, v in headers.items()]
         if token is not None and own_host:
             metadata.append(("authorization", f"Bearer {token}"))
-        interceptors = _grpc_metadata(metadata) if metadata else None
+        interceptors = _grpc_metadata(metadata)
         if urlsplit(url).scheme == "https":
             credentials = grpc.ssl_channel_credentials()
             return aio.secure_channel(where, credentials, interceptors=interceptors)
@@ -642,15 +642,22 @@ def _channels(url: str, token: str | None, headers: Mapping[str, str]) -> Callab
 
 
 def _grpc_metadata(metadata: list[tuple[str, str]]) -> list[Any]:
-    """grpc.aio client interceptors adding ``metadata`` to every call, unary and streamed.
+    """grpc.aio client interceptors adding ``metadata`` and the trace context to every call.
 
-    Two objects: grpc.aio files each interceptor under one kind of call only.
+    The trace context is the current W3C one (``traceparent``, ``tracestate``, ``baggage``),
+    read per call, when tracing. Two objects: grpc.aio files each interceptor under one kind
+    of call only.
     """
     aio = require("grpc.aio", extra="grpc")
 
     def with_metadata(details: Any) -> Any:
-        given = list(details.metadata or ())
-        return details._replace(metadata=[*given, *metadata])
+        given = [*(details.metadata or ()), *metadata]
+        keys = {str(k).lower() for k, _ in given}
+        # the sending run's trace context, read per call (the channel lives across runs)
+        traced = inject_trace_context({})
+        own = "traceparent" not in keys  # a caller's traceparent goes with its own tracestate
+        given += [(k, v) for k, v in traced.items() if k not in keys and (own or k == "baggage")]
+        return details._replace(metadata=given)
 
     unary: Any = aio.UnaryUnaryClientInterceptor  # grpc has no type hints
     stream: Any = aio.UnaryStreamClientInterceptor

@@ -56,9 +56,10 @@ against DNS rebinding, request bodies bounded (``max_body_bytes``); refusals are
 The card declares the bearer scheme (``securitySchemes`` and ``security``) when a token is set,
 and the gate enforces it on every binding (gRPC: the ``authorization`` metadata).
 
-Each request continues the caller's trace: the W3C trace context of its HTTP headers
-(``traceparent``, ``tracestate``, ``baggage``; sent by :class:`~daimon.a2a.RemoteA2AAgent`) is
-attached while the request is handled, its streamed response included. The spans a2a-sdk makes
+Each request continues the caller's trace: the W3C trace context of its HTTP headers or gRPC
+metadata (``traceparent``, ``tracestate``, ``baggage``; sent by
+:class:`~daimon.a2a.RemoteA2AAgent`) is attached while the request is handled, its streamed
+response included. The spans a2a-sdk makes
 (given a global tracer provider; the SDK neither sends nor reads trace context itself) and the
 run's own (an instrumented agent's ``invoke_agent``) are all in the caller's trace. Without
 OpenTelemetry set up this costs nothing, and a malformed ``traceparent`` only means a new trace.
@@ -371,19 +372,30 @@ class _Answer:
 
 
 def _caller_trace(call: ServerCallContext | None) -> contextlib.AbstractContextManager[None]:
-    """Continue the trace (and baggage) the request's HTTP headers carry.
+    """Continue the trace (and baggage) the request's HTTP headers or gRPC metadata carry.
 
     The SDK's routes keep the headers in ``call.state["headers"]``. In :func:`a2a_app` the
     middleware in front has already attached that trace (the SDK's spans are in it), so the
     current span stays the run's parent and only the baggage is taken again; this extraction
-    serves request handlers of your own.
+    serves gRPC (the SDK keeps the call's context in ``call.state["grpc_context"]``) and
+    request handlers of your own.
     """
     headers = call.state.get("headers") if call is not None else None
+    if not isinstance(headers, Mapping) and call is not None:
+        headers = _grpc_metadata(call.state.get("grpc_context"))
     if not isinstance(headers, Mapping):
         return contextlib.nullcontext()
     lowered = {str(key).lower(): value for key, value in headers.items()}
     carrier = {key: lowered[key] for key in _TRACE_KEYS if isinstance(lowered.get(key), str)}
     return join_trace(carrier)
+
+
+def _grpc_metadata(grpc_context: Any) -> dict[str, str] | None:
+    """A gRPC call's text metadata, by lowercase key; ``None`` without a gRPC call."""
+    read = getattr(grpc_context, "invocation_metadata", None)
+    if read is None:
+        return None
+    return {str(k).lower(): v for k, v in (read() or ()) if isinstance(v, str)}
 
 
 _PAUSED_RUN = "daimon_paused_run"
