@@ -39,11 +39,13 @@ class Gate:
     def __init__(self) -> None:
         self.entered = asyncio.Event()
         self.cancelled = asyncio.Event()
+        self.go = asyncio.Event()
+        """Set it to let the held call go on (it waits at most 60 s)."""
 
 
 def streaming_agent(name: str = "echo", gate: Gate | None = None) -> Agent:
-    """Streams ``Hello, `` then ``you said: <prompt>``; with ``gate`` it first waits forever;
-    prompts starting with ``fail`` raise."""
+    """Streams ``Hello, `` then ``you said: <prompt>``; with ``gate`` it first waits for
+    ``gate.go``; prompts starting with ``fail`` raise."""
 
     async def stream(request: ChatRequest) -> AsyncIterator[str]:
         text = request.messages[-1].text
@@ -52,7 +54,7 @@ def streaming_agent(name: str = "echo", gate: Gate | None = None) -> Agent:
         if gate is not None:
             gate.entered.set()
             try:
-                await asyncio.sleep(60)
+                await asyncio.wait_for(gate.go.wait(), 60)
             except asyncio.CancelledError:
                 gate.cancelled.set()
                 raise

@@ -13,7 +13,11 @@ from a2a.helpers import new_task_from_user_message, new_text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import (
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part, Role
 from starlette.applications import Starlette
@@ -60,15 +64,18 @@ class Executor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-def build(port: int, executor: Executor | None = None) -> Starlette:
+def build(port: int, executor: Executor | None = None, version: str = "1.0") -> Starlette:
+    """The agent's app; at ``version`` "0.3" its card and routes are A2A 0.3's (the SDK's
+    compatibility layer), its card naming JSON-RPC and HTTP+JSON."""
     card = AgentCard(
         name="SDK Agent",
         description="Written with the a2a-sdk alone.",
         version="1.0",
         supported_interfaces=[
             AgentInterface(
-                url=f"http://127.0.0.1:{port}/", protocol_binding="JSONRPC", protocol_version="1.0"
+                url=f"http://127.0.0.1:{port}/", protocol_binding=binding, protocol_version=version
             )
+            for binding in ("JSONRPC", "HTTP+JSON")
         ],
         capabilities=AgentCapabilities(streaming=True),
         default_input_modes=["text/plain"],
@@ -76,4 +83,10 @@ def build(port: int, executor: Executor | None = None) -> Starlette:
         skills=[AgentSkill(id="echo", name="echo", description="Echoes.", tags=["echo"])],
     )
     handler = DefaultRequestHandler(executor or Executor(), InMemoryTaskStore(), card)
-    return Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")])
+    legacy = version != "1.0"
+    routes = [
+        *create_agent_card_routes(card),
+        *create_jsonrpc_routes(handler, "/", enable_v0_3_compat=legacy),
+        *create_rest_routes(handler, enable_v0_3_compat=legacy),
+    ]
+    return Starlette(routes=routes)

@@ -76,6 +76,34 @@ async def test_against_the_sdk_server(streaming: bool) -> None:
             await remote.prompt("fail")
 
 
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_it_speaks_the_binding_and_version_the_sdk_server_offers(
+    binding: str, version: str
+) -> None:
+    sdk = _sdk()
+    async with (
+        serving(lambda port: sdk.build(port, version=version)) as base,
+        RemoteA2AAgent(base, bindings=[binding]) as remote,
+    ):
+        assert remote.interface is not None
+        assert (remote.interface.protocol_binding, remote.interface.protocol_version) == (
+            binding,
+            version,
+        )
+        deltas, answer = await _collect(remote, "hi")
+        assert (deltas, answer) == (["sdk ", "says: ", "hi"], "sdk says: hi")
+        with pytest.raises(AgentRunError, match="failed: no can do"):
+            await remote.prompt("fail")
+
+
+async def test_a_card_offering_no_binding_it_speaks_is_a_clear_error() -> None:
+    sdk = _sdk()
+    async with serving(lambda port: sdk.build(port)) as base:
+        with pytest.raises(AgentRunError, match=r"offers \[.HTTP\+JSON 1.0., .JSONRPC 1.0.\]"):
+            await RemoteA2AAgent(base, bindings=["GRPC-WEB"]).connect()
+
+
 async def _raw_stream(card: Any, text: str) -> list[Any]:
     """What the SDK's own client receives for ``text``: the stream's items, unread."""
     from a2a.client import ClientConfig, ClientFactory

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -82,10 +83,16 @@ async def test_the_card_is_at_the_well_known_path() -> None:
         card = (await http.get(base + CARD_PATH)).json()
     assert card["name"] == "echo"
     assert card["capabilities"]["streaming"] is True
-    (interface,) = card["supportedInterfaces"]
-    assert interface["url"] == f"{base}/"
-    assert interface["protocolBinding"] == "JSONRPC"
-    assert interface["protocolVersion"] == "1.0"
+    offered = [
+        (i["url"], i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]
+    ]
+    assert offered == [
+        (f"{base}/", "JSONRPC", "1.0"),
+        (f"{base}/", "HTTP+JSON", "1.0"),
+        (f"{base}/", "JSONRPC", "0.3"),
+        (f"{base}/", "HTTP+JSON", "0.3"),
+    ]
+    assert card["capabilities"]["extendedAgentCard"] is True
     assert card["defaultInputModes"] == ["text/plain"]
 
 
@@ -97,23 +104,30 @@ async def test_the_sdk_client_streams_gets_and_completes_tasks() -> None:
             events = await _events(client, _message("hi"))
             kinds = [e.WhichOneof("payload") for e in events]
             assert kinds[0] == "task" and kinds[-1] == "status_update"
-            deltas = [
-                e.status_update.status.message.parts[0].text
+            chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
+            # the text as it streamed, then the whole answer replacing the pieces
+            assert [(c.artifact.parts[0].text, c.append) for c in chunks] == [
+                ("Hello, ", False),
+                ("you said: hi", True),
+                ("Hello, you said: hi", False),
+            ]
+            assert {c.artifact.name for c in chunks} == {"answer"}
+            assert len({c.artifact.artifact_id for c in chunks}) == 1
+            assert chunks[-1].last_chunk and not chunks[0].last_chunk
+            working = [
+                e.status_update.status
                 for e in events
                 if e.HasField("status_update")
                 and e.status_update.status.state == TaskState.TASK_STATE_WORKING
-                and e.status_update.status.HasField("message")
             ]
-            assert deltas == ["Hello, ", "you said: hi"]  # the text, as it streamed
-            (answer,) = [
-                e.artifact_update.artifact for e in events if e.HasField("artifact_update")
-            ]
-            assert (answer.name, answer.parts[0].text) == ("answer", "Hello, you said: hi")
+            assert not any(status.HasField("message") for status in working)
             assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
             task = await client.get_task(GetTaskRequest(id=events[0].task.id))
             assert task.status.state == TaskState.TASK_STATE_COMPLETED
-            assert task.artifacts[0].parts[0].text == "Hello, you said: hi"
+            (answer,) = task.artifacts
+            assert [p.text for p in answer.parts] == ["Hello, you said: hi"]
+            assert [m.parts[0].text for m in task.history] == ["hi"]  # whole messages only
         finally:
             await client.close()
 
@@ -370,7 +384,7 @@ async def test_the_executor_with_a_handler_of_your_own_rejects_a_malformed_conte
 # ------------------------------------------------------------------------------ promptables
 
 
-def _refunder() -> Agent:
+def _refunder(checkpoint: Any = None) -> Agent:
     """Calls ``refund`` (it needs a person's approval), then answers with its result."""
 
     @tool(requires_approval=True)
@@ -384,7 +398,7 @@ def _refunder() -> Agent:
             return ChatResponse.reply(f"done: {last.text}")
         return ChatResponse.tool_use(ToolCall(id="r1", name="refund", arguments={"amount": 5}))
 
-    return Agent(FunctionModel(model), name="refunder", tools=[refund])
+    return Agent(FunctionModel(model), name="refunder", tools=[refund], checkpoint=checkpoint)
 
 
 def _reply(task_id: str, *parts: Part) -> SendMessageRequest:
@@ -487,3 +501,114 @@ async def test_a_network_and_a_workflow_are_served_and_a_pause_they_cannot_resum
             )
         finally:
             await client.close()
+
+
+async def test_a_paused_run_survives_a_restart_with_a_database_task_store_and_a_checkpoint(
+    tmp_path: Path,
+) -> None:
+    from a2a.server.tasks import DatabaseTaskStore
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from daimon.checkpoint.file import FileCheckpoint
+
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'tasks.db'}")
+    try:
+        # the first server: the run pauses, the task waits for the user
+        before = _refunder(FileCheckpoint(tmp_path / "runs"))
+        store = DatabaseTaskStore(engine)
+        async with serving(lambda port: a2a_app(before, port=port, task_store=store)) as base:
+            client = await create_client(base, ClientConfig(streaming=False))
+            try:
+                (event,) = await _events(client, _message("refund me"))
+            finally:
+                await client.close()
+        task_id = event.task.id
+        assert event.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        # a new process: new agent object, new executor, the same database and checkpoints
+        after = _refunder(FileCheckpoint(tmp_path / "runs"))
+        again = DatabaseTaskStore(engine)
+        async with serving(lambda port: a2a_app(after, port=port, task_store=again)) as base:
+            client = await create_client(base, ClientConfig(streaming=False))
+            try:
+                (event,) = await _events(client, _reply(task_id, Part(text="approve")))
+            finally:
+                await client.close()
+        assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert event.task.artifacts[-1].parts[0].text == "done: refunded 5"
+        asked, answer = (
+            [m for m in event.task.history if m.role == Role.ROLE_AGENT],
+            [m for m in event.task.history if m.role == Role.ROLE_USER],
+        )
+        assert [m.parts[0].text for m in answer] == ["refund me", "approve"]
+        assert len(asked) == 1 and asked[0].parts[0].text.startswith("Approval needed")
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.parametrize("checkpointed", [True, False])
+async def test_paused_runs_kept_are_bounded(tmp_path: Path, checkpointed: bool) -> None:
+    from daimon.checkpoint.file import FileCheckpoint
+
+    agent = _refunder(FileCheckpoint(tmp_path) if checkpointed else None)
+    async with serving(lambda port: a2a_app(agent, port=port, max_paused=1)) as base:
+        client = await create_client(base, ClientConfig(streaming=False))
+        try:
+            (first,) = await _events(client, _message("refund me"))
+            (second,) = await _events(client, _message("refund me too"))  # the first is forgotten
+            (event,) = await _events(client, _reply(first.task.id, Part(text="approve")))
+            if checkpointed:  # resumed from the agent's checkpoint
+                assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
+                assert event.task.artifacts[-1].parts[0].text == "done: refunded 5"
+            else:  # failed, saying why: nothing runs unapproved, nothing runs twice
+                assert event.task.status.state == TaskState.TASK_STATE_FAILED
+                assert "is no longer kept" in event.task.status.message.parts[0].text
+            (event,) = await _events(client, _reply(second.task.id, Part(text="approve")))
+            assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
+        finally:
+            await client.close()
+    with pytest.raises(BuilderError, match="max_paused"):
+        a2a_app(agent, max_paused=-1)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"messageId": "m", "role": "ROLE_USER", "parts": []},  # no parts
+        {"role": "ROLE_USER", "parts": [{"text": "x"}]},  # no id
+        {"messageId": "m", "role": "ROLE_NOPE", "parts": [{"text": "x"}]},  # no such role
+        "hello",  # not a message at all
+    ],
+)
+async def test_a_malformed_message_is_invalid_params_and_no_task_is_made(message: Any) -> None:
+    agent = counting_agent()
+    async with (
+        serving(lambda port: a2a_app(agent, port=port)) as base,
+        httpx.AsyncClient(headers={"A2A-Version": "1.0"}) as http,
+    ):
+        body = {"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {"message": message}}
+        assert (await http.post(f"{base}/", json=body)).json()["error"]["code"] == -32602
+        rest = await http.post(f"{base}/message:send", json={"message": message})
+        assert rest.status_code == 400
+        assert rest.json()["error"]["status"] == "INVALID_ARGUMENT"
+        listed = await http.get(f"{base}/tasks")
+        assert listed.json().get("tasks", []) == []
+
+
+async def test_the_extended_card_lists_the_tools_that_need_approval() -> None:
+    from a2a.types import GetExtendedAgentCardRequest
+
+    agent = _refunder()
+    async with (
+        serving(lambda port: a2a_app(agent, port=port, token="card-secret")) as base,
+        httpx.AsyncClient(headers={"authorization": "Bearer card-secret"}) as http,
+    ):
+        public = (await http.get(base + CARD_PATH)).json()
+        client = await create_client(base, ClientConfig(httpx_client=http))
+        try:
+            extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+        finally:
+            await client.close()
+        anonymous = await http.get(f"{base}/extendedAgentCard", headers={"authorization": ""})
+    assert [s["id"] for s in public["skills"]] == ["refunder"]  # the public card leaves it out
+    assert [s.id for s in extended.skills] == ["refunder", "tool:refund"]
+    assert anonymous.status_code == 401  # behind the gate: only callers with the token

@@ -167,6 +167,41 @@ async def test_a_daimon_agent_s_trace_continues_in_a_daimon_a2a_server(
         assert headers["baggage"] == "tenant=acme"
 
 
+async def test_a_daimon_agent_s_trace_continues_over_grpc(spans: Spans, tenant: None) -> None:
+    pytest.importorskip("grpc", reason="needs the grpc extra")
+    from daimon.a2a import serve_a2a
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    port, grpc_port = ports
+    server = asyncio.create_task(serve_a2a(_served(spans), port=port, grpc_port=grpc_port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient() as http:
+            for _ in range(400):
+                with contextlib.suppress(httpx.TransportError):
+                    await http.get(f"{base}/.well-known/agent-card.json")
+                    break
+                await asyncio.sleep(0.05)
+        async with RemoteA2AAgent(base, name="inner", bindings=["GRPC"]) as remote:
+            assert remote.interface is not None and remote.interface.protocol_binding == "GRPC"
+            response = await _caller(spans, remote).prompt("go")
+    finally:
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server
+
+    assert json.loads(response.text)["tenant"] == "acme"  # the baggage crossed in the metadata
+    run, asked = spans.one("invoke_agent caller"), spans.one("execute_tool inner")
+    inner = spans.one("invoke_agent inner")
+    assert _is_child(inner, run.context.trace_id, asked.context.span_id)
+    assert inner.parent is not None and inner.parent.is_remote  # it came over the wire
+    assert spans.roots() == [run]
+
+
 async def test_trace_headers_the_caller_set_are_sent_as_they_are(spans: Spans) -> None:
     log: HeaderLog | None = None
 
@@ -359,6 +394,12 @@ def _chain(record: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> list[dic
     return chain
 
 
+def _request_spans(spans_file: Path) -> list[dict[str, Any]]:
+    """The spans of the requests: without the request handler's ``aclose``, which the server
+    calls as it shuts down (in no request, so in a trace of its own)."""
+    return [r for r in _records(spans_file) if not r["name"].endswith("RequestHandlerV2.aclose")]
+
+
 async def test_the_sdk_s_own_server_spans_join_the_caller_s_trace(tmp_path: Path) -> None:
     """Blocking and streaming: every server span, the SDK's first, continues the caller's."""
     spans_file = tmp_path / "spans.jsonl"
@@ -369,7 +410,7 @@ async def test_the_sdk_s_own_server_spans_join_the_caller_s_trace(tmp_path: Path
             state, answer = await _ask_with_sdk(base, headers, streaming)
             assert (state, answer) == (TaskState.TASK_STATE_COMPLETED, "done")
 
-    records = _records(spans_file)
+    records = _request_spans(spans_file)
     by_id = {r["span_id"]: r for r in records}
     assert {r["trace_id"] for r in records} == {REMOTE_TRACE}  # no trace of its own
     tops = {r["parent_id"] for r in records if r["parent_id"] not in by_id}
@@ -396,7 +437,7 @@ async def test_the_sdk_s_spans_start_a_new_trace_without_a_valid_traceparent(
             state, answer = await _ask_with_sdk(base, headers, False)
             assert (state, answer) == (TaskState.TASK_STATE_COMPLETED, "done")
 
-    records = _records(spans_file)
+    records = _request_spans(spans_file)
     by_id = {r["span_id"]: r for r in records}
     roots = [r for r in records if r["parent_id"] is None]
     assert all(r["parent_id"] in by_id for r in records if r["parent_id"] is not None)

@@ -6,9 +6,10 @@ from daimon.a2a import _sdk  # noqa: F401  # isort: skip - first: names the extr
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import uuid
-from collections.abc import AsyncIterator, Generator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urljoin, urlsplit
@@ -18,6 +19,7 @@ from a2a.client import Client, ClientConfig, ClientFactory
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types import (
     AgentCard,
+    AgentInterface,
     Artifact,
     CancelTaskRequest,
     GetTaskRequest,
@@ -31,7 +33,7 @@ from a2a.types import (
     TaskState,
     TaskStatus,
 )
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 
 from daimon.a2a._convert import is_text_delta, message_text, parts_text, tool_name
 from daimon.core.cancel import CancelToken
@@ -39,6 +41,7 @@ from daimon.core.errors import AgentRunError, BuilderError, RunCancelled
 from daimon.core.errors import TimeoutError as DaimonTimeoutError
 from daimon.core.events import Done, StreamEvent, TextDelta
 from daimon.core.messages import Message as ChatMessage
+from daimon.core.optional import require
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
 from daimon.kit.lifecycle import AsyncClosing
@@ -67,7 +70,7 @@ _STOPPED = object()  # queued when the caller's cancel token fires
 
 
 class RemoteA2AAgent(AsyncClosing):
-    """An agent on another server, spoken to over A2A (JSON-RPC, streaming over SSE).
+    """An agent on another server, spoken to over A2A: JSON-RPC, HTTP+JSON or gRPC, 1.0 or 0.3.
 
     It is a daimon tool (``Agent(model, tools=[remote])``: the model asks it with a ``prompt``
     argument and reads its answer; any failure is an error result) and it answers ``prompt`` and
@@ -79,7 +82,12 @@ class RemoteA2AAgent(AsyncClosing):
             agent = Agent(model, tools=[remote])
 
     The agent card is read on :meth:`connect` (or on first use): only ``http(s)`` URLs, no
-    redirects followed, at most 1 MiB. The token is sent only to the card URL's origin, never to
+    redirects followed, at most 1 MiB. The card decides how to speak: the first of its
+    interfaces whose binding this client speaks, at the best protocol version the card offers for
+    that binding (1.0, else 0.3; a 0.3 card, with ``url`` and ``preferredTransport``, is read as
+    0.3). :attr:`interface` says which was chosen; :attr:`client` is the SDK's client, for the
+    operations beyond prompting (get, list, cancel and resubscribe to tasks, push-notification
+    configs, the extended card). The token is sent only to the card URL's origin, never to
     another host a card might name.
 
     Every request carries the sending run's W3C trace context (``traceparent``, ``tracestate``,
@@ -94,6 +102,11 @@ class RemoteA2AAgent(AsyncClosing):
         headers: More HTTP headers for every request.
         timeout: Seconds one prompt may take, end to end.
         streaming: Stream when the card says the agent can.
+        bindings: The protocol bindings to use, in order of preference (``"JSONRPC"``,
+            ``"HTTP+JSON"``, ``"GRPC"``). By default the first interface of the card that this
+            client speaks (gRPC only when ``grpcio`` is installed).
+        versions: The A2A protocol versions to speak (``"1.0"``, ``"0.3"``), in order of
+            preference; by default the best the card offers (1.0, else 0.3).
         session_id: As a tool, keep one conversation with the remote agent across calls: a
             fixed id, or a function of the calling run's context returning one (or ``None``),
             sent as the A2A contextId (a daimon server keeps the context's turns in the
@@ -111,12 +124,15 @@ class RemoteA2AAgent(AsyncClosing):
         "_lock",
         "_name",
         "_session_id",
+        "bindings",
         "card",
         "headers",
+        "interface",
         "streaming",
         "timeout",
         "token",
         "url",
+        "versions",
     )
 
     def __init__(
@@ -130,6 +146,8 @@ class RemoteA2AAgent(AsyncClosing):
         timeout: float = 300.0,
         streaming: bool = True,
         session_id: SessionId = None,
+        bindings: Sequence[str] | None = None,
+        versions: Sequence[str] | None = None,
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -147,6 +165,10 @@ class RemoteA2AAgent(AsyncClosing):
         self.streaming = streaming
         self.card: AgentCard | None = None
         """The remote agent's card, once connected."""
+        self.bindings = tuple(bindings) if bindings is not None else None
+        self.versions = tuple(versions) if versions is not None else None
+        self.interface: AgentInterface | None = None
+        """The interface spoken to (binding, URL, protocol version), once connected."""
         self._name = tool_name(name) if name is not None else None
         self._description = description
         self._session_id = session_id
@@ -156,6 +178,17 @@ class RemoteA2AAgent(AsyncClosing):
 
     def __repr__(self) -> str:
         return f"RemoteA2AAgent({self.url!r})"
+
+    @property
+    def client(self) -> Client:
+        """The official SDK's client for the remote agent, once connected.
+
+        Raises:
+            BuilderError: Not connected yet.
+        """
+        if self._client is None:
+            raise BuilderError(f"RemoteA2AAgent({self.url!r}) is not connected: connect() first")
+        return self._client
 
     # ------------------------------------------------------------------------ the Tool protocol
 
@@ -235,8 +268,15 @@ class RemoteA2AAgent(AsyncClosing):
             )
             try:
                 card = await _fetch_card(http, self.url)
-                config = ClientConfig(streaming=self.streaming, httpx_client=http)
+                chosen = choose_interface(card, self.bindings, self.versions)
+                config = ClientConfig(
+                    streaming=self.streaming,
+                    httpx_client=http,
+                    supported_protocol_bindings=[chosen.protocol_binding],
+                    grpc_channel_factory=_channels(self.url, self.token, self.headers),
+                )
                 self._client = ClientFactory(config).create(card)
+                self.interface = chosen
             except BaseException:
                 await http.aclose()
                 raise
@@ -463,18 +503,22 @@ class _Exchange:
 
     def _take_artifact(self, update: TaskArtifactUpdateEvent) -> Generator[str]:
         self.task_id = update.task_id or self.task_id
-        known = self.artifacts.get(update.artifact.artifact_id)
+        artifact_id = update.artifact.artifact_id
+        known = self.artifacts.get(artifact_id)
+        before = parts_text(known.parts) if known is not None else ""
         if update.append and known is not None:
             known.parts.extend(update.artifact.parts)
-        else:
+        else:  # a new artifact, or one replacing the chunks sent before (a daimon server's)
             copy = Artifact()
             copy.CopyFrom(update.artifact)
-            self.artifacts[update.artifact.artifact_id] = copy
-        # Agents that stream their answer as artifact chunks; daimon streams status text and
-        # then sends the whole answer as an artifact, which must not be streamed twice.
-        text = parts_text(update.artifact.parts)
-        if text and not self.streamed:
-            yield text
+            self.artifacts[artifact_id] = copy
+        if self.streamed:  # an older daimon server: the text came as status messages
+            return
+        after = parts_text(self.artifacts[artifact_id].parts)
+        # Only text not streamed yet: a replacement that repeats the chunks adds nothing.
+        new = after[len(before) :] if after.startswith(before) else after
+        if new:
+            yield new
 
     def take_task(self, task: Task) -> None:
         """A full task snapshot replaces what was known."""
@@ -507,6 +551,128 @@ class _OriginBearer(httpx.Auth):
         if _origin(str(request.url)) == self._origin:
             request.headers["Authorization"] = self._value
         yield request
+
+
+def _grpc_available() -> bool:
+    return importlib.util.find_spec("grpc") is not None
+
+
+def choose_interface(
+    card: AgentCard,
+    bindings: Sequence[str] | None = None,
+    versions: Sequence[str] | None = None,
+) -> AgentInterface:
+    """The interface of ``card`` to speak to: binding, then the best protocol version of it.
+
+    With ``bindings``, the first of them the card offers; otherwise the first binding in the
+    card's own order that this client speaks. Of that binding's interfaces, 1.0 is preferred,
+    then the newest 0.x from 0.3, then one naming no version; with ``versions``, only those
+    (``"0.3"`` matches ``0.3.0``), in their order.
+
+    Raises:
+        AgentRunError: The card offers no binding this client speaks (or none asked for).
+    """
+    spoken = [TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value]
+    if _grpc_available():
+        spoken.append(TransportProtocol.GRPC.value)
+    offered = [i.protocol_binding for i in card.supported_interfaces]
+    wanted = [b for b in bindings if b in spoken] if bindings is not None else spoken
+    order = (
+        list(wanted) if bindings is not None else [b for b in dict.fromkeys(offered) if b in wanted]
+    )
+    for binding in order:
+        candidates = [i for i in card.supported_interfaces if i.protocol_binding == binding]
+        if versions is not None:
+            ranked = [i for v in versions for i in candidates if _same_version(i, v)]
+            candidates = ranked[:1]
+        if candidates:
+            return max(candidates, key=_version_rank)
+    shown = sorted(
+        {f"{i.protocol_binding} {i.protocol_version}" for i in card.supported_interfaces}
+    )
+    raise AgentRunError(
+        f"the agent card of {card.name!r} offers {shown or 'no interface'}; "
+        f"this client speaks {wanted or 'none of the bindings asked for'}"
+        + (f" at {list(versions)}" if versions is not None else "")
+        + ("" if _grpc_available() else " (gRPC needs the grpc extra)")
+    )
+
+
+def _same_version(interface: AgentInterface, version: str) -> bool:
+    """Whether ``interface`` speaks ``version`` (major and minor; ``0.3`` is ``0.3.0``)."""
+    return interface.protocol_version.split(".")[:2] == version.split(".")[:2]
+
+
+def _version_rank(interface: AgentInterface) -> tuple[int, int, int]:
+    """1.0 first, then newer 0.x versions from 0.3, then no version, then others."""
+    try:
+        major, minor, *_ = (int(p) for p in (interface.protocol_version or "x").split("."))
+    except ValueError:
+        return (1, 0, 0) if not interface.protocol_version else (0, 0, 0)
+    if (major, minor) == (1, 0):
+        return (3, 0, 0)
+    if major == 0 and minor >= 3:
+        return (2, minor, 0)
+    return (0, major, minor)
+
+
+def _channels(url: str, token: str | None, headers: Mapping[str, str]) -> Callable[[str], Any]:
+    """Makes the gRPC channel for a card's gRPC ``host:port``: TLS when the card URL is https.
+
+    The token goes to a gRPC endpoint on the card URL's host only (as over HTTP, never to
+    another host a card names).
+    """
+
+    def channel(target: str) -> Any:
+        grpc = require("grpc", extra="grpc")
+        aio = require("grpc.aio", extra="grpc")
+
+        where = target.split("://", 1)[-1].rstrip("/")
+        own_host = urlsplit(f"//{where}").hostname == urlsplit(url).hostname
+        metadata = [(k.lower(), v) for k, v in headers.items()]
+        if token is not None and own_host:
+            metadata.append(("authorization", f"Bearer {token}"))
+        interceptors = _grpc_metadata(metadata)
+        if urlsplit(url).scheme == "https":
+            credentials = grpc.ssl_channel_credentials()
+            return aio.secure_channel(where, credentials, interceptors=interceptors)
+        return aio.insecure_channel(where, interceptors=interceptors)
+
+    return channel
+
+
+def _grpc_metadata(metadata: list[tuple[str, str]]) -> list[Any]:
+    """grpc.aio client interceptors adding ``metadata`` and the trace context to every call.
+
+    The trace context is the current W3C one (``traceparent``, ``tracestate``, ``baggage``),
+    read per call, when tracing. Two objects: grpc.aio files each interceptor under one kind
+    of call only.
+    """
+    aio = require("grpc.aio", extra="grpc")
+
+    def with_metadata(details: Any) -> Any:
+        given = [*(details.metadata or ()), *metadata]
+        keys = {str(k).lower() for k, _ in given}
+        # the sending run's trace context, read per call (the channel lives across runs)
+        traced = inject_trace_context({})
+        own = "traceparent" not in keys  # a caller's traceparent goes with its own tracestate
+        given += [(k, v) for k, v in traced.items() if k not in keys and (own or k == "baggage")]
+        return details._replace(metadata=given)
+
+    unary: Any = aio.UnaryUnaryClientInterceptor  # grpc has no type hints
+    stream: Any = aio.UnaryStreamClientInterceptor
+
+    class _Unary(unary):  # type: ignore[misc]
+        async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            return await continuation(with_metadata(details), request)
+
+    class _Stream(stream):  # type: ignore[misc]
+        async def intercept_unary_stream(
+            self, continuation: Any, details: Any, request: Any
+        ) -> Any:
+            return await continuation(with_metadata(details), request)
+
+    return [_Unary(), _Stream()]
 
 
 async def _send_trace_context(request: httpx.Request) -> None:

@@ -23,7 +23,11 @@ from a2a.types import (
     StringList,
     Task,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
+from a2a.utils.constants import (
+    PROTOCOL_VERSION_0_3,
+    PROTOCOL_VERSION_CURRENT,
+    TransportProtocol,
+)
 
 from daimon.core.tools import ToolSpec
 
@@ -31,6 +35,7 @@ __all__ = (
     "TEXT_DELTA_METADATA",
     "agent_card_for",
     "artifacts_text",
+    "interfaces_for",
     "is_text_delta",
     "message_text",
     "parts_text",
@@ -97,16 +102,39 @@ def is_text_delta(message: Message) -> bool:
     return marker is not None and marker.string_value == value
 
 
+def interfaces_for(
+    url: str, *, grpc_url: str | None = None, legacy: bool = True
+) -> list[AgentInterface]:
+    """The interfaces a daimon server offers, best first: each binding at 1.0, then at 0.3.
+
+    JSON-RPC is at ``url``, HTTP+JSON (REST) under it, gRPC at ``grpc_url`` (``host:port``)
+    when given. A 1.0 client picks the 1.0 entry of a binding it speaks; a 0.3 client reads the
+    card's 0.3 fields (``url``, ``preferredTransport``, ``additionalInterfaces``), which the
+    SDK fills from the 0.3 entries.
+    """
+    bindings = [(TransportProtocol.JSONRPC, url), (TransportProtocol.HTTP_JSON, url)]
+    if grpc_url is not None:
+        bindings.append((TransportProtocol.GRPC, grpc_url))
+    versions = [PROTOCOL_VERSION_CURRENT, *([PROTOCOL_VERSION_0_3] if legacy else [])]
+    return [
+        AgentInterface(url=where, protocol_binding=binding.value, protocol_version=version)
+        for version in versions
+        for binding, where in bindings
+    ]
+
+
 def agent_card_for(
     *,
     name: str,
     description: str,
-    url: str,
+    interfaces: Iterable[AgentInterface],
     version: str,
     tools: Iterable[ToolSpec],
     bearer: bool,
+    push: bool = True,
+    extended: bool = True,
 ) -> AgentCard:
-    """The card of a served daimon agent: one JSON-RPC interface, text in and out, streaming."""
+    """The card of a served daimon agent: its interfaces, text in and out, streaming."""
     skills = [
         AgentSkill(
             id=name,
@@ -125,14 +153,10 @@ def agent_card_for(
         name=name,
         description=description,
         version=version,
-        supported_interfaces=[
-            AgentInterface(
-                url=url,
-                protocol_binding=TransportProtocol.JSONRPC.value,
-                protocol_version=PROTOCOL_VERSION_CURRENT,
-            )
-        ],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        supported_interfaces=list(interfaces),
+        capabilities=AgentCapabilities(
+            streaming=True, push_notifications=push, extended_agent_card=extended
+        ),
         default_input_modes=list(_TEXT),
         default_output_modes=list(_TEXT),
         skills=skills,

@@ -1,22 +1,35 @@
 """Serving a daimon agent as an A2A agent, with the official SDK's server pieces.
 
-The agent card is at ``/.well-known/agent-card.json``; JSON-RPC (``SendMessage``,
-``SendStreamingMessage`` over SSE, ``GetTask``, ``CancelTask``, ...) at ``/``. The SDK's
-``DefaultRequestHandler`` and ``InMemoryTaskStore`` keep the tasks.
+The agent card is at ``/.well-known/agent-card.json``. Three bindings share one request handler
+(the SDK's ``DefaultRequestHandler``) and so one set of tasks: JSON-RPC at ``/``, HTTP+JSON
+(REST: ``/message:send``, ``/tasks/{id}``, ...) beside it, and gRPC on a port of its own when
+:func:`serve_a2a` is given ``grpc_port``. Each speaks A2A 1.0 and, unless ``legacy=False``, 0.3
+(the SDK's compatibility layer tells them apart by the request); the card lists every binding
+at both versions, 1.0 first, and carries 0.3's own fields (``url``, ``preferredTransport``,
+``additionalInterfaces``) for 0.3 clients. Every operation is served: send and stream, get,
+list, cancel, subscribe to a running task, push-notification configs (see ``_push``) and the
+authenticated extended card (it also lists the tools that need approval). Errors are the spec's,
+with its codes: task not found, not cancelable, unsupported operation (e.g. subscribing to a
+finished task), content type not supported (a part whose media type the card does not take).
 
 Any :class:`~daimon.core.protocols.Promptable` is served (an agent, a supervisor, a handoff
 network, a flow). Each message is a run of it on the message's text, within the conversation its
-``contextId`` names. While it runs, the agent's text streams as ``working`` status updates (each
-carrying the new text); the final answer is the task's ``answer`` artifact, and the task ends
-``completed``, ``failed`` (with the error as its status message) or ``canceled``.
+``contextId`` names. The answer is one artifact, ``answer``: while the agent runs, each piece of
+its text is a chunk appended to it (``append``), and the last event carries the whole answer
+(``append`` false, ``lastChunk`` true), replacing the pieces, so the stored task holds it as one
+part. The task's history holds whole messages only (the user's, the approval questions). The
+task ends ``completed``, ``failed`` (with the error as its status message) or ``canceled``.
 
 Approvals: a run that pauses for a person's approval ends its turn ``input-required``, its status
 message naming each call waiting (a text part, and a data part ``{"approvals": [{"id", "tool",
-"arguments"}]}``). The task's next message decides them: a data part ``{"approvals": {"<id>":
-true|false}}``, or the text ``approve`` (approves them all; any other text rejects them all and
-tells the agent why); the run then resumes where it paused, in the same task. Paused runs are
-kept in the server's memory (a restart forgets them). A promptable that cannot resume (a handoff
-network, a flow: their agents' pauses raise) fails the task instead, naming the tools waiting.
+"arguments"}]}``; its metadata names the paused run). The task's next message decides them: a
+data part ``{"approvals": {"<id>": true|false}}``, or the text ``approve`` (approves them all;
+any other text rejects them all and tells the agent why); the run then resumes where it paused,
+in the same task. Paused runs are kept in the server's memory, at most ``max_paused`` (the
+oldest forgotten first); an agent with a ``checkpoint`` resumes a forgotten one, or one paused
+before a restart (with a persistent ``task_store``), from its checkpoint; otherwise such a task
+fails, saying why. A promptable that cannot resume (a handoff network, a flow: their agents'
+pauses raise) fails the task instead, naming the tools waiting.
 
 Conversations: the A2A context ``<contextId>`` is the daimon session ``a2a:<contextId>``, so the
 agent's memory carries the earlier turns of the context (a ``SlidingWindowMemory`` by default;
@@ -40,10 +53,13 @@ The HTTP gate is daimon's one gate, with the same rules as ``daimon.server`` and
 loopback by default, a bearer token required off loopback (every route but the agent card, which
 is public so that clients can discover how to authenticate), ``Host`` and ``Origin`` checked
 against DNS rebinding, request bodies bounded (``max_body_bytes``); refusals are plain text.
+The card declares the bearer scheme (``securitySchemes`` and ``security``) when a token is set,
+and the gate enforces it on every binding (gRPC: the ``authorization`` metadata).
 
-Each request continues the caller's trace: the W3C trace context of its HTTP headers
-(``traceparent``, ``tracestate``, ``baggage``; sent by :class:`~daimon.a2a.RemoteA2AAgent`) is
-attached while the request is handled, its streamed response included. The spans a2a-sdk makes
+Each request continues the caller's trace: the W3C trace context of its HTTP headers or gRPC
+metadata (``traceparent``, ``tracestate``, ``baggage``; sent by
+:class:`~daimon.a2a.RemoteA2AAgent`) is attached while the request is handled, its streamed
+response included. The spans a2a-sdk makes
 (given a global tracer provider; the SDK neither sends nor reads trace context itself) and the
 run's own (an instrumented agent's ``invoke_agent``) are all in the caller's trace. Without
 OpenTelemetry set up this costs nothing, and a malformed ``traceparent`` only means a new trace.
@@ -57,9 +73,14 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+import httpx
 from a2a.helpers import (
     get_data_parts,
     get_text_parts,
@@ -74,8 +95,18 @@ from a2a.server.agent_execution import (
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
+from a2a.server.routes import (
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
+from a2a.server.tasks import (
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    PushNotificationConfigStore,
+    TaskStore,
+    TaskUpdater,
+)
 from a2a.types import AgentCard, Message, Part, SendMessageRequest, Task, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from a2a.utils.errors import InvalidParamsError
@@ -88,8 +119,10 @@ from daimon._http_gate import (
     check_exposure,
     default_hosts,
     hosts_for,
+    is_loopback,
 )
-from daimon.a2a._convert import agent_card_for
+from daimon.a2a._convert import agent_card_for, interfaces_for
+from daimon.a2a._push import push_sender, webhook_check
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, BuilderError, DaimonError, RunCancelled
 from daimon.core.events import Done, TextDelta
@@ -102,10 +135,14 @@ from daimon.tools import ToolRegistry
 
 __all__ = ("DaimonAgentExecutor", "a2a_app", "agent_card", "serve_a2a")
 
-_TEXT_DELTA = {"daimon": "text_delta"}
 _SESSION_PREFIX = "a2a:"
 _CONTEXT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=~-]{0,251}")
 _SHOWN_CHARS = 40
+_IDLE_PAUSED_SECONDS = 300.0
+"""After this long waiting for input, the SDK lets go of a task's in-memory state (a follow-up
+recreates it from the task store): the SDK keeps it forever by default."""
+DEFAULT_MAX_PAUSED = 1000
+"""How many runs waiting for approval a server keeps in memory by default."""
 _TRACE_KEYS = ("traceparent", "tracestate", "baggage")  # W3C trace context and baggage headers
 
 
@@ -162,12 +199,18 @@ class DaimonAgentExecutor(AgentExecutor):
     """Runs a daimon agent (any promptable) for the A2A SDK's request handler: one run per message.
 
     Each run is in the session ``a2a:<contextId>`` of the task's context, so runs in one context
-    share the agent's memory (see this module's description).
+    share the agent's memory (see this module's description). Runs waiting for approval are kept
+    in memory, at most ``max_paused`` (the oldest forgotten first); an agent with a
+    ``checkpoint`` resumes one forgotten, or left by an earlier process, from its checkpoint (the
+    task's input-required message names the run).
     """
 
-    def __init__(self, agent: Promptable) -> None:
+    def __init__(self, agent: Promptable, *, max_paused: int = DEFAULT_MAX_PAUSED) -> None:
+        if not (isinstance(max_paused, int) and max_paused >= 0):
+            raise BuilderError(f"max_paused must be a whole number >= 0, got {max_paused!r}")
         self.agent = agent
-        self._paused: dict[str, AgentResponse] = {}
+        self.max_paused = max_paused
+        self._paused: OrderedDict[str, AgentResponse] = OrderedDict()
         """Runs waiting for approvals, by task id: the task's next message decides them."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -193,16 +236,17 @@ class DaimonAgentExecutor(AgentExecutor):
         except InvalidParamsError as exc:  # only reached with a request handler of your own
             await updater.reject(updater.new_agent_message([Part(text=f"Error: {exc.message}")]))
             return
+        waiting = self._waiting(task)
         await updater.start_work()
         cancel = CancelToken()
-        paused = self._paused.pop(task.id, None)
+        answer = _Answer(updater)
         try:
-            if paused is None:
-                response = await self._run(context.get_user_input(), session_id, cancel, updater)
+            if waiting is None:
+                response = await self._run(context.get_user_input(), session_id, cancel, answer)
             else:
-                response = await self._resume(paused, context.message, cancel)
+                response = await self._resume(*waiting, context.message, cancel)
             if response.paused and response.state is not None and isinstance(self.agent, Resumable):
-                self._paused[task.id] = response
+                self._keep(task.id, response)
                 await updater.requires_input(_approvals_asked(updater, response))
                 return
             response.require_finished("an A2A task")
@@ -218,18 +262,43 @@ class DaimonAgentExecutor(AgentExecutor):
         except Exception as exc:  # the client reads why in the failed status
             await updater.failed(updater.new_agent_message([Part(text=_failure(exc))]))
             return
-        await updater.add_artifact([Part(text=response.text)], name="answer", last_chunk=True)
+        await answer.whole(response.text)
         await updater.complete()
 
+    def _keep(self, task_id: str, response: AgentResponse) -> None:
+        self._paused[task_id] = response
+        while len(self._paused) > self.max_paused:
+            self._paused.popitem(last=False)
+
+    def _waiting(self, task: Task) -> tuple[AgentResponse | str, list[str]] | None:
+        """The paused run ``task`` waits on, and its pending approval ids; ``None`` if none.
+
+        Raises:
+            DaimonError: (through the task's failure) The task waits for approval but its run
+                is gone: forgotten (more than ``max_paused`` waiting) or left by a server that
+                stopped, and the agent has no checkpoint to resume it from.
+        """
+        kept = self._paused.pop(task.id, None)
+        if kept is not None:
+            return kept, [a.id for a in kept.pending_approvals]
+        asked = _asked(task)
+        if asked is None:
+            return None
+        run_id, pending = asked
+        if getattr(self.agent, "checkpoint", None) is not None and isinstance(
+            self.agent, Resumable
+        ):
+            return run_id, pending
+        return _Forgotten(run_id), pending
+
     async def _run(
-        self, text: str, session_id: str, cancel: CancelToken, updater: TaskUpdater
+        self, text: str, session_id: str, cancel: CancelToken, answer: _Answer
     ) -> AgentResponse:
         response: AgentResponse | None = None
         stream = self.agent.prompt_stream(text, session_id=session_id, cancel=cancel)
         async for event in stream:
             if type(event) is TextDelta and event.text:
-                message = updater.new_agent_message([Part(text=event.text)], _TEXT_DELTA)
-                await updater.update_status(TaskState.TASK_STATE_WORKING, message=message)
+                await answer.chunk(event.text)
             elif type(event) is Done:
                 response = event.response
         if response is None:  # pragma: no cover - an agent stream always ends with Done
@@ -237,12 +306,21 @@ class DaimonAgentExecutor(AgentExecutor):
         return response
 
     async def _resume(
-        self, paused: AgentResponse, message: Message | None, cancel: CancelToken
+        self,
+        paused: AgentResponse | str,
+        pending: list[str],
+        message: Message | None,
+        cancel: CancelToken,
     ) -> AgentResponse:
         """Continue a paused run with the decisions ``message`` carries."""
+        if isinstance(paused, _Forgotten):
+            raise DaimonError(
+                f"the run this task waited on ({paused}) is no longer kept: the server "
+                "restarted or more runs waited than it keeps; give the agent a checkpoint to "
+                "resume runs across restarts, or send the request again as a new task"
+            )
         assert isinstance(self.agent, Resumable)  # only their runs are kept paused
-        decisions = _decisions(message, paused)
-        return await self.agent.resume(paused, decisions, cancel=cancel)
+        return await self.agent.resume(paused, _decisions(message, pending), cancel=cancel)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Mark the task canceled (the SDK has already cancelled the running ``execute``)."""
@@ -253,15 +331,58 @@ class DaimonAgentExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
+class _Forgotten(str):
+    """The run id of a paused run that can no longer be resumed."""
+
+    __slots__ = ()
+
+
+class _Answer:
+    """A run's answer as one artifact: streamed chunk by chunk, then replaced by the whole.
+
+    Each piece of text is a ``TaskArtifactUpdateEvent`` appending to the artifact ``answer``;
+    the last event (``append`` false, ``lastChunk`` true) carries the whole answer, so the task
+    keeps it as one part. Nothing goes to the task's history: that holds whole messages only
+    (a streamed piece sent as a status message would be kept there, one entry per piece).
+    """
+
+    __slots__ = ("_id", "_sent", "_updater")
+
+    def __init__(self, updater: TaskUpdater) -> None:
+        self._updater = updater
+        self._id = uuid.uuid4().hex
+        self._sent = False
+
+    async def chunk(self, text: str) -> None:
+        """Stream one piece of the answer."""
+        await self._updater.add_artifact(
+            [Part(text=text)],
+            artifact_id=self._id,
+            name="answer",
+            append=self._sent,
+            last_chunk=False,
+        )
+        self._sent = True
+
+    async def whole(self, text: str) -> None:
+        """The whole answer, replacing the pieces streamed."""
+        await self._updater.add_artifact(
+            [Part(text=text)], artifact_id=self._id, name="answer", append=False, last_chunk=True
+        )
+
+
 def _caller_trace(call: ServerCallContext | None) -> contextlib.AbstractContextManager[None]:
-    """Continue the trace (and baggage) the request's HTTP headers carry.
+    """Continue the trace (and baggage) the request's HTTP headers or gRPC metadata carry.
 
     The SDK's routes keep the headers in ``call.state["headers"]``. In :func:`a2a_app` the
     middleware in front has already attached that trace (the SDK's spans are in it), so the
     current span stays the run's parent and only the baggage is taken again; this extraction
-    serves request handlers of your own.
+    serves gRPC (the SDK keeps the call's context in ``call.state["grpc_context"]``) and
+    request handlers of your own.
     """
     headers = call.state.get("headers") if call is not None else None
+    if not isinstance(headers, Mapping) and call is not None:
+        headers = _grpc_metadata(call.state.get("grpc_context"))
     if not isinstance(headers, Mapping):
         return contextlib.nullcontext()
     lowered = {str(key).lower(): value for key, value in headers.items()}
@@ -269,7 +390,16 @@ def _caller_trace(call: ServerCallContext | None) -> contextlib.AbstractContextM
     return join_trace(carrier)
 
 
-_APPROVE = frozenset({"approve", "approved", "yes", "y", "ok"})
+def _grpc_metadata(grpc_context: Any) -> dict[str, str] | None:
+    """A gRPC call's text metadata, by lowercase key; ``None`` without a gRPC call."""
+    read = getattr(grpc_context, "invocation_metadata", None)
+    if read is None:
+        return None
+    return {str(k).lower(): v for k, v in (read() or ()) if isinstance(v, str)}
+
+
+_PAUSED_RUN = "daimon_paused_run"
+"""The metadata key of an input-required message naming the paused run (its run id)."""
 
 
 def _approvals_asked(updater: TaskUpdater, response: AgentResponse) -> Message:
@@ -289,10 +419,35 @@ def _approvals_asked(updater: TaskUpdater, response: AgentResponse) -> Message:
             {"id": a.id, "tool": a.call.name, "arguments": a.call.arguments} for a in pending
         ]
     }
-    return updater.new_agent_message([Part(text=text), new_data_part(data)])
+    return updater.new_agent_message(
+        [Part(text=text), new_data_part(data)], {_PAUSED_RUN: response.run_id}
+    )
 
 
-def _decisions(message: Message | None, paused: AgentResponse) -> dict[str, ApprovalDecision]:
+def _asked(task: Task) -> tuple[str, list[str]] | None:
+    """The run id and approval ids an input-required task's status message asks about."""
+    if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
+        return None
+    if not task.status.HasField("message"):
+        return None
+    message = task.status.message
+    run = message.metadata.fields.get(_PAUSED_RUN) if message.HasField("metadata") else None
+    if run is None or not run.string_value:
+        return None
+    ids = [
+        str(item["id"])
+        for data in get_data_parts(list(message.parts))
+        if isinstance(data, dict) and isinstance(data.get("approvals"), list)
+        for item in data["approvals"]
+        if isinstance(item, dict) and "id" in item
+    ]
+    return run.string_value, ids
+
+
+_APPROVE = frozenset({"approve", "approved", "yes", "y", "ok"})
+
+
+def _decisions(message: Message | None, pending: list[str]) -> dict[str, ApprovalDecision]:
     """The decisions a reply to an input-required task carries, for every pending call.
 
     A data part ``{"approvals": {id: bool}}`` decides the calls it names; otherwise text that
@@ -309,10 +464,10 @@ def _decisions(message: Message | None, paused: AgentResponse) -> dict[str, Appr
     approve_all = not given and text.lower().rstrip(".!") in _APPROVE
     reason = text or "not approved"
     return {
-        a.id: ApprovalDecision.approve()
-        if given.get(a.id, approve_all)
+        an_id: ApprovalDecision.approve()
+        if given.get(an_id, approve_all)
         else ApprovalDecision.reject(reason)
-        for a in paused.pending_approvals
+        for an_id in pending
     }
 
 
@@ -330,26 +485,33 @@ def agent_card(
     description: str | None = None,
     version: str | None = None,
     bearer: bool = False,
+    grpc_url: str | None = None,
+    legacy: bool = True,
+    extended: bool = False,
 ) -> AgentCard:
     """The A2A agent card for ``agent`` served at ``url``.
 
     Args:
         agent: The agent.
-        url: Where its JSON-RPC endpoint is, as clients reach it.
+        url: Where its JSON-RPC and HTTP+JSON endpoints are, as clients reach it.
         description: What it does (a generic sentence by default).
         version: The agent's version (daimon's by default).
-        bearer: Announce that requests need a bearer token.
+        bearer: Announce (and require, in :func:`a2a_app`) a bearer token.
+        grpc_url: Where its gRPC endpoint is (``host:port``), if it has one.
+        legacy: Offer each binding at A2A 0.3 too, besides 1.0.
+        extended: The authenticated extended card: it also lists the tools that need a
+            person's approval (the public card leaves them out).
     """
     own = getattr(agent, "tools", None)  # an Agent's skills are its tools; others show none
     tools = (
-        [spec for spec, t in zip(own.specs, own, strict=True) if _public(t)]
+        [spec for spec, t in zip(own.specs, own, strict=True) if extended or _public(t)]
         if isinstance(own, ToolRegistry)
         else []
     )
     return agent_card_for(
         name=agent.name,
         description=description or f"The {agent.name} agent, built with daimon.",
-        url=url,
+        interfaces=interfaces_for(url, grpc_url=grpc_url, legacy=legacy),
         version=version or _version(),
         tools=tools,
         bearer=bearer,
@@ -358,6 +520,79 @@ def agent_card(
 
 def _public(tool: Any) -> bool:
     return not getattr(tool, "requires_approval", False)
+
+
+@dataclass(slots=True)
+class _Service:
+    """What every binding of one served agent shares: its card, request handler and webhooks."""
+
+    card: AgentCard
+    handler: DefaultRequestHandler
+    webhooks: httpx.AsyncClient
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.handler.aclose()
+        await self.webhooks.aclose()
+
+
+def _service(
+    agent: Promptable,
+    *,
+    url: str,
+    exposed: bool,
+    bearer: bool,
+    description: str | None,
+    task_store: TaskStore | None,
+    push_store: PushNotificationConfigStore | None,
+    grpc_url: str | None,
+    legacy: bool,
+    max_paused: int,
+) -> _Service:
+    card_args: dict[str, Any] = {
+        "url": url,
+        "description": description,
+        "bearer": bearer,
+        "grpc_url": grpc_url,
+        "legacy": legacy,
+    }
+    card = agent_card(agent, **card_args)
+    tasks = task_store or InMemoryTaskStore()
+    pushes = push_store or InMemoryPushNotificationConfigStore()
+    sender, webhooks = push_sender(pushes, exposed=exposed)
+    handler = DefaultRequestHandler(
+        DaimonAgentExecutor(agent, max_paused=max_paused),
+        tasks,
+        card,
+        push_config_store=pushes,
+        push_sender=sender,
+        request_context_builder=_ContextIdCheck(tasks),
+        extended_agent_card=agent_card(agent, **card_args, extended=True),
+        push_url_validator=webhook_check(exposed),
+        validate_input_modes=True,
+        interrupted_task_timeout=_IDLE_PAUSED_SECONDS,
+    )
+    return _Service(card, handler, webhooks)
+
+
+def _card_url(host: str, port: int, url: str | None) -> str:
+    """The URL the card names: ``url``, or ``http://host:port/``.
+
+    Raises:
+        BuilderError: A wildcard bind without ``url``.
+    """
+    if url is not None:
+        return url
+    if default_hosts(host, port) is None:  # a wildcard bind
+        raise BuilderError(
+            f"an A2A server bound to {host!r} needs url=: the address clients reach it at, "
+            "for its agent card"
+        )
+    return f"http://{_shown(host)}:{port}/"
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def a2a_app(
@@ -372,13 +607,22 @@ def a2a_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     description: str | None = None,
     task_store: TaskStore | None = None,
+    push_store: PushNotificationConfigStore | None = None,
+    legacy: bool = True,
+    grpc_url: str | None = None,
+    max_paused: int = DEFAULT_MAX_PAUSED,
 ) -> ASGIApp:
-    """The A2A server for ``agent``, as an ASGI app (Starlette).
+    """The A2A server for ``agent``, as an ASGI app (Starlette): JSON-RPC and HTTP+JSON.
+
+    JSON-RPC is at ``/`` and HTTP+JSON (REST: ``/message:send``, ``/tasks/{id}``, ...) beside
+    it, each speaking A2A 1.0 and, with ``legacy``, 0.3 (told apart by the request, as the SDK
+    does). The card names both, and gRPC when ``grpc_url`` says where :func:`serve_a2a` serves it.
 
     Args:
         agent: The agent to serve: any :class:`~daimon.core.protocols.Promptable` (a
             Supervisor, a HandoffNetwork, a flow) as well as an Agent.
-        host: The address it will be bound to; decides the defaults of the gate.
+        host: The address it will be bound to; decides the defaults of the gate, and whether
+            webhooks on non-public addresses are refused (off loopback they are).
         port: The port it will listen on (for the card's URL; the default ``Host`` names must
             carry it, any port when 0).
         url: Where clients reach it, for the agent card (``http://host:port/`` by default;
@@ -389,27 +633,68 @@ def a2a_app(
         allowed_origins: More origins allowed to call from a browser.
         max_body_bytes: The largest request body accepted (413 beyond it).
         description: What the agent does, for the card.
-        task_store: Where tasks are kept (in memory by default).
+        task_store: Where tasks are kept (in memory by default; the SDK's
+            ``DatabaseTaskStore`` keeps them in PostgreSQL, MySQL or SQLite).
+        push_store: Where push-notification configs are kept (in memory by default).
+        legacy: Serve A2A 0.3 clients too.
+        grpc_url: The gRPC endpoint (``host:port``) to name in the card.
+        max_paused: How many runs waiting for approval are kept in memory (the oldest is
+            forgotten first; an agent with a ``checkpoint`` resumes a forgotten one from it).
 
     Raises:
         BuilderError: Off loopback without a token, an unusable token or allowed host, or a
             wildcard bind without ``url``.
     """
     check_exposure(host, token)
-    if url is None:
-        if default_hosts(host, port) is None:  # a wildcard bind
-            raise BuilderError(
-                f"an A2A server bound to {host!r} needs url=: the address clients reach it at, "
-                "for its agent card"
-            )
-        shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
-        url = f"http://{shown}:{port}/"
-    card = agent_card(agent, url=url, description=description, bearer=token is not None)
-    tasks = task_store or InMemoryTaskStore()
-    handler = DefaultRequestHandler(
-        DaimonAgentExecutor(agent), tasks, card, request_context_builder=_ContextIdCheck(tasks)
+    service = _service(
+        agent,
+        url=_card_url(host, port, url),
+        exposed=not is_loopback(host),
+        bearer=token is not None,
+        description=description,
+        task_store=task_store,
+        push_store=push_store,
+        grpc_url=grpc_url,
+        legacy=legacy,
+        max_paused=max_paused,
     )
-    app = Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")])
+    return _http_app(
+        service,
+        host=host,
+        port=port,
+        token=token,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        max_body_bytes=max_body_bytes,
+        legacy=legacy,
+    )
+
+
+def _http_app(
+    service: _Service,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    allowed_hosts: Iterable[str],
+    allowed_origins: Iterable[str],
+    max_body_bytes: int,
+    legacy: bool,
+) -> ASGIApp:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await service.aclose()
+
+    handler = service.handler
+    routes = [
+        *create_agent_card_routes(service.card),
+        *create_jsonrpc_routes(handler, "/", enable_v0_3_compat=legacy),
+        *create_rest_routes(handler, enable_v0_3_compat=legacy),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
     return HttpGate(
         TraceContextMiddleware(app),
         hosts=hosts_for(host, port, allowed_hosts),
@@ -432,31 +717,67 @@ async def serve_a2a(
     allowed_origins: Iterable[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     description: str | None = None,
+    task_store: TaskStore | None = None,
+    push_store: PushNotificationConfigStore | None = None,
+    legacy: bool = True,
+    grpc_port: int | None = None,
+    grpc_url: str | None = None,
+    max_paused: int = DEFAULT_MAX_PAUSED,
 ) -> None:
-    """Serve ``agent`` as an A2A agent with uvicorn until stopped (SIGINT, SIGTERM, cancel).
+    """Serve ``agent`` as an A2A agent until stopped (SIGINT, SIGTERM, cancel).
 
-    See :func:`a2a_app` for the arguments.
+    HTTP (JSON-RPC and HTTP+JSON) with uvicorn on ``host:port``; with ``grpc_port``, gRPC too
+    on ``host:grpc_port`` (needs the ``grpc`` extra), sharing the tasks. See :func:`a2a_app`
+    for the other arguments; ``grpc_url`` is where clients reach gRPC (``host:grpc_port`` by
+    default, the card URL's host when ``url`` is given).
 
     Raises:
         BuilderError: It would serve off loopback without a token (it refuses to start).
     """
     import uvicorn
 
-    app = a2a_app(
+    check_exposure(host, token)
+    card_url = _card_url(host, port, url)
+    if grpc_port is not None and grpc_url is None:
+        grpc_url = f"{_shown(urlsplit(card_url).hostname or host)}:{grpc_port}"
+    service = _service(
         agent,
+        url=card_url,
+        exposed=not is_loopback(host),
+        bearer=token is not None,
+        description=description,
+        task_store=task_store,
+        push_store=push_store,
+        grpc_url=grpc_url,
+        legacy=legacy,
+        max_paused=max_paused,
+    )
+    app = _http_app(
+        service,
         host=host,
         port=port,
-        url=url,
         token=token,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
         max_body_bytes=max_body_bytes,
-        description=description,
+        legacy=legacy,
     )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5
     )
-    await serve_until_cancelled(uvicorn.Server(config))
+    if grpc_port is None:
+        await serve_until_cancelled(uvicorn.Server(config))
+        return
+    from daimon.a2a._grpc import grpc_server
+
+    server, _ = grpc_server(
+        service.handler, host=host, port=grpc_port, token=token, max_message_bytes=max_body_bytes
+    )
+    await server.start()
+    try:
+        await serve_until_cancelled(uvicorn.Server(config))
+    finally:
+        await server.stop(grace=1)
 
 
 def _version() -> str:

@@ -125,12 +125,18 @@ def a2a_serve(
     url: Annotated[
         str | None, typer.Option(help="Public URL for the agent card (needed behind 0.0.0.0).")
     ] = None,
+    grpc_port: Annotated[
+        int | None, typer.Option(help="Serve the gRPC binding too, on this port.")
+    ] = None,
 ) -> None:
-    """Serve the agent as an A2A agent (agent card at /.well-known/agent-card.json)."""
+    """Serve the agent as an A2A agent (agent card at /.well-known/agent-card.json).
+
+    JSON-RPC and HTTP+JSON on --port, gRPC on --grpc-port; A2A 1.0 and 0.3 on each.
+    """
     served = load_served(agent)
     from daimon.a2a import serve_a2a
 
-    _serve(serve_a2a(served, host=host, port=port, token=token, url=url))
+    _serve(serve_a2a(served, host=host, port=port, token=token, url=url, grpc_port=grpc_port))
 
 
 @app.command("eval")
