@@ -215,6 +215,37 @@ async def test_cancel_during_a_model_call_raises_run_cancelled_and_leaves_the_ta
     assert await task == "cancelled cleanly"
 
 
+@pytest.mark.parametrize("extended", [False, True], ids=["plain", "through-an-extension"])
+async def test_a_consumer_cancelling_between_streamed_events_stops_the_stream(
+    extended: bool,
+) -> None:
+    """The consumer's own task cancels the token while the model is still streaming."""
+    from daimon import Extension
+
+    async def endless(request: ChatRequest) -> Any:
+        while True:
+            yield "la "
+            await asyncio.sleep(0)
+
+    class Passing(Extension):
+        pass
+
+    agent = Agent(
+        FunctionModel(stream_function=endless), extensions=[Passing()] if extended else []
+    )
+    token = CancelToken()
+    seen = 0
+    with pytest.raises(RunCancelled):
+        async for event in agent.prompt_stream("sing", cancel=token):
+            if isinstance(event, TextDelta):
+                seen += 1
+                if seen == 3:
+                    token.cancel("enough")
+            assert seen < 50, "the run went on streaming after its token was cancelled"
+    assert seen == 3
+    await asyncio.sleep(0.01)  # the task was left with no pending cancellation
+
+
 async def test_cancelling_the_task_cancels_the_tools_and_propagates() -> None:
     finished: list[str] = []
     running = asyncio.Event()

@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator, Coroutine, Generator, Iterable, Sequ
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from daimon.core.chat import ChatRequest, ChatResponse
-from daimon.core.errors import BuilderError, ExtensionError
+from daimon.core.errors import BuilderError, ExtensionError, RunCancelled
 from daimon.core.events import StreamEvent
 from daimon.core.messages import ToolCall
 from daimon.core.tools import ToolOutput
@@ -193,6 +193,8 @@ async def stream_chain(
             except BaseException as exc:  # the caller left (GeneratorExit), or threw
                 error = exc
             interrupt.armed = True
+            if error is None and interrupt.cancel.cancelled:  # by the consumer, between events
+                error = RunCancelled(interrupt.cancel.reason)
         else:
             try:
                 value = await _PassOn(out)

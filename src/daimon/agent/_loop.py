@@ -11,6 +11,7 @@ from daimon.agent._run import Run
 from daimon.core.cancel import CancelToken
 from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.checkpoints import CheckpointState
+from daimon.core.errors import RunCancelled
 from daimon.core.events import (
     StreamEvent,
     TextDelta,
@@ -96,6 +97,8 @@ async def run_events(
                                     interrupt.armed = False  # the consumer's awaits aren't ours
                                     yield event
                                     interrupt.armed = True
+                                    if run.cancel.cancelled:  # by the consumer, between events
+                                        raise RunCancelled(run.cancel.reason)
                             response = accumulator.response()
                     cost = run.count(response)
                     if stream:
