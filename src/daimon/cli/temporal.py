@@ -1,0 +1,84 @@
+"""``daimon temporal worker``: serve agents as Temporal workflows (extra ``temporal``)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from daimon.cli.app import app
+from daimon.cli.serving import AgentArgument, _serve, load_served_agent
+
+if TYPE_CHECKING:
+    from daimon.agent import Agent
+
+__all__ = ("temporal_app",)
+
+temporal_app = typer.Typer(help="Temporal: run agents as durable workflows.")
+app.add_typer(temporal_app, name="temporal")
+
+
+@temporal_app.command("worker")
+def temporal_worker(
+    agents: Annotated[
+        list[str], typer.Argument(help="Agents to serve: module:attr or agent files.")
+    ],
+    task_queue: Annotated[str, typer.Option(help="The task queue runs are started on.")],
+    address: Annotated[
+        str, typer.Option(envvar="TEMPORAL_ADDRESS", help="The Temporal frontend, host:port.")
+    ] = "localhost:7233",
+    namespace: Annotated[
+        str, typer.Option(envvar="TEMPORAL_NAMESPACE", help="The Temporal namespace.")
+    ] = "default",
+    max_concurrent_activities: Annotated[
+        int, typer.Option(help="Model and tool calls run at once by this worker.")
+    ] = 100,
+) -> None:
+    """Run the agents' workflows and their model and tool activities until SIGTERM."""
+    loaded = [_as_agent(spec) for spec in agents]
+    _serve(
+        _run(
+            loaded,
+            address=address,
+            namespace=namespace,
+            task_queue=task_queue,
+            max_concurrent_activities=max_concurrent_activities,
+        )
+    )
+
+
+def _as_agent(spec: str) -> Agent[Any, Any]:
+    return load_served_agent(spec)
+
+
+async def _run(
+    agents: list[Agent[Any, Any]],
+    *,
+    address: str,
+    namespace: str,
+    task_queue: str,
+    max_concurrent_activities: int,
+) -> None:
+    from daimon.core.optional import require
+
+    require("temporalio", extra="temporal")
+    from daimon.temporal import connect, serving
+
+    client = await connect(address, namespace=namespace)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with serving(
+        client,
+        agents,
+        task_queue=task_queue,
+        max_concurrent_activities=max_concurrent_activities,
+    ):
+        names = ", ".join(agent.name for agent in agents)
+        sys.stderr.write(f"daimon temporal worker: {names} on {task_queue!r} at {address}\n")
+        sys.stderr.flush()
+        await stop.wait()

@@ -1,0 +1,53 @@
+"""The agents a worker process serves, by task queue and name (workflows and activities look
+them up here; the agents' code never crosses Temporal, only their names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from daimon.agent import Agent
+from daimon.core.errors import BuilderError, DaimonError
+
+__all__ = ("Served", "lookup", "register", "unregister")
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """An agent as one worker serves it, with the worker's default ``deps`` for its tools."""
+
+    agent: Agent[Any, Any]
+    deps: Any = None
+
+
+_SERVED: dict[tuple[str, str], Served] = {}
+
+
+def register(task_queue: str, agents: dict[str, Agent[Any, Any]], deps: Any) -> None:
+    """Serve ``agents`` on ``task_queue`` in this process (a second worker must agree)."""
+    for name, agent in agents.items():
+        known = _SERVED.get((task_queue, name))
+        if known is not None and known.agent is not agent:
+            raise BuilderError(
+                f"task queue {task_queue!r} already serves another agent named {name!r} "
+                "in this process"
+            )
+        _SERVED[task_queue, name] = Served(agent, deps)
+
+
+def unregister(task_queue: str, names: list[str]) -> None:
+    """Stop serving ``names`` on ``task_queue`` (a worker that shut down)."""
+    for name in names:
+        _SERVED.pop((task_queue, name), None)
+
+
+def lookup(task_queue: str, name: str) -> Served:
+    """The agent ``name`` served on ``task_queue``."""
+    served = _SERVED.get((task_queue, name))
+    if served is None:
+        names = sorted(n for q, n in _SERVED if q == task_queue)
+        raise DaimonError(
+            f"no agent named {name!r} on task queue {task_queue!r} in this worker "
+            f"(it serves: {', '.join(names) or 'none'})"
+        )
+    return served

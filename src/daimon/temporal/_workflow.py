@@ -1,0 +1,265 @@
+"""The run as a Temporal workflow: daimon's own loop, with every call an activity.
+
+The workflow runs the agent's real loop (``Agent.prompt`` and ``Agent.resume``), so the
+decisions a plain run makes (guardrails, hooks, budgets, structured output, the loop guard,
+approvals) are made here by the same code. One extension, innermost in the agent's chains,
+sends each model call and each tool call to an activity instead of calling the model or the
+tool: the loop's decisions are replayed from history, and only the calls' results are stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+
+with workflow.unsafe.imports_passed_through():
+    from daimon.agent import Agent
+    from daimon.core.chat import ChatRequest, ChatResponse
+    from daimon.core.codec import dumps, to_data
+    from daimon.core.errors import DaimonError, ModelError
+    from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd, ToolResult
+    from daimon.core.messages import ToolCall
+    from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
+    from daimon.core.tools import ToolOutput
+    from daimon.extensions import CallModel, CallTool, Extension
+    from daimon.state import RunState
+    from daimon.temporal._activities import MODEL_ACTIVITY, TOOL_ACTIVITY
+    from daimon.temporal._registry import lookup
+    from daimon.temporal._types import (
+        Decision,
+        ModelCallInput,
+        RunPhase,
+        RunRequest,
+        RunStatus,
+        ToolCallInput,
+        ToolCallResult,
+    )
+    from daimon.tools import EndRun
+
+__all__ = ("AgentWorkflow", "WORKFLOW_NAME")
+
+WORKFLOW_NAME = "daimon.agent"
+
+
+def _digest(value: object) -> str:
+    """A short fingerprint of an activity's input: its id changes when the input does."""
+    return hashlib.sha256(dumps(value).encode()).hexdigest()[:16]
+
+
+class _ToActivities(Extension):
+    """Innermost in the agent's chains: each model call and tool call becomes an activity.
+
+    An activity's id holds a fingerprint of its input. On replay Temporal checks each
+    scheduled activity against history, so an agent whose calls changed between deploys (its
+    prompt, tools, or decisions) fails with a determinism error rather than reusing results
+    recorded for different calls.
+    """
+
+    def __init__(self, run: AgentWorkflow, request: RunRequest) -> None:
+        self._run = run
+        self._request = request
+        options = request.options
+        self._retry = RetryPolicy(
+            initial_interval=timedelta(seconds=options.initial_interval),
+            backoff_coefficient=options.backoff,
+            maximum_interval=timedelta(seconds=options.max_interval),
+            maximum_attempts=options.max_attempts,
+        )
+        self._options = options
+        self._calls = 0
+
+    def _activity_id(self, kind: str, value: object) -> str:
+        self._calls += 1
+        return f"{kind}-{self._calls}-{_digest(value)}"
+
+    async def wrap_model_call(
+        self, request: ChatRequest, ctx: RunState, call_next: CallModel
+    ) -> ChatResponse:
+        self._run.ctx = ctx
+        call = ModelCallInput(agent=self._request.agent, request=request)
+        try:
+            response = await workflow.execute_activity(
+                MODEL_ACTIVITY,
+                call,
+                result_type=ChatResponse,
+                activity_id=self._activity_id("model", request),
+                start_to_close_timeout=_seconds(self._options.model_timeout),
+                heartbeat_timeout=_seconds(self._options.heartbeat_timeout),
+                retry_policy=self._retry,
+            )
+        except ActivityError as exc:
+            if is_cancelled_exception(exc):
+                raise
+            raise ModelError(_cause(exc)) from None
+        self._run.record_model(response)
+        return response
+
+    async def wrap_tool_call(self, call: ToolCall, ctx: RunState, call_next: CallTool) -> ToolOutput:
+        run = self._run
+        request = self._request
+        payload = ToolCallInput(
+            agent=request.agent,
+            call=call,
+            run_id=ctx.run_id,
+            iteration=ctx.iteration,
+            usage=ctx.usage,
+            cost=ctx.cost,
+            messages=tuple(ctx.messages),
+            deps=request.deps,
+        )
+        try:
+            result = await workflow.execute_activity(
+                TOOL_ACTIVITY,
+                payload,
+                result_type=ToolCallResult,
+                activity_id=self._activity_id("tool", call),
+                start_to_close_timeout=_seconds(self._options.tool_timeout),
+                heartbeat_timeout=_seconds(self._options.heartbeat_timeout),
+                retry_policy=self._retry,
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+        except ActivityError as exc:  # out of attempts: the model reads it, as in a plain run
+            if is_cancelled_exception(exc):
+                raise
+            result = ToolCallResult(output=ToolOutput.error(f"Error: {_cause(exc)}"))
+        if result.usage is not None:
+            ctx.report_usage(result.usage, result.cost)
+        run.record_tool(call, result.output)
+        if result.ended:
+            raise EndRun(result.end_output, text=result.end_text)
+        return result.output
+
+
+@workflow.defn(name=WORKFLOW_NAME, failure_exception_types=[DaimonError])
+class AgentWorkflow:
+    """One agent run; approvals by update (or signal), its state and events by query."""
+
+    def __init__(self) -> None:
+        self.ctx: RunState | None = None
+        self._phase: RunPhase = "running"
+        self._pending: tuple[ApprovalRequest, ...] = ()
+        self._decisions: dict[str, ApprovalDecision] = {}
+        self._events: list[StreamEvent] = []
+
+    @workflow.run
+    async def run(self, request: RunRequest) -> AgentResponse[Any]:
+        """Run the agent to its answer, waiting (durably) for every approval it needs."""
+        agent = self._agent(request)
+        run_id = request.run_id or workflow.info().workflow_id
+        response = await agent.prompt(
+            request.prompt,
+            run_id=run_id,
+            instructions=request.instructions,
+            history=request.history or None,
+        )
+        while response.paused:
+            self._pending = response.pending_approvals
+            self._phase = "awaiting_approval"
+            await workflow.wait_condition(self._all_decided)
+            decisions = {p.id: self._decisions.pop(p.id) for p in self._pending}
+            self._pending = ()
+            self._phase = "running"
+            response = await agent.resume(response, decisions)
+        self._phase = "completed"
+        return _portable(response)
+
+    def _agent(self, request: RunRequest) -> Agent[Any, Any]:
+        served = lookup(workflow.info().task_queue, request.agent).agent
+        extensions = (*served.extensions, _ToActivities(self, request))
+        # No checkpoint store inside: the workflow's history is the run's checkpoint.
+        return served.replace(extensions=extensions, checkpoint=None)
+
+    def _all_decided(self) -> bool:
+        return all(p.id in self._decisions for p in self._pending)
+
+    # ------------------------------------------------------------------------- approvals
+
+    @workflow.update(name="decide")
+    async def decide(self, decision: Decision) -> RunStatus:
+        """Approve or reject one pending call; the run's status after it."""
+        self._decisions[decision.approval_id] = ApprovalDecision(
+            approved=decision.approved, reason=decision.reason
+        )
+        return self.status()
+
+    @decide.validator
+    def _check_decision(self, decision: Decision) -> None:
+        if not any(p.id == decision.approval_id for p in self._pending):
+            pending = ", ".join(p.id for p in self._pending) or "none"
+            raise ApplicationError(
+                f"no pending approval {decision.approval_id!r} (pending: {pending})",
+                type="ApprovalNotPending",
+                non_retryable=True,
+            )
+
+    @workflow.signal(name="decide_signal")
+    def decide_signal(self, decision: Decision) -> None:
+        """Approve or reject by signal (fire and forget); an unknown id is ignored."""
+        if any(p.id == decision.approval_id for p in self._pending):
+            self._decisions[decision.approval_id] = ApprovalDecision(
+                approved=decision.approved, reason=decision.reason
+            )
+
+    # --------------------------------------------------------------------------- queries
+
+    @workflow.query(name="status")
+    def status(self) -> RunStatus:
+        """The run's phase, messages, usage, cost and pending approvals."""
+        ctx = self.ctx
+        if ctx is None:
+            return RunStatus(phase=self._phase, events=len(self._events))
+        return RunStatus(
+            phase=self._phase,
+            iteration=ctx.iteration,
+            usage=ctx.usage,
+            cost=ctx.cost,
+            messages=tuple(ctx.messages),
+            pending_approvals=self._pending,
+            events=len(self._events),
+        )
+
+    @workflow.query(name="events")
+    def events(self, after: int) -> list[StreamEvent]:
+        """The run's events from index ``after`` on (a client polls them to stream)."""
+        return self._events[after:]
+
+    # ---------------------------------------------------------------------------- events
+
+    def record_model(self, response: ChatResponse) -> None:
+        """A model turn's events: its text, and each tool call it asked for."""
+        message = response.message
+        if message.text:
+            self._events.append(TextDelta(text=message.text))
+        for index, call in enumerate(message.tool_calls):
+            self._events.append(ToolCallEnd(call=call, index=index))
+
+    def record_tool(self, call: ToolCall, output: ToolOutput) -> None:
+        """A tool call's result."""
+        self._events.append(ToolResult(call_id=call.id, name=call.name, output=output))
+
+
+def _seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)
+
+
+def _cause(exc: ActivityError) -> str:
+    cause = exc.cause
+    return str(cause) if cause is not None else str(exc)
+
+
+def _portable(response: AgentResponse[Any]) -> AgentResponse[Any]:
+    """The response with its ``output`` as JSON data (a typed answer becomes its fields)."""
+    output: Any = response.output
+    dump: Callable[..., Any] | None = getattr(output, "model_dump", None)
+    data = dump(mode="json") if dump is not None else to_data(output)
+    if data is output:
+        return response
+    from dataclasses import replace
+
+    return replace(response, output=data)
