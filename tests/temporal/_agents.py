@@ -67,9 +67,7 @@ def _refunds(request: ChatRequest) -> ChatResponse:
     if last.role.value == "tool":
         return ChatResponse.reply(f"refund: {last.text}")
     order = last.text.split()[-1]
-    return ChatResponse.tool_use(
-        ToolCall(id="refund-1", name="refund", arguments={"order": order})
-    )
+    return ChatResponse.tool_use(ToolCall(id="refund-1", name="refund", arguments={"order": order}))
 
 
 @tool(requires_approval=True)
@@ -85,7 +83,7 @@ refunds = Agent(FunctionModel(_refunds), name="refunds", tools=[refund])
 
 
 @tool
-async def charge(ctx: RunContext, amount: int) -> str:
+def charge(ctx: RunContext, amount: int) -> str:
     """Charge once per idempotency key, however often the call is retried."""
     ledger = Path(os.environ["DAIMON_TEMPORAL_LEDGER"])
     keys = set(ledger.read_text().split()) if ledger.exists() else set()

@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import _agents  # noqa: E402
+import _agents
 
-from daimon.temporal import connect, serving  # noqa: E402
+from daimon.temporal import connect, serving
 
 
 async def main(address: str, task_queue: str, names: list[str]) -> None:

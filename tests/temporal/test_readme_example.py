@@ -32,7 +32,12 @@ def test_the_readme_example_starts_a_run_and_approves_it_by_id(
         "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
     }
     done = subprocess.run(
-        [sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
+        [sys.executable, str(program)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["refund {'order': '42'}", "Done: order 42 refunded"]

@@ -9,12 +9,21 @@ import pytest
 from temporalio.client import Client
 
 from daimon.core.errors import DaimonError, RunCancelled
-from daimon.temporal import ActivityOptions, RunFailedError, TemporalRun, serving, start_run
+from daimon.temporal import (
+    ActivityOptions,
+    RunFailedError,
+    RunStatus,
+    TemporalRun,
+    serving,
+    start_run,
+)
 
 from ._agents import arithmetic, payments, refunds, sleeper
 
 
-async def test_a_run_with_a_tool_answers_through_activities(client: Client, task_queue: str) -> None:
+async def test_a_run_with_a_tool_answers_through_activities(
+    client: Client, task_queue: str
+) -> None:
     async with serving(client, [arithmetic], task_queue=task_queue):
         run = await start_run(client, arithmetic, "add 2 3", task_queue=task_queue)
         response = await run.result()
@@ -69,20 +78,20 @@ async def test_the_status_query_shows_messages_usage_and_pending_calls(
     assert final.phase == "completed" and final.iteration == 2
 
 
-async def test_an_unknown_agent_fails_the_run_with_its_name(client: Client, task_queue: str) -> None:
+async def test_an_unknown_agent_fails_the_run_with_its_name(
+    client: Client, task_queue: str
+) -> None:
     async with serving(client, [arithmetic], task_queue=task_queue):
         run = await start_run(client, "nobody", "add 1 1", task_queue=task_queue)
         with pytest.raises(RunFailedError, match="no agent named 'nobody'"):
             await run.result()
 
 
-async def _wait_for(run: TemporalRun, phase: str, timeout: float = 30.0):  # type: ignore[no-untyped-def]
-    async with asyncio.timeout(timeout):
-        while True:
-            status = await run.status()
-            if status.phase == phase:
-                return status
+async def _wait_for(run: TemporalRun, phase: str) -> RunStatus:
+    async with asyncio.timeout(30):
+        while (status := await run.status()).phase != phase:  # noqa: ASYNC110 - polls a query
             await asyncio.sleep(0.05)
+    return status
 
 
 async def test_cancelling_the_workflow_reaches_the_running_tool(
@@ -92,7 +101,11 @@ async def test_cancelling_the_workflow_reaches_the_running_tool(
     monkeypatch.setenv("DAIMON_TEMPORAL_LOG", str(log))
     async with serving(client, [sleeper], task_queue=task_queue):
         run = await start_run(
-            client, sleeper, "wait", task_queue=task_queue, options=ActivityOptions(heartbeat_timeout=2)
+            client,
+            sleeper,
+            "wait",
+            task_queue=task_queue,
+            options=ActivityOptions(heartbeat_timeout=2),
         )
         await _wait_for_line(log, "wait-start")
         await run.cancel()
@@ -148,7 +161,11 @@ async def test_streaming_yields_turns_tool_results_and_done(
     assert events[-1].response.text == "the sum is 9"  # type: ignore[union-attr]
 
 
-async def _wait_for_line(path: Path, prefix: str, timeout: float = 30.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not (path.exists() and any(l.startswith(prefix) for l in path.read_text().splitlines())):
+def _has_line(path: Path, prefix: str) -> bool:
+    return path.exists() and any(line.startswith(prefix) for line in path.read_text().splitlines())
+
+
+async def _wait_for_line(path: Path, prefix: str) -> None:
+    async with asyncio.timeout(30):
+        while not _has_line(path, prefix):  # noqa: ASYNC110 - polls another process's file
             await asyncio.sleep(0.05)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from daimon.cli.app import app
-from daimon.cli.serving import AgentArgument, _serve, load_served_agent
+from daimon.cli.serving import _serve, load_served_agent
 
 if TYPE_CHECKING:
     from daimon.agent import Agent

@@ -28,11 +28,10 @@ from daimon.temporal._converter import (  # noqa: E402
     data_converter,
 )
 from daimon.temporal._types import ActivityOptions, Decision, RunRequest, RunStatus  # noqa: E402
-from daimon.temporal._workflow import WORKFLOW_NAME, AgentWorkflow  # noqa: E402
 from daimon.temporal._worker import connect, serving, worker  # noqa: E402
+from daimon.temporal._workflow import WORKFLOW_NAME, AgentWorkflow  # noqa: E402
 
 __all__ = (
-    "WORKFLOW_NAME",
     "ActivityOptions",
     "AgentWorkflow",
     "DaimonJsonPayloadConverter",
@@ -42,6 +41,7 @@ __all__ = (
     "RunRequest",
     "RunStatus",
     "TemporalRun",
+    "WORKFLOW_NAME",
     "connect",
     "data_converter",
     "serving",

@@ -8,6 +8,7 @@ thrown to Temporal (retried by the activity's policy) or returned to the model.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable
 from typing import Any, TypeVar, cast
 
@@ -158,8 +159,6 @@ async def _heartbeating(work: Awaitable[T], ctx: RunContext[Any] | None) -> T:
         if ctx is not None:
             ctx.cancel.cancel("the Temporal activity was cancelled")
         task.cancel()
-        try:
+        with contextlib.suppress(BaseException):  # the cancellation is what is reported
             await task
-        except BaseException:  # the tool's own ending: the cancellation is what is reported
-            pass
         raise

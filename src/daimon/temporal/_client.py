@@ -8,7 +8,12 @@ from datetime import timedelta
 from typing import Any, TypeVar
 from uuid import uuid4
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from daimon.agent import Agent
@@ -114,22 +119,19 @@ class TemporalRun:
         status: RunStatus = await self.handle.query("status", result_type=RunStatus)
         return status
 
-    async def wait_for_approvals(
-        self, timeout: float = 60.0, poll: float = 0.1
-    ) -> tuple[ApprovalRequest, ...]:
+    async def wait_for_approvals(self, poll: float = 0.1) -> tuple[ApprovalRequest, ...]:
         """The calls waiting for a decision, once the run waits for one (``()`` if it ended).
 
-        Raises:
-            TimeoutError: The run neither asked for approval nor ended in ``timeout`` seconds.
+        It polls the ``status`` query every ``poll`` seconds; bound the wait with
+        ``asyncio.timeout`` if need be.
         """
-        async with asyncio.timeout(timeout):
-            while True:
-                status = await self.status()
-                if status.phase == "awaiting_approval" and status.pending_approvals:
-                    return status.pending_approvals
-                if status.phase != "running":
-                    return ()
-                await asyncio.sleep(poll)
+        while True:
+            status = await self.status()
+            if status.phase == "awaiting_approval" and status.pending_approvals:
+                return status.pending_approvals
+            if status.phase != "running":
+                return ()
+            await asyncio.sleep(poll)
 
     async def approve(self, approval_id: str) -> RunStatus:
         """Let a pending call run; the run's status once the workflow took the decision."""
@@ -139,7 +141,9 @@ class TemporalRun:
         """Refuse a pending call (the model is told, with ``reason``)."""
         return await self.decide(approval_id, approved=False, reason=reason)
 
-    async def decide(self, approval_id: str, *, approved: bool, reason: str | None = None) -> RunStatus:
+    async def decide(
+        self, approval_id: str, *, approved: bool, reason: str | None = None
+    ) -> RunStatus:
         """Send one decision as an update; :class:`DaimonError` if nothing waits for that id."""
         decision = Decision(approval_id=approval_id, approved=approved, reason=reason)
         try:
@@ -147,7 +151,7 @@ class TemporalRun:
                 "decide", decision, result_type=RunStatus
             )
         except WorkflowUpdateFailedError as exc:
-            raise DaimonError(str(exc.cause or exc)) from None
+            raise DaimonError(str(exc.cause)) from None
         return status
 
     async def cancel(self) -> None:
@@ -183,7 +187,7 @@ def _failed(exc: WorkflowFailureError) -> RunFailedError:
     cause = exc.cause
     if isinstance(cause, ApplicationError):
         return RunFailedError(cause.message, cause.type or "ApplicationError")
-    return RunFailedError(str(cause or exc), type(cause or exc).__name__)
+    return RunFailedError(str(cause), type(cause).__name__)
 
 
 def _decode(output_type: type[T], data: Any) -> T:

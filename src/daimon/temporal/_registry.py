@@ -1,5 +1,7 @@
-"""The agents a worker process serves, by task queue and name (workflows and activities look
-them up here; the agents' code never crosses Temporal, only their names)."""
+"""The agents a worker process serves, by task queue and name.
+
+Workflows and activities look them up here: an agent's code never crosses Temporal, its name does.
+"""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -21,14 +21,18 @@ from daimon.temporal._workflow import AgentWorkflow
 __all__ = ("connect", "serving", "worker")
 
 
-async def connect(target: str = "localhost:7233", *, namespace: str = "default", **options: Any) -> Client:
+async def connect(
+    target: str = "localhost:7233", *, namespace: str = "default", **options: Any
+) -> Client:
     """A Temporal client that speaks daimon's codec (``options`` go to ``Client.connect``)."""
     return await Client.connect(
         target, namespace=namespace, data_converter=data_converter, **options
     )
 
 
-def _by_name(agents: Iterable[Agent[Any, Any]] | Mapping[str, Agent[Any, Any]]) -> dict[str, Agent[Any, Any]]:
+def _by_name(
+    agents: Iterable[Agent[Any, Any]] | Mapping[str, Agent[Any, Any]],
+) -> dict[str, Agent[Any, Any]]:
     if isinstance(agents, Mapping):
         named = dict(agents)
     else:
@@ -66,7 +70,9 @@ def worker(
             workflow task is retried instead, until a deploy that matches comes back.
         options: Passed to ``temporalio.worker.Worker``.
     """
-    if not isinstance(client.data_converter.payload_converter, type(data_converter.payload_converter)):
+    if not isinstance(
+        client.data_converter.payload_converter, type(data_converter.payload_converter)
+    ):
         raise BuilderError("the Temporal client must use daimon's data converter: use connect()")
     named = _by_name(agents)
     register(task_queue, named, deps)

@@ -84,7 +84,7 @@ class _ToActivities(Extension):
         self._run.ctx = ctx
         call = ModelCallInput(agent=self._request.agent, request=request)
         try:
-            response = await workflow.execute_activity(
+            response: ChatResponse = await workflow.execute_activity(
                 MODEL_ACTIVITY,
                 call,
                 result_type=ChatResponse,
@@ -100,7 +100,9 @@ class _ToActivities(Extension):
         self._run.record_model(response)
         return response
 
-    async def wrap_tool_call(self, call: ToolCall, ctx: RunState, call_next: CallTool) -> ToolOutput:
+    async def wrap_tool_call(
+        self, call: ToolCall, ctx: RunState, call_next: CallTool
+    ) -> ToolOutput:
         run = self._run
         request = self._request
         payload = ToolCallInput(
@@ -114,7 +116,7 @@ class _ToActivities(Extension):
             deps=request.deps,
         )
         try:
-            result = await workflow.execute_activity(
+            result: ToolCallResult = await workflow.execute_activity(
                 TOOL_ACTIVITY,
                 payload,
                 result_type=ToolCallResult,
