@@ -5,6 +5,7 @@ Workflows and activities look them up here: an agent's code never crosses Tempor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,13 +20,20 @@ class Served:
     """An agent as one worker serves it, with the worker's default ``deps`` for its tools."""
 
     agent: Agent[Any, Any]
+    workflow_agent: Agent[Any, Any]
+    """The agent as its workflow runs it (every call an activity)."""
     deps: Any = None
 
 
 _SERVED: dict[tuple[str, str], Served] = {}
 
 
-def register(task_queue: str, agents: dict[str, Agent[Any, Any]], deps: Any) -> None:
+def register(
+    task_queue: str,
+    agents: dict[str, Agent[Any, Any]],
+    deps: Any,
+    as_workflow: Callable[[Agent[Any, Any]], Agent[Any, Any]],
+) -> None:
     """Serve ``agents`` on ``task_queue`` in this process (a second worker must agree)."""
     for name, agent in agents.items():
         known = _SERVED.get((task_queue, name))
@@ -34,7 +42,7 @@ def register(task_queue: str, agents: dict[str, Agent[Any, Any]], deps: Any) -> 
                 f"task queue {task_queue!r} already serves another agent named {name!r} "
                 "in this process"
             )
-        _SERVED[task_queue, name] = Served(agent, deps)
+        _SERVED[task_queue, name] = Served(agent, as_workflow(agent), deps)
 
 
 def unregister(task_queue: str, names: list[str]) -> None:

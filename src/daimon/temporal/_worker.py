@@ -16,9 +16,11 @@ from daimon.core.errors import BuilderError
 from daimon.temporal._activities import call_model, call_tool
 from daimon.temporal._converter import data_converter
 from daimon.temporal._registry import register, unregister
-from daimon.temporal._workflow import AgentWorkflow
+from daimon.temporal._workflow import AgentWorkflow, workflow_agent
 
 __all__ = ("connect", "serving", "worker")
+
+_PASSED_THROUGH = ("daimon", "docstring_parser", "fastjsonschema")
 
 
 async def connect(
@@ -75,8 +77,10 @@ def worker(
     ):
         raise BuilderError("the Temporal client must use daimon's data converter: use connect()")
     named = _by_name(agents)
-    register(task_queue, named, deps)
-    restrictions = SandboxRestrictions.default.with_passthrough_modules("daimon")
+    register(task_queue, named, deps, workflow_agent)
+    # daimon's modules (and the libraries they load lazily) come from outside the sandbox:
+    # they are the same code the plain run uses, and hold no per-run state of their own.
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(*_PASSED_THROUGH)
     return Worker(
         client,
         task_queue=task_queue,

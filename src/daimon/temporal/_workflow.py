@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from daimon.temporal._activities import MODEL_ACTIVITY, TOOL_ACTIVITY
     from daimon.temporal._registry import lookup
     from daimon.temporal._types import (
+        ActivityOptions,
         Decision,
         ModelCallInput,
         RunPhase,
@@ -42,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from daimon.tools import EndRun
 
-__all__ = ("AgentWorkflow", "WORKFLOW_NAME")
+__all__ = ("WORKFLOW_NAME", "AgentWorkflow", "ToActivities", "workflow_agent")
 
 WORKFLOW_NAME = "daimon.agent"
 
@@ -52,78 +53,68 @@ def _digest(value: object) -> str:
     return hashlib.sha256(dumps(value).encode()).hexdigest()[:16]
 
 
-class _ToActivities(Extension):
-    """Innermost in the agent's chains: each model call and tool call becomes an activity.
+class ToActivities(Extension):
+    """Innermost in a served agent's chains: each model call and tool call becomes an activity.
 
-    An activity's id holds a fingerprint of its input. On replay Temporal checks each
-    scheduled activity against history, so an agent whose calls changed between deploys (its
-    prompt, tools, or decisions) fails with a determinism error rather than reusing results
-    recorded for different calls.
+    One instance serves every run; the run it acts for is the current workflow's. An
+    activity's id holds a fingerprint of its input. On replay Temporal checks each scheduled
+    activity against history, so an agent whose calls changed between deploys (its prompt,
+    tools, or decisions) fails with a determinism error rather than reusing results recorded
+    for different calls.
     """
 
-    def __init__(self, run: AgentWorkflow, request: RunRequest) -> None:
-        self._run = run
-        self._request = request
-        options = request.options
-        self._retry = RetryPolicy(
-            initial_interval=timedelta(seconds=options.initial_interval),
-            backoff_coefficient=options.backoff,
-            maximum_interval=timedelta(seconds=options.max_interval),
-            maximum_attempts=options.max_attempts,
-        )
-        self._options = options
-        self._calls = 0
-
-    def _activity_id(self, kind: str, value: object) -> str:
-        self._calls += 1
-        return f"{kind}-{self._calls}-{_digest(value)}"
+    __slots__ = ()
 
     async def wrap_model_call(
         self, request: ChatRequest, ctx: RunState, call_next: CallModel
     ) -> ChatResponse:
-        self._run.ctx = ctx
-        call = ModelCallInput(agent=self._request.agent, request=request)
+        """Call the model in an activity."""
+        run = _current()
+        run.ctx = ctx
+        options = run.options
+        call = ModelCallInput(agent=run.agent_name, request=request)
         try:
             response: ChatResponse = await workflow.execute_activity(
                 MODEL_ACTIVITY,
                 call,
                 result_type=ChatResponse,
-                activity_id=self._activity_id("model", request),
-                start_to_close_timeout=_seconds(self._options.model_timeout),
-                heartbeat_timeout=_seconds(self._options.heartbeat_timeout),
-                retry_policy=self._retry,
+                activity_id=run.activity_id("model", request),
+                start_to_close_timeout=_seconds(options.model_timeout),
+                heartbeat_timeout=_seconds(options.heartbeat_timeout),
+                retry_policy=run.retry_policy,
             )
         except ActivityError as exc:
             if is_cancelled_exception(exc):
                 raise
             raise ModelError(_cause(exc)) from None
-        self._run.record_model(response)
+        run.record_model(response)
         return response
 
     async def wrap_tool_call(
         self, call: ToolCall, ctx: RunState, call_next: CallTool
     ) -> ToolOutput:
-        run = self._run
-        request = self._request
+        """Run the tool in an activity; its result, its usage, and an ``EndRun`` come back."""
+        run = _current()
+        options = run.options
         payload = ToolCallInput(
-            agent=request.agent,
+            agent=run.agent_name,
             call=call,
             run_id=ctx.run_id,
             iteration=ctx.iteration,
             usage=ctx.usage,
             cost=ctx.cost,
             messages=tuple(ctx.messages),
-            deps=request.deps,
+            deps=run.deps,
         )
         try:
             result: ToolCallResult = await workflow.execute_activity(
                 TOOL_ACTIVITY,
                 payload,
                 result_type=ToolCallResult,
-                activity_id=self._activity_id("tool", call),
-                start_to_close_timeout=_seconds(self._options.tool_timeout),
-                heartbeat_timeout=_seconds(self._options.heartbeat_timeout),
-                retry_policy=self._retry,
+                activity_id=run.activity_id("tool", call),
+                start_to_close_timeout=_seconds(options.tool_timeout),
+                heartbeat_timeout=_seconds(options.heartbeat_timeout),
+                retry_policy=run.retry_policy,
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
         except ActivityError as exc:  # out of attempts: the model reads it, as in a plain run
@@ -138,12 +129,33 @@ class _ToActivities(Extension):
         return result.output
 
 
+def workflow_agent(agent: Agent[Any, Any]) -> Agent[Any, Any]:
+    """``agent`` as its workflow runs it: calls go to activities, no checkpoint store.
+
+    Built once per agent by the worker, outside the workflow sandbox. The workflow's history
+    is the run's checkpoint.
+    """
+    return agent.replace(extensions=(*agent.extensions, ToActivities()), checkpoint=None)
+
+
+def _current() -> AgentWorkflow:
+    run = workflow.instance()
+    if not isinstance(run, AgentWorkflow):
+        raise DaimonError("daimon.temporal.ToActivities runs only inside daimon's AgentWorkflow")
+    return run
+
+
 @workflow.defn(name=WORKFLOW_NAME, failure_exception_types=[DaimonError])
 class AgentWorkflow:
     """One agent run; approvals by update (or signal), its state and events by query."""
 
     def __init__(self) -> None:
         self.ctx: RunState | None = None
+        self.agent_name = ""
+        self.deps: Any = None
+        self.options = ActivityOptions()
+        self.retry_policy = RetryPolicy()
+        self._calls = 0
         self._phase: RunPhase = "running"
         self._pending: tuple[ApprovalRequest, ...] = ()
         self._decisions: dict[str, ApprovalDecision] = {}
@@ -152,7 +164,16 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, request: RunRequest) -> AgentResponse[Any]:
         """Run the agent to its answer, waiting (durably) for every approval it needs."""
-        agent = self._agent(request)
+        try:
+            response = await self._run(request)
+        except BaseException as exc:
+            self._phase = "cancelled" if is_cancelled_exception(exc) else "failed"
+            raise
+        self._phase = "completed"
+        return _portable(response)
+
+    async def _run(self, request: RunRequest) -> AgentResponse[Any]:
+        agent = self._start(request)
         run_id = request.run_id or workflow.info().workflow_id
         response = await agent.prompt(
             request.prompt,
@@ -168,14 +189,24 @@ class AgentWorkflow:
             self._pending = ()
             self._phase = "running"
             response = await agent.resume(response, decisions)
-        self._phase = "completed"
-        return _portable(response)
+        return response
 
-    def _agent(self, request: RunRequest) -> Agent[Any, Any]:
-        served = lookup(workflow.info().task_queue, request.agent).agent
-        extensions = (*served.extensions, _ToActivities(self, request))
-        # No checkpoint store inside: the workflow's history is the run's checkpoint.
-        return served.replace(extensions=extensions, checkpoint=None)
+    def _start(self, request: RunRequest) -> Agent[Any, Any]:
+        self.agent_name = request.agent
+        self.deps = request.deps
+        options = self.options = request.options
+        self.retry_policy = RetryPolicy(
+            initial_interval=_seconds(options.initial_interval),
+            backoff_coefficient=options.backoff,
+            maximum_interval=_seconds(options.max_interval),
+            maximum_attempts=options.max_attempts,
+        )
+        return lookup(workflow.info().task_queue, request.agent).workflow_agent
+
+    def activity_id(self, kind: str, value: object) -> str:
+        """The next activity's id: its kind, its number in the run, its input's fingerprint."""
+        self._calls += 1
+        return f"{kind}-{self._calls}-{_digest(value)}"
 
     def _all_decided(self) -> bool:
         return all(p.id in self._decisions for p in self._pending)
