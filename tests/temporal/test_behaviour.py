@@ -21,6 +21,8 @@ from daimon import (
 )
 from daimon.guardrails import GuardrailResult
 from daimon.models import FunctionModel
+from daimon.multiagent import AgentTool
+from daimon.orchestration import DagBuilder
 from daimon.temporal import RunFailedError, serving, start_run
 
 
@@ -121,3 +123,49 @@ async def test_the_budget_refuses_the_call_that_would_pass_it(
     assert failed.value.error_type == "BudgetExceededError"
     assert status.phase == "failed"
     assert status.cost == 1000.0 and status.iteration == 1
+
+
+def _sub(request: ChatRequest) -> ChatResponse:
+    return ChatResponse.reply(f"sub did: {request.messages[-1].text}", usage=Usage(input_tokens=10))
+
+
+def _boss(request: ChatRequest) -> ChatResponse:
+    last = request.messages[-1]
+    if last.role.value == "tool":
+        return ChatResponse.reply(last.text, usage=Usage(input_tokens=1))
+    call = ToolCall(id="d1", name="helper", arguments={"task": "file the report"})
+    return ChatResponse.tool_use(call, usage=Usage(input_tokens=1))
+
+
+boss = Agent(
+    FunctionModel(_boss),
+    name="boss",
+    tools=[AgentTool(Agent(FunctionModel(_sub), name="sub"), name="helper", description="Helps.")],
+)
+
+
+async def test_a_sub_agent_runs_in_its_tool_activity_and_its_usage_adds_up(
+    client: Client, task_queue: str
+) -> None:
+    async with serving(client, [boss], task_queue=task_queue):
+        run = await start_run(client, boss, "delegate", task_queue=task_queue)
+        response = await run.result()
+    assert response.text == "sub did: file the report"
+    assert response.usage.input_tokens == 12  # the boss's two calls and the sub-agent's one
+
+
+shout = DagBuilder("shout").add_node("upper", lambda inputs: inputs["input"].upper()).build()
+
+
+async def test_a_flow_runs_whole_in_one_activity(client: Client, task_queue: str) -> None:
+    async with serving(client, [shout], task_queue=task_queue):
+        run = await start_run(client, shout, "quiet please", task_queue=task_queue)
+        response = await run.result()
+    assert response.output == "QUIET PLEASE"
+    history = await run.handle.fetch_history()
+    kinds = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert kinds == ["daimon.prompt"]

@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from daimon.cli.app import app
-from daimon.cli.serving import _serve, load_served_agent
+from daimon.cli.serving import _serve, load_served
 
 if TYPE_CHECKING:
-    from daimon.agent import Agent
+    from daimon.core.protocols import Promptable
 
 __all__ = ("temporal_app",)
 
@@ -24,7 +24,11 @@ app.add_typer(temporal_app, name="temporal")
 @temporal_app.command("worker")
 def temporal_worker(
     agents: Annotated[
-        list[str], typer.Argument(help="Agents to serve: module:attr or agent files.")
+        list[str],
+        typer.Argument(
+            help="Agents to serve: module:attr or agent files (module:attr may also name a team "
+            "or a flow, which runs as one activity)."
+        ),
     ],
     task_queue: Annotated[str, typer.Option(help="The task queue runs are started on.")],
     address: Annotated[
@@ -38,7 +42,7 @@ def temporal_worker(
     ] = 100,
 ) -> None:
     """Run the agents' workflows and their model and tool activities until SIGTERM."""
-    loaded = [_as_agent(spec) for spec in agents]
+    loaded = [load_served(spec) for spec in agents]
     _serve(
         _run(
             loaded,
@@ -50,12 +54,8 @@ def temporal_worker(
     )
 
 
-def _as_agent(spec: str) -> Agent[Any, Any]:
-    return load_served_agent(spec)
-
-
 async def _run(
-    agents: list[Agent[Any, Any]],
+    agents: list[Promptable],
     *,
     address: str,
     namespace: str,

@@ -9,26 +9,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+import dataclasses
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from daimon.agent import Agent
 from daimon.core.chat import ChatResponse, Usage
-from daimon.core.codec import from_data
+from daimon.core.codec import from_data, to_data
 from daimon.core.errors import ModelError
 from daimon.core.protocols import Model
+from daimon.core.results import AgentResponse
+from daimon.core.tools import ToolOutput
 from daimon.models.retry import RetryingModel
 from daimon.temporal._registry import Served, lookup
-from daimon.temporal._types import ModelCallInput, ToolCallInput, ToolCallResult
+from daimon.temporal._types import ModelCallInput, PromptInput, ToolCallInput, ToolCallResult
 from daimon.tools import EndRun, RunContext
 from daimon.tools._retry import ToolRetryPolicy
 
-__all__ = ("MODEL_ACTIVITY", "TOOL_ACTIVITY", "call_model", "call_tool")
+__all__ = (
+    "MODEL_ACTIVITY",
+    "PROMPT_ACTIVITY",
+    "TOOL_ACTIVITY",
+    "call_model",
+    "call_tool",
+    "portable",
+    "run_promptable",
+)
 
 MODEL_ACTIVITY = "daimon.model_call"
 TOOL_ACTIVITY = "daimon.tool_call"
+PROMPT_ACTIVITY = "daimon.prompt"
 T = TypeVar("T")
 
 
@@ -39,7 +52,9 @@ def _served(agent: str) -> Served:
 @activity.defn(name=MODEL_ACTIVITY)
 async def call_model(call: ModelCallInput) -> ChatResponse:
     """Call the agent's model once (Temporal retries what a provider marks retryable)."""
-    model = _unretried(_served(call.agent).agent.model)
+    agent = _served(call.agent).agent
+    assert isinstance(agent, Agent)
+    model = _unretried(agent.model)
     try:
         return await _heartbeating(model.generate(call.request), None)
     except ModelError as exc:
@@ -48,11 +63,32 @@ async def call_model(call: ModelCallInput) -> ChatResponse:
         ) from exc
 
 
+@activity.defn(name=PROMPT_ACTIVITY)
+async def run_promptable(call: PromptInput) -> AgentResponse[Any]:
+    """Run a team or flow to its answer in one activity (it cannot pause for approvals)."""
+    served = _served(call.agent).agent
+    response = await _heartbeating(
+        served.prompt(call.prompt, run_id=call.run_id, instructions=call.instructions), None
+    )
+    return portable(response.require_finished("a team or flow on Temporal"))
+
+
+def portable(response: AgentResponse[Any]) -> AgentResponse[Any]:
+    """The response with its ``output`` as JSON data (a typed answer becomes its fields)."""
+    output: Any = response.output
+    dump: Callable[..., Any] | None = getattr(output, "model_dump", None)
+    data = dump(mode="json") if dump is not None else to_data(output)
+    if data is output:
+        return response
+    return dataclasses.replace(response, output=data)
+
+
 @activity.defn(name=TOOL_ACTIVITY)
 async def call_tool(call: ToolCallInput) -> ToolCallResult:
     """Run one tool call through the agent's registry (validation, timeout) on a fresh context."""
     served = _served(call.agent)
     agent = served.agent
+    assert isinstance(agent, Agent)
     reported: list[tuple[Usage, float]] = []
     ctx: RunContext[Any] = RunContext(
         run_id=call.run_id,
@@ -116,14 +152,11 @@ def _unretried(model: Model) -> Model:
 def _deps(served: Served, data: Any) -> Any:
     if data is None:
         return served.deps
-    deps_type = served.agent.deps_type
+    deps_type = getattr(served.agent, "deps_type", None)
     return data if deps_type is None else from_data(deps_type, data)
 
 
 def _ended(end: EndRun, reported: list[tuple[Usage, float]]) -> ToolCallResult:
-    from daimon.core.codec import to_data
-    from daimon.core.tools import ToolOutput
-
     usage, cost = _sum(reported)
     return ToolCallResult(
         output=ToolOutput.text(end.text or "Done."),

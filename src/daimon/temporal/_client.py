@@ -16,11 +16,11 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from daimon.agent import Agent
 from daimon.core.codec import from_data, to_data
 from daimon.core.errors import DaimonError, RunCancelled
 from daimon.core.events import Done, StreamEvent
 from daimon.core.messages import Message
+from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse, ApprovalRequest
 from daimon.temporal._types import ActivityOptions, Decision, RunRequest, RunStatus
 from daimon.temporal._workflow import WORKFLOW_NAME
@@ -40,7 +40,7 @@ class RunFailedError(DaimonError):
 
 async def start_run(
     client: Client,
-    agent: Agent[Any, Any] | str,
+    agent: Promptable | str,
     prompt: str,
     *,
     task_queue: str,

@@ -11,6 +11,7 @@ from typing import Any
 
 from daimon.agent import Agent
 from daimon.core.errors import BuilderError, DaimonError
+from daimon.core.protocols import Promptable
 
 __all__ = ("Served", "lookup", "register", "unregister")
 
@@ -19,9 +20,10 @@ __all__ = ("Served", "lookup", "register", "unregister")
 class Served:
     """An agent as one worker serves it, with the worker's default ``deps`` for its tools."""
 
-    agent: Agent[Any, Any]
-    workflow_agent: Agent[Any, Any]
-    """The agent as its workflow runs it (every call an activity)."""
+    agent: Promptable
+    workflow_agent: Agent[Any, Any] | None
+    """An agent as its workflow runs it (every call an activity); ``None`` for a team or flow,
+    which runs whole in one activity."""
     deps: Any = None
 
 
@@ -30,7 +32,7 @@ _SERVED: dict[tuple[str, str], Served] = {}
 
 def register(
     task_queue: str,
-    agents: dict[str, Agent[Any, Any]],
+    agents: dict[str, Promptable],
     deps: Any,
     as_workflow: Callable[[Agent[Any, Any]], Agent[Any, Any]],
 ) -> None:
@@ -42,7 +44,8 @@ def register(
                 f"task queue {task_queue!r} already serves another agent named {name!r} "
                 "in this process"
             )
-        _SERVED[task_queue, name] = Served(agent, as_workflow(agent), deps)
+        as_agent = as_workflow(agent) if isinstance(agent, Agent) else None
+        _SERVED[task_queue, name] = Served(agent, as_agent, deps)
 
 
 def unregister(task_queue: str, names: list[str]) -> None:

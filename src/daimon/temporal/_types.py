@@ -19,6 +19,7 @@ __all__ = (
     "ActivityOptions",
     "Decision",
     "ModelCallInput",
+    "PromptInput",
     "RunRequest",
     "RunStatus",
     "ToolCallInput",
@@ -85,6 +86,17 @@ class ModelCallInput:
     agent: str
     request: ChatRequest
     kind: Literal["temporal_model_call"] = field(default="temporal_model_call", init=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptInput:
+    """A whole run of a team or flow (anything promptable but an Agent), as one activity."""
+
+    agent: str
+    prompt: str
+    run_id: str
+    instructions: str | None = None
+    kind: Literal["temporal_prompt"] = field(default="temporal_prompt", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,9 +11,9 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from temporalio.workflow import NondeterminismError
 
-from daimon.agent import Agent
 from daimon.core.errors import BuilderError
-from daimon.temporal._activities import call_model, call_tool
+from daimon.core.protocols import Promptable
+from daimon.temporal._activities import call_model, call_tool, run_promptable
 from daimon.temporal._converter import data_converter
 from daimon.temporal._registry import register, unregister
 from daimon.temporal._workflow import AgentWorkflow, workflow_agent
@@ -33,8 +33,8 @@ async def connect(
 
 
 def _by_name(
-    agents: Iterable[Agent[Any, Any]] | Mapping[str, Agent[Any, Any]],
-) -> dict[str, Agent[Any, Any]]:
+    agents: Iterable[Promptable] | Mapping[str, Promptable],
+) -> dict[str, Promptable]:
     if isinstance(agents, Mapping):
         named = dict(agents)
     else:
@@ -44,8 +44,10 @@ def _by_name(
                 raise BuilderError(f"two agents are named {agent.name!r}: give them distinct names")
             named[agent.name] = agent
     for name, agent in named.items():
-        if not isinstance(agent, Agent):
-            raise BuilderError(f"{name!r} is a {type(agent).__name__}, not an Agent")
+        if not callable(getattr(agent, "prompt", None)):
+            raise BuilderError(
+                f"{name!r} is a {type(agent).__name__}: serve an Agent, a team or a flow"
+            )
     if not named:
         raise BuilderError("a worker needs at least one agent")
     return named
@@ -53,7 +55,7 @@ def _by_name(
 
 def worker(
     client: Client,
-    agents: Iterable[Agent[Any, Any]] | Mapping[str, Agent[Any, Any]],
+    agents: Iterable[Promptable] | Mapping[str, Promptable],
     *,
     task_queue: str,
     deps: Any = None,
@@ -85,7 +87,7 @@ def worker(
         client,
         task_queue=task_queue,
         workflows=[AgentWorkflow],
-        activities=[call_model, call_tool],
+        activities=[call_model, call_tool, run_promptable],
         workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
         workflow_failure_exception_types=[NondeterminismError] if fail_on_nondeterminism else [],
         **options,
@@ -95,7 +97,7 @@ def worker(
 @asynccontextmanager
 async def serving(
     client: Client,
-    agents: Iterable[Agent[Any, Any]] | Mapping[str, Agent[Any, Any]],
+    agents: Iterable[Promptable] | Mapping[str, Promptable],
     *,
     task_queue: str,
     deps: Any = None,

@@ -10,7 +10,6 @@ tool: the loop's decisions are replayed from history, and only the calls' result
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -21,7 +20,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 with workflow.unsafe.imports_passed_through():
     from daimon.agent import Agent
     from daimon.core.chat import ChatRequest, ChatResponse
-    from daimon.core.codec import dumps, to_data
+    from daimon.core.codec import dumps
     from daimon.core.errors import DaimonError, ModelError
     from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd, ToolResult
     from daimon.core.messages import ToolCall
@@ -29,12 +28,18 @@ with workflow.unsafe.imports_passed_through():
     from daimon.core.tools import ToolOutput
     from daimon.extensions import CallModel, CallTool, Extension
     from daimon.state import RunState
-    from daimon.temporal._activities import MODEL_ACTIVITY, TOOL_ACTIVITY
+    from daimon.temporal._activities import (
+        MODEL_ACTIVITY,
+        PROMPT_ACTIVITY,
+        TOOL_ACTIVITY,
+        portable,
+    )
     from daimon.temporal._registry import lookup
     from daimon.temporal._types import (
         ActivityOptions,
         Decision,
         ModelCallInput,
+        PromptInput,
         RunPhase,
         RunRequest,
         RunStatus,
@@ -170,11 +175,13 @@ class AgentWorkflow:
             self._phase = "cancelled" if is_cancelled_exception(exc) else "failed"
             raise
         self._phase = "completed"
-        return _portable(response)
+        return portable(response)
 
     async def _run(self, request: RunRequest) -> AgentResponse[Any]:
         agent = self._start(request)
         run_id = request.run_id or workflow.info().workflow_id
+        if agent is None:  # a team or flow: one activity
+            return await self._prompt_activity(request, run_id)
         response = await agent.prompt(
             request.prompt,
             run_id=run_id,
@@ -191,7 +198,7 @@ class AgentWorkflow:
             response = await agent.resume(response, decisions)
         return response
 
-    def _start(self, request: RunRequest) -> Agent[Any, Any]:
+    def _start(self, request: RunRequest) -> Agent[Any, Any] | None:
         self.agent_name = request.agent
         self.deps = request.deps
         options = self.options = request.options
@@ -202,6 +209,25 @@ class AgentWorkflow:
             maximum_attempts=options.max_attempts,
         )
         return lookup(workflow.info().task_queue, request.agent).workflow_agent
+
+    async def _prompt_activity(self, request: RunRequest, run_id: str) -> AgentResponse[Any]:
+        call = PromptInput(
+            agent=request.agent,
+            prompt=request.prompt,
+            run_id=run_id,
+            instructions=request.instructions,
+        )
+        response: AgentResponse[Any] = await workflow.execute_activity(
+            PROMPT_ACTIVITY,
+            call,
+            result_type=AgentResponse,
+            activity_id=self.activity_id("prompt", call),
+            start_to_close_timeout=_seconds(self.options.tool_timeout),
+            heartbeat_timeout=_seconds(self.options.heartbeat_timeout),
+            retry_policy=self.retry_policy,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        return response
 
     def activity_id(self, kind: str, value: object) -> str:
         """The next activity's id: its kind, its number in the run, its input's fingerprint."""
@@ -284,15 +310,3 @@ def _seconds(value: float) -> timedelta:
 def _cause(exc: ActivityError) -> str:
     cause = exc.cause
     return str(cause) if cause is not None else str(exc)
-
-
-def _portable(response: AgentResponse[Any]) -> AgentResponse[Any]:
-    """The response with its ``output`` as JSON data (a typed answer becomes its fields)."""
-    output: Any = response.output
-    dump: Callable[..., Any] | None = getattr(output, "model_dump", None)
-    data = dump(mode="json") if dump is not None else to_data(output)
-    if data is output:
-        return response
-    from dataclasses import replace
-
-    return replace(response, output=data)
