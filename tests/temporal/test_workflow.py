@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from daimon.core.errors import DaimonError, RunCancelled
 from daimon.temporal import (
@@ -169,3 +169,23 @@ async def _wait_for_line(path: Path, prefix: str) -> None:
     async with asyncio.timeout(30):
         while not _has_line(path, prefix):  # noqa: ASYNC110 - polls another process's file
             await asyncio.sleep(0.05)
+
+
+async def test_a_waiting_run_continues_as_new_and_is_still_approved_by_id(
+    client: Client, task_queue: str
+) -> None:
+    async with serving(client, [refunds], task_queue=task_queue):
+        run = await start_run(
+            client, refunds, "refund order 11", task_queue=task_queue, continue_after=1
+        )
+        first_run_id = (await run.handle.describe()).run_id
+        (pending,) = await asyncio.wait_for(run.wait_for_approvals(), 30)
+        status = await run.status()
+        assert status.iteration == 1 and status.events == 1  # the paused state came along
+        assert [m.role.value for m in status.messages] == ["user", "assistant"]
+        await run.approve(pending.id)
+        response = await run.result()
+        first = client.get_workflow_handle(run.workflow_id, run_id=first_run_id)
+        assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    assert response.text == "refund: order 42 refunded".replace("42", "11")
+    assert response.iterations == 2

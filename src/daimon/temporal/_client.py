@@ -22,7 +22,7 @@ from daimon.core.events import Done, StreamEvent
 from daimon.core.messages import Message
 from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse, ApprovalRequest
-from daimon.temporal._types import ActivityOptions, Decision, RunRequest, RunStatus
+from daimon.temporal._types import ActivityOptions, Decision, EventPage, RunRequest, RunStatus
 from daimon.temporal._workflow import WORKFLOW_NAME
 
 __all__ = ("RunFailedError", "TemporalRun", "start_run")
@@ -51,13 +51,16 @@ async def start_run(
     options: ActivityOptions | None = None,
     execution_timeout: timedelta | None = None,
     task_timeout: timedelta | None = None,
+    continue_after: int = 5000,
 ) -> TemporalRun:
     """Start ``agent`` (or the agent of that name) on ``prompt`` as a workflow; its handle.
 
     ``workflow_id`` names the run (its ``run_id`` too); a fresh one when not given. ``deps`` is
     JSON data the worker decodes as the agent's ``deps_type`` (without it tools get the worker's
     deps). ``task_timeout`` bounds one workflow task: how soon a run whose worker died while
-    deciding its next step moves to another worker (Temporal's default is 10 s).
+    deciding its next step moves to another worker (Temporal's default is 10 s). A run whose
+    history has ``continue_after`` events when it waits for approval continues as a new
+    workflow run (same workflow id) that carries only its paused state.
     """
     name = agent if isinstance(agent, str) else agent.name
     request = RunRequest(
@@ -67,8 +70,9 @@ async def start_run(
         history=tuple(history),
         deps=to_data(deps),
         options=options or ActivityOptions(),
+        continue_after=continue_after,
     )
-    handle: WorkflowHandle[Any, Any] = await client.start_workflow(
+    started: WorkflowHandle[Any, Any] = await client.start_workflow(
         WORKFLOW_NAME,
         request,
         id=workflow_id or f"daimon-{name}-{uuid4().hex}",
@@ -77,7 +81,7 @@ async def start_run(
         execution_timeout=execution_timeout,
         task_timeout=task_timeout,
     )
-    return TemporalRun(handle)
+    return TemporalRun.get(client, started.id)  # not bound to the first run: follows them all
 
 
 class TemporalRun:
@@ -169,11 +173,9 @@ class TemporalRun:
         try:
             while True:
                 finished = waiter.done()
-                events: list[StreamEvent] = await self.handle.query(
-                    "events", seen, result_type=list[StreamEvent]
-                )
-                seen += len(events)
-                for event in events:
+                page: EventPage = await self.handle.query("events", seen, result_type=EventPage)
+                seen = page.start + len(page.events)
+                for event in page.events:
                     yield event
                 if finished:
                     break

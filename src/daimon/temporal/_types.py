@@ -11,13 +11,15 @@ from typing import Any, Literal
 
 from daimon.core.chat import ChatRequest, Usage
 from daimon.core.errors import BuilderError
+from daimon.core.events import StreamEvent
 from daimon.core.messages import Message, ToolCall
-from daimon.core.results import ApprovalRequest
+from daimon.core.results import AgentResponse, ApprovalRequest
 from daimon.core.tools import ToolOutput
 
 __all__ = (
     "ActivityOptions",
     "Decision",
+    "EventPage",
     "ModelCallInput",
     "PromptInput",
     "RunRequest",
@@ -76,6 +78,12 @@ class RunRequest:
     deps: Any = None
     """JSON data: decoded as the agent's ``deps_type`` in the worker; else the worker's deps."""
     options: ActivityOptions = field(default_factory=ActivityOptions)
+    continue_after: int = 5000
+    """History events after which a run waiting for approval continues as a new workflow run."""
+    paused: AgentResponse | None = None  # no [Any]: the codec decodes plain classes
+    """Set by continue-as-new: the paused run this workflow run carries on."""
+    events_before: int = 0
+    """Set by continue-as-new: stream events recorded by the earlier workflow runs."""
     kind: Literal["temporal_run_request"] = field(default="temporal_run_request", init=False)
 
 
@@ -135,6 +143,15 @@ class Decision:
     approved: bool
     reason: str | None = None
     kind: Literal["temporal_decision"] = field(default="temporal_decision", init=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventPage:
+    """Stream events of a run, the first of them its ``start``-th (counted from the run's start)."""
+
+    start: int
+    events: tuple[StreamEvent, ...] = ()
+    kind: Literal["temporal_event_page"] = field(default="temporal_event_page", init=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,6 +9,7 @@ tool: the loop's decisions are replayed from history, and only the calls' result
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from datetime import timedelta
 from typing import Any
@@ -38,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from daimon.temporal._types import (
         ActivityOptions,
         Decision,
+        EventPage,
         ModelCallInput,
         PromptInput,
         RunPhase,
@@ -165,12 +167,16 @@ class AgentWorkflow:
         self._pending: tuple[ApprovalRequest, ...] = ()
         self._decisions: dict[str, ApprovalDecision] = {}
         self._events: list[StreamEvent] = []
+        self._events_before = 0
+        self._paused: AgentResponse[Any] | None = None
 
     @workflow.run
     async def run(self, request: RunRequest) -> AgentResponse[Any]:
         """Run the agent to its answer, waiting (durably) for every approval it needs."""
         try:
             response = await self._run(request)
+        except workflow.ContinueAsNewError:
+            raise
         except BaseException as exc:
             self._phase = "cancelled" if is_cancelled_exception(exc) else "failed"
             raise
@@ -182,7 +188,9 @@ class AgentWorkflow:
         run_id = request.run_id or workflow.info().workflow_id
         if agent is None:  # a team or flow: one activity
             return await self._prompt_activity(request, run_id)
-        response = await agent.prompt(
+        self._events_before = request.events_before
+        self._paused = request.paused
+        response = request.paused or await agent.prompt(
             request.prompt,
             run_id=run_id,
             instructions=request.instructions,
@@ -191,6 +199,18 @@ class AgentWorkflow:
         while response.paused:
             self._pending = response.pending_approvals
             self._phase = "awaiting_approval"
+            if (
+                response is not request.paused  # this workflow run moved the run on
+                and workflow.info().get_current_history_length() >= request.continue_after
+            ):
+                # a long run sheds its history while it waits: the paused state is all it needs
+                workflow.continue_as_new(
+                    dataclasses.replace(
+                        request,
+                        paused=response,
+                        events_before=self._events_before + len(self._events),
+                    )
+                )
             await workflow.wait_condition(self._all_decided)
             decisions = {p.id: self._decisions.pop(p.id) for p in self._pending}
             self._pending = ()
@@ -271,8 +291,20 @@ class AgentWorkflow:
     def status(self) -> RunStatus:
         """The run's phase, messages, usage, cost and pending approvals."""
         ctx = self.ctx
+        events = self._events_before + len(self._events)
+        paused = self._paused
+        if ctx is None and paused is not None:  # continued as new: the paused run's state
+            return RunStatus(
+                phase=self._phase,
+                iteration=paused.iterations,
+                usage=paused.usage,
+                cost=paused.cost,
+                messages=paused.messages,
+                pending_approvals=self._pending,
+                events=events,
+            )
         if ctx is None:
-            return RunStatus(phase=self._phase, events=len(self._events))
+            return RunStatus(phase=self._phase, events=events)
         return RunStatus(
             phase=self._phase,
             iteration=ctx.iteration,
@@ -280,13 +312,18 @@ class AgentWorkflow:
             cost=ctx.cost,
             messages=tuple(ctx.messages),
             pending_approvals=self._pending,
-            events=len(self._events),
+            events=events,
         )
 
     @workflow.query(name="events")
-    def events(self, after: int) -> list[StreamEvent]:
-        """The run's events from index ``after`` on (a client polls them to stream)."""
-        return self._events[after:]
+    def events(self, after: int) -> EventPage:
+        """The run's events from index ``after`` on (a client polls them to stream).
+
+        Indexes count from the run's start; after a continue-as-new the earlier workflow runs'
+        events are no longer held (a client that had not read them skips them).
+        """
+        first = max(after - self._events_before, 0)
+        return EventPage(start=self._events_before + first, events=tuple(self._events[first:]))
 
     # ---------------------------------------------------------------------------- events
 
