@@ -72,12 +72,25 @@ class DevServer:
             if self.process.poll() is not None:
                 error = self.process.stderr.read().decode() if self.process.stderr else ""
                 pytest.fail(f"the Temporal dev server exited: {error[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1.0):
-                    return
-            except OSError:
-                time.sleep(0.1)
+            if self._healthy():
+                return
+            time.sleep(0.1)
         pytest.fail(f"the Temporal dev server did not listen on {self.address} in {timeout}s")
+
+    def _healthy(self) -> bool:
+        """Whether the frontend answers ``SERVING`` (an open port is not enough)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1.0):
+                pass
+        except OSError:
+            return False
+        check = subprocess.run(
+            [temporal_cli(), "operator", "cluster", "health", "--address", self.address],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return check.returncode == 0 and "SERVING" in check.stdout
 
     def kill(self) -> None:
         """SIGKILL the server (and its process group), and wait for it."""

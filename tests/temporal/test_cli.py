@@ -49,7 +49,8 @@ async def test_the_cli_worker_serves_an_agent_until_sigterm(
         run = await start_run(client, "arithmetic", "add 20 22", task_queue=task_queue)
         assert (await asyncio.wait_for(run.result(), 60)).text == "the sum is 42"
         worker.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(worker.wait, 30) == 0
+        code = await asyncio.to_thread(worker.wait, 30)
+        assert code == 0, worker.stderr.read()
     finally:
         if worker.poll() is None:
             worker.kill()
