@@ -37,10 +37,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from daimon import Agent, ChatRequest, ChatResponse, ToolCall, tool  # noqa: E402
-from daimon.core.events import ToolResult  # noqa: E402
-from daimon.models import FunctionModel  # noqa: E402
-from daimon.temporal import connect, serving, start_run  # noqa: E402
+from daimon import Agent, ChatRequest, ChatResponse, ToolCall, tool
+from daimon.core.events import ToolResult
+from daimon.models import FunctionModel
+from daimon.temporal import connect, serving, start_run
 
 TOOL_CALLS = 4
 
