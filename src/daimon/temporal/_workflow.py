@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from daimon.tools import EndRun
 
-__all__ = ("WORKFLOW_NAME", "AgentWorkflow", "ToActivities", "workflow_agent")
+__all__ = ("AgentWorkflow", "ToActivities", "WORKFLOW_NAME", "workflow_agent")
 
 WORKFLOW_NAME = "daimon.agent"
 
