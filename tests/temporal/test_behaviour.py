@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -19,10 +20,14 @@ from daimon import (
     Usage,
     tool,
 )
+from daimon.core.results import AgentResponse
+from daimon.core.tools import ToolOutput
 from daimon.guardrails import GuardrailResult
+from daimon.hooks import AgentHook
 from daimon.models import FunctionModel
 from daimon.multiagent import AgentTool
 from daimon.orchestration import DagBuilder
+from daimon.state import RunState
 from daimon.temporal import RunFailedError, serving, start_run
 
 
@@ -169,3 +174,59 @@ async def test_a_flow_runs_whole_in_one_activity(client: Client, task_queue: str
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
     assert kinds == ["daimon.prompt"]
+
+
+class Recorder(AgentHook):
+    """Records what the hooks see (in the workflow: one worker, its workflow cache on)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def on_run_start(self, state: RunState) -> None:
+        self.seen.append(f"start {state.run_id}")
+
+    async def on_model_response(self, response: ChatResponse, state: RunState) -> None:
+        self.seen.append(f"model {response.text or response.message.tool_calls[0].name}")
+
+    async def on_tool_result(self, call: ToolCall, output: ToolOutput, state: RunState) -> None:
+        self.seen.append(f"tool {call.name} -> {output.content}")
+
+    async def on_run_end(self, response: AgentResponse[Any], state: RunState) -> None:
+        self.seen.append(f"end {response.text}")
+
+
+recorder = Recorder()
+hooked = Agent(
+    FunctionModel(lambda request: _after_look(request)),
+    name="hooked",
+    tools=[look],
+    hooks=[recorder],
+)
+
+
+def _after_look(request: ChatRequest) -> ChatResponse:
+    last = request.messages[-1]
+    if last.role.value == "tool":
+        return ChatResponse.reply(f"saw {last.text}")
+    return ChatResponse.tool_use(ToolCall(id="h1", name="look", arguments={"page": 3}))
+
+
+async def test_hooks_see_the_run_as_in_a_plain_run(client: Client, task_queue: str) -> None:
+    plain = await hooked.prompt("look", run_id="plain")
+    in_process = list(recorder.seen)
+    recorder.seen.clear()
+    async with serving(client, [hooked], task_queue=task_queue):
+        run = await start_run(client, hooked, "look", task_queue=task_queue, workflow_id="durable")
+        response = await run.result()
+    assert response.text == plain.text == "saw page 3"
+    assert (
+        [line.replace("plain", "durable") for line in in_process]
+        == recorder.seen
+        == [
+            "start durable",
+            "model look",
+            "tool look -> page 3",
+            "model saw page 3",
+            "end saw page 3",
+        ]
+    )
