@@ -167,7 +167,9 @@ async def test_runs_complete_when_the_server_is_killed_and_restarted(
                 )
                 for i in range(20)
             ]
-            async with asyncio.timeout(60):  # mid-run: some tools ran, not all runs finished
+            # Killed when the first tool logs: no run can have finished then (each needs one
+            # more model call after its tool's result is recorded), so every run spans the kill.
+            async with asyncio.timeout(60):
                 while not _lines(log):  # noqa: ASYNC110 - polls the tools' log
                     await asyncio.sleep(0.05)
             server.kill()
