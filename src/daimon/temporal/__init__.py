@@ -27,6 +27,7 @@ from daimon.temporal._converter import (  # noqa: E402
     DaimonPayloadConverter,
     data_converter,
 )
+from daimon.temporal._promptable import TemporalAgent  # noqa: E402
 from daimon.temporal._types import ActivityOptions, Decision, RunRequest, RunStatus  # noqa: E402
 from daimon.temporal._worker import connect, serving, worker  # noqa: E402
 from daimon.temporal._workflow import WORKFLOW_NAME, AgentWorkflow  # noqa: E402
@@ -40,6 +41,7 @@ __all__ = (
     "RunFailedError",
     "RunRequest",
     "RunStatus",
+    "TemporalAgent",
     "TemporalRun",
     "WORKFLOW_NAME",
     "connect",
