@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 from temporalio.client import Client
 
-from daimon.temporal import start_run
+from daimon.temporal import serving, start_run
 
-from ._server import DevServer
+from ._agents import arithmetic
+from ._server import DevServer, free_port
 
 HERE = Path(__file__).parent
 SRC = HERE.parents[1] / "src"
@@ -57,3 +59,38 @@ async def test_the_cli_worker_serves_an_agent_until_sigterm(
             worker.wait()
         if worker.stderr is not None:
             worker.stderr.close()
+
+
+async def test_temporal_serve_answers_http_prompts_with_workflow_runs(
+    client: Client, temporal_server: DevServer, task_queue: str
+) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    command = [sys.executable, "-m", "daimon.cli", "temporal", "serve", "arithmetic"]
+    command += ["--task-queue", task_queue, "--address", temporal_server.address]
+    command += ["--port", str(port)]
+    server = subprocess.Popen(  # noqa: ASYNC220 - one process
+        command, cwd=HERE, env=env, stderr=subprocess.DEVNULL
+    )
+    try:
+        async with (
+            serving(client, [arithmetic], task_queue=task_queue),
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http,
+        ):
+            async with asyncio.timeout(60):
+                while True:  # until the server listens
+                    try:
+                        health = await http.get("/health")
+                        break
+                    except httpx.TransportError:
+                        await asyncio.sleep(0.1)
+            assert health.status_code == 200
+            answer = await http.post("/prompt", json={"input": "add 30 12"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["text"] == "the sum is 42"
+        run_id = answer.json()["run_id"]
+        history = await client.get_workflow_handle(run_id).fetch_history()
+        assert history.events  # the HTTP run was a workflow
+    finally:
+        server.send_signal(signal.SIGINT)
+        await asyncio.to_thread(server.wait, 30)

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from daimon.cli.app import app
+from daimon.cli.app import EXIT_USAGE, _Exit, app
 from daimon.cli.serving import _serve, load_served
+from daimon.core.errors import DaimonError
 
 if TYPE_CHECKING:
     from daimon.core.protocols import Promptable
@@ -61,6 +62,41 @@ def temporal_worker(
     sys.stderr.flush()
     logging.shutdown()
     os._exit(0)
+
+
+@temporal_app.command("serve")
+def temporal_serve(
+    agents: Annotated[
+        list[str], typer.Argument(help="Names of agents served by Temporal workers.")
+    ],
+    task_queue: Annotated[str, typer.Option(help="The task queue the workers serve.")],
+    address: Annotated[
+        str, typer.Option(envvar="TEMPORAL_ADDRESS", help="The Temporal frontend, host:port.")
+    ] = "localhost:7233",
+    host: Annotated[
+        str, typer.Option(help="Address to bind; anything but loopback needs --token.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="DAIMON_TOKEN", help="Bearer token clients must send (env DAIMON_TOKEN)."
+        ),
+    ] = None,
+) -> None:
+    """Serve agents over HTTP (as `daimon serve` does) with every run a Temporal workflow."""
+    from daimon.core.optional import require
+
+    require("temporalio", extra="temporal")
+    from daimon.server import serve as serve_http
+    from daimon.temporal import TemporalAgent
+
+    served = {name: TemporalAgent(address, name, task_queue=task_queue) for name in agents}
+    try:
+        serve_http(served, host=host, port=port, token=token)
+    except DaimonError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        raise _Exit(EXIT_USAGE) from None
 
 
 async def _run(

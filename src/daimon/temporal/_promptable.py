@@ -18,6 +18,7 @@ from daimon.core.messages import Message
 from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.temporal._client import TemporalRun, start_run
 from daimon.temporal._types import ActivityOptions
+from daimon.temporal._worker import connect
 
 __all__ = ("TemporalAgent",)
 
@@ -28,22 +29,38 @@ class TemporalAgent:
     ``prompt`` starts a workflow (its id is ``run_id`` when given) and returns the answer, or
     a paused response when the run waits for approval; ``resume`` decides the pending calls
     by the run's id and waits again. Serve it with ``daimon.server.create_app`` like an agent.
+    ``client`` may be a Temporal address (``host:port``): it connects on first use, in the
+    event loop that uses it (what ``daimon temporal serve`` does).
     """
 
     def __init__(
         self,
-        client: Client,
+        client: Client | str,
         name: str,
         *,
         task_queue: str,
         options: ActivityOptions | None = None,
         poll: float = 0.1,
     ) -> None:
-        self.client = client
+        self._client: Client | None = client if isinstance(client, Client) else None
+        self._address: str | None = client if isinstance(client, str) else None
+        self._connecting: asyncio.Lock | None = None
         self._name = name
         self.task_queue = task_queue
         self.options = options
         self.poll = poll
+
+    async def client(self) -> Client:
+        """The Temporal client (connected on first use when given an address)."""
+        if self._client is None:
+            if self._connecting is None:
+                self._connecting = asyncio.Lock()
+            async with self._connecting:
+                if self._client is None:
+                    assert self._address is not None
+                    self._client = await connect(self._address)
+        assert self._client is not None
+        return self._client
 
     @property
     def name(self) -> str:
@@ -93,7 +110,7 @@ class TemporalAgent:
     ) -> AgentResponse[Any]:
         """Decide the paused run's calls (by its run id, the workflow id) and wait again."""
         run_id = paused if isinstance(paused, str) else paused.run_id
-        run = TemporalRun.get(self.client, run_id)
+        run = TemporalRun.get(await self.client(), run_id)
         for approval_id, decision in (approvals or {}).items():
             if isinstance(decision, bool):
                 decision = ApprovalDecision(approved=decision)
@@ -113,7 +130,7 @@ class TemporalAgent:
             raise BuilderError("a Temporal run keeps no session: give history= instead")
         prompt = input if isinstance(input, str) else input.text
         return await start_run(
-            self.client,
+            await self.client(),
             self._name,
             prompt,
             task_queue=self.task_queue,
