@@ -44,6 +44,7 @@ OPTIONAL_LIBRARIES = frozenset(
         "sse_starlette",
         "swagger",  # azure-servicebus installs this top-level package too
         "starlette",
+        "temporalio",
         "tokenizers",
         "typer",
         "uvicorn",

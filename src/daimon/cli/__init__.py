@@ -23,7 +23,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MissingDependencyError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
-    import daimon.cli.serving  # noqa: F401 - registers `mcp`, `a2a` and `eval` on the app
+    import daimon.cli.serving  # registers `mcp`, `a2a` and `eval` on the app
+    import daimon.cli.temporal  # noqa: F401 - registers `temporal worker` on the app
     from daimon.cli.app import main as run_app
 
     return run_app(argv)

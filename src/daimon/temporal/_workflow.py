@@ -1,0 +1,349 @@
+"""The run as a Temporal workflow: daimon's own loop, with every call an activity.
+
+The workflow runs the agent's real loop (``Agent.prompt`` and ``Agent.resume``), so the
+decisions a plain run makes (guardrails, hooks, budgets, structured output, the loop guard,
+approvals) are made here by the same code. One extension, innermost in the agent's chains,
+sends each model call and each tool call to an activity instead of calling the model or the
+tool: the loop's decisions are replayed from history, and only the calls' results are stored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+
+with workflow.unsafe.imports_passed_through():
+    from daimon.agent import Agent
+    from daimon.core.chat import ChatRequest, ChatResponse
+    from daimon.core.codec import dumps
+    from daimon.core.errors import DaimonError, ModelError
+    from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd, ToolResult
+    from daimon.core.messages import ToolCall
+    from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
+    from daimon.core.tools import ToolOutput
+    from daimon.extensions import CallModel, CallTool, Extension
+    from daimon.state import RunState
+    from daimon.temporal._activities import (
+        MODEL_ACTIVITY,
+        PROMPT_ACTIVITY,
+        TOOL_ACTIVITY,
+        portable,
+    )
+    from daimon.temporal._registry import lookup
+    from daimon.temporal._types import (
+        ActivityOptions,
+        Decision,
+        EventPage,
+        ModelCallInput,
+        PromptInput,
+        RunPhase,
+        RunRequest,
+        RunStatus,
+        ToolCallInput,
+        ToolCallResult,
+    )
+    from daimon.tools import EndRun
+
+__all__ = ("AgentWorkflow", "ToActivities", "WORKFLOW_NAME", "workflow_agent")
+
+WORKFLOW_NAME = "daimon.agent"
+
+
+def _digest(value: object) -> str:
+    """A short fingerprint of an activity's input: its id changes when the input does."""
+    return hashlib.sha256(dumps(value).encode()).hexdigest()[:16]
+
+
+class ToActivities(Extension):
+    """Innermost in a served agent's chains: each model call and tool call becomes an activity.
+
+    One instance serves every run; the run it acts for is the current workflow's. An
+    activity's id holds a fingerprint of its input. On replay Temporal checks each scheduled
+    activity against history, so an agent whose calls changed between deploys (its prompt,
+    tools, or decisions) fails with a determinism error rather than reusing results recorded
+    for different calls.
+    """
+
+    __slots__ = ()
+
+    async def wrap_model_call(
+        self, request: ChatRequest, ctx: RunState, call_next: CallModel
+    ) -> ChatResponse:
+        """Call the model in an activity."""
+        run = _current()
+        run.ctx = ctx
+        options = run.options
+        call = ModelCallInput(agent=run.agent_name, request=request)
+        try:
+            response: ChatResponse = await workflow.execute_activity(
+                MODEL_ACTIVITY,
+                call,
+                result_type=ChatResponse,
+                activity_id=run.activity_id("model", request),
+                start_to_close_timeout=_seconds(options.model_timeout),
+                heartbeat_timeout=_seconds(options.heartbeat_timeout),
+                retry_policy=run.retry_policy,
+            )
+        except ActivityError as exc:
+            if is_cancelled_exception(exc):
+                raise
+            raise ModelError(_cause(exc)) from None
+        run.record_model(response)
+        return response
+
+    async def wrap_tool_call(
+        self, call: ToolCall, ctx: RunState, call_next: CallTool
+    ) -> ToolOutput:
+        """Run the tool in an activity; its result, its usage, and an ``EndRun`` come back."""
+        run = _current()
+        options = run.options
+        payload = ToolCallInput(
+            agent=run.agent_name,
+            call=call,
+            run_id=ctx.run_id,
+            iteration=ctx.iteration,
+            usage=ctx.usage,
+            cost=ctx.cost,
+            messages=tuple(ctx.messages),
+            deps=run.deps,
+        )
+        try:
+            result: ToolCallResult = await workflow.execute_activity(
+                TOOL_ACTIVITY,
+                payload,
+                result_type=ToolCallResult,
+                activity_id=run.activity_id("tool", call),
+                start_to_close_timeout=_seconds(options.tool_timeout),
+                heartbeat_timeout=_seconds(options.heartbeat_timeout),
+                retry_policy=run.retry_policy,
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+        except ActivityError as exc:  # out of attempts: the model reads it, as in a plain run
+            if is_cancelled_exception(exc):
+                raise
+            result = ToolCallResult(output=ToolOutput.error(f"Error: {_cause(exc)}"))
+        if result.usage is not None:
+            ctx.report_usage(result.usage, result.cost)
+        run.record_tool(call, result.output)
+        if result.ended:
+            raise EndRun(result.end_output, text=result.end_text)
+        return result.output
+
+
+def workflow_agent(agent: Agent[Any, Any]) -> Agent[Any, Any]:
+    """``agent`` as its workflow runs it: calls go to activities, no checkpoint store.
+
+    Built once per agent by the worker, outside the workflow sandbox. The workflow's history
+    is the run's checkpoint.
+    """
+    return agent.replace(extensions=(*agent.extensions, ToActivities()), checkpoint=None)
+
+
+def _current() -> AgentWorkflow:
+    run = workflow.instance()
+    if not isinstance(run, AgentWorkflow):
+        raise DaimonError("daimon.temporal.ToActivities runs only inside daimon's AgentWorkflow")
+    return run
+
+
+@workflow.defn(name=WORKFLOW_NAME, failure_exception_types=[DaimonError])
+class AgentWorkflow:
+    """One agent run; approvals by update (or signal), its state and events by query."""
+
+    def __init__(self) -> None:
+        self.ctx: RunState | None = None
+        self.agent_name = ""
+        self.deps: Any = None
+        self.options = ActivityOptions()
+        self.retry_policy = RetryPolicy()
+        self._calls = 0
+        self._phase: RunPhase = "running"
+        self._pending: tuple[ApprovalRequest, ...] = ()
+        self._decisions: dict[str, ApprovalDecision] = {}
+        self._events: list[StreamEvent] = []
+        self._events_before = 0
+        self._paused: AgentResponse[Any] | None = None
+
+    @workflow.run
+    async def run(self, request: RunRequest) -> AgentResponse[Any]:
+        """Run the agent to its answer, waiting (durably) for every approval it needs."""
+        try:
+            response = await self._run(request)
+        except workflow.ContinueAsNewError:
+            raise
+        except BaseException as exc:
+            self._phase = "cancelled" if is_cancelled_exception(exc) else "failed"
+            raise
+        self._phase = "completed"
+        return portable(response)
+
+    async def _run(self, request: RunRequest) -> AgentResponse[Any]:
+        agent = self._start(request)
+        run_id = request.run_id or workflow.info().workflow_id
+        if agent is None:  # a team or flow: one activity
+            return await self._prompt_activity(request, run_id)
+        self._events_before = request.events_before
+        self._paused = request.paused
+        response = request.paused or await agent.prompt(
+            request.prompt,
+            run_id=run_id,
+            instructions=request.instructions,
+            history=request.history or None,
+        )
+        while response.paused:
+            self._pending = response.pending_approvals
+            self._phase = "awaiting_approval"
+            if (
+                response is not request.paused  # this workflow run moved the run on
+                and workflow.info().get_current_history_length() >= request.continue_after
+            ):
+                # a long run sheds its history while it waits: the paused state is all it needs
+                workflow.continue_as_new(
+                    dataclasses.replace(
+                        request,
+                        paused=response,
+                        events_before=self._events_before + len(self._events),
+                    )
+                )
+            await workflow.wait_condition(self._all_decided)
+            decisions = {p.id: self._decisions.pop(p.id) for p in self._pending}
+            self._pending = ()
+            self._phase = "running"
+            response = await agent.resume(response, decisions)
+        return response
+
+    def _start(self, request: RunRequest) -> Agent[Any, Any] | None:
+        self.agent_name = request.agent
+        self.deps = request.deps
+        options = self.options = request.options
+        self.retry_policy = RetryPolicy(
+            initial_interval=_seconds(options.initial_interval),
+            backoff_coefficient=options.backoff,
+            maximum_interval=_seconds(options.max_interval),
+            maximum_attempts=options.max_attempts,
+        )
+        return lookup(workflow.info().task_queue, request.agent).workflow_agent
+
+    async def _prompt_activity(self, request: RunRequest, run_id: str) -> AgentResponse[Any]:
+        call = PromptInput(
+            agent=request.agent,
+            prompt=request.prompt,
+            run_id=run_id,
+            instructions=request.instructions,
+        )
+        response: AgentResponse[Any] = await workflow.execute_activity(
+            PROMPT_ACTIVITY,
+            call,
+            result_type=AgentResponse,
+            activity_id=self.activity_id("prompt", call),
+            start_to_close_timeout=_seconds(self.options.tool_timeout),
+            heartbeat_timeout=_seconds(self.options.heartbeat_timeout),
+            retry_policy=self.retry_policy,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        return response
+
+    def activity_id(self, kind: str, value: object) -> str:
+        """The next activity's id: its kind, its number in the run, its input's fingerprint."""
+        self._calls += 1
+        return f"{kind}-{self._calls}-{_digest(value)}"
+
+    def _all_decided(self) -> bool:
+        return all(p.id in self._decisions for p in self._pending)
+
+    # ------------------------------------------------------------------------- approvals
+
+    @workflow.update(name="decide")
+    async def decide(self, decision: Decision) -> RunStatus:
+        """Approve or reject one pending call; the run's status after it."""
+        self._decisions[decision.approval_id] = ApprovalDecision(
+            approved=decision.approved, reason=decision.reason
+        )
+        return self.status()
+
+    @decide.validator
+    def _check_decision(self, decision: Decision) -> None:
+        if not any(p.id == decision.approval_id for p in self._pending):
+            pending = ", ".join(p.id for p in self._pending) or "none"
+            raise ApplicationError(
+                f"no pending approval {decision.approval_id!r} (pending: {pending})",
+                type="ApprovalNotPending",
+                non_retryable=True,
+            )
+
+    @workflow.signal(name="decide_signal")
+    def decide_signal(self, decision: Decision) -> None:
+        """Approve or reject by signal (fire and forget); an unknown id is ignored."""
+        if any(p.id == decision.approval_id for p in self._pending):
+            self._decisions[decision.approval_id] = ApprovalDecision(
+                approved=decision.approved, reason=decision.reason
+            )
+
+    # --------------------------------------------------------------------------- queries
+
+    @workflow.query(name="status")
+    def status(self) -> RunStatus:
+        """The run's phase, messages, usage, cost and pending approvals."""
+        ctx = self.ctx
+        events = self._events_before + len(self._events)
+        paused = self._paused
+        if ctx is None and paused is not None:  # continued as new: the paused run's state
+            return RunStatus(
+                phase=self._phase,
+                iteration=paused.iterations,
+                usage=paused.usage,
+                cost=paused.cost,
+                messages=paused.messages,
+                pending_approvals=self._pending,
+                events=events,
+            )
+        if ctx is None:
+            return RunStatus(phase=self._phase, events=events)
+        return RunStatus(
+            phase=self._phase,
+            iteration=ctx.iteration,
+            usage=ctx.usage,
+            cost=ctx.cost,
+            messages=tuple(ctx.messages),
+            pending_approvals=self._pending,
+            events=events,
+        )
+
+    @workflow.query(name="events")
+    def events(self, after: int) -> EventPage:
+        """The run's events from index ``after`` on (a client polls them to stream).
+
+        Indexes count from the run's start; after a continue-as-new the earlier workflow runs'
+        events are no longer held (a client that had not read them skips them).
+        """
+        first = max(after - self._events_before, 0)
+        return EventPage(start=self._events_before + first, events=tuple(self._events[first:]))
+
+    # ---------------------------------------------------------------------------- events
+
+    def record_model(self, response: ChatResponse) -> None:
+        """A model turn's events: its text, and each tool call it asked for."""
+        message = response.message
+        if message.text:
+            self._events.append(TextDelta(text=message.text))
+        for index, call in enumerate(message.tool_calls):
+            self._events.append(ToolCallEnd(call=call, index=index))
+
+    def record_tool(self, call: ToolCall, output: ToolOutput) -> None:
+        """A tool call's result."""
+        self._events.append(ToolResult(call_id=call.id, name=call.name, output=output))
+
+
+def _seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)
+
+
+def _cause(exc: ActivityError) -> str:
+    cause = exc.cause
+    return str(cause) if cause is not None else str(exc)

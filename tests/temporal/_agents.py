@@ -1,0 +1,136 @@
+"""Agents the Temporal tests run, in the test process and in worker processes.
+
+The model is a :class:`FunctionModel`: its answer depends only on the request, so any worker
+answers a run's call the same way. ``DAIMON_TEMPORAL_LOG`` names a file where the tools append
+one line per execution (``<tool> <idempotency key> <activity attempt> <pid>``), one ``write``
+per line on an ``O_APPEND`` file, so concurrent processes never interleave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+from temporalio import activity
+
+from daimon import Agent, ChatRequest, ChatResponse, RunContext, ToolCall, ToolRetryPolicy, tool
+from daimon.models import FunctionModel
+
+
+def log(*words: object) -> None:
+    path = os.environ.get("DAIMON_TEMPORAL_LOG")
+    if not path:
+        return
+    attempt = activity.info().attempt if activity.in_activity() else 0
+    line = " ".join(map(str, (*words, attempt, os.getpid()))) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def _arithmetic(request: ChatRequest) -> ChatResponse:
+    """``add A B``: call ``add`` then answer with the sum; any other prompt is echoed."""
+    last = request.messages[-1]
+    if last.role.value == "tool":
+        return ChatResponse.reply(f"the sum is {last.text}")
+    words = last.text.split()
+    if len(words) == 3 and words[0] == "add":
+        args = {"a": _number(words[1]), "b": _number(words[2])}
+        return ChatResponse.tool_use(ToolCall(id="call-1", name="add", arguments=args))
+    return ChatResponse.reply(f"echo: {last.text}")
+
+
+def _number(word: str) -> int | str:
+    return int(word) if word.isdigit() else word  # a word: the tool's schema refuses it
+
+
+@tool
+async def add(ctx: RunContext, a: int, b: int) -> str:
+    """Add two numbers (slowly enough for a worker to die during the call)."""
+    await asyncio.sleep(float(os.environ.get("DAIMON_TEMPORAL_TOOL_SECONDS", "0")))
+    log("add", ctx.idempotency_key)
+    return str(a + b)
+
+
+arithmetic = Agent(FunctionModel(_arithmetic), name="arithmetic", tools=[add])
+
+
+# --------------------------------------------------------------------------- approvals
+
+
+def _refunds(request: ChatRequest) -> ChatResponse:
+    last = request.messages[-1]
+    if last.role.value == "tool":
+        return ChatResponse.reply(f"refund: {last.text}")
+    order = last.text.split()[-1]
+    return ChatResponse.tool_use(ToolCall(id="refund-1", name="refund", arguments={"order": order}))
+
+
+@tool(requires_approval=True)
+def refund(order: str) -> str:
+    """Refund an order (a person approves each refund)."""
+    return f"order {order} refunded"
+
+
+refunds = Agent(FunctionModel(_refunds), name="refunds", tools=[refund])
+
+
+# ---------------------------------------------------------------------- idempotency
+
+
+@tool
+def charge(ctx: RunContext, amount: int) -> str:
+    """Charge once per idempotency key, however often the call is retried."""
+    ledger = Path(os.environ["DAIMON_TEMPORAL_LEDGER"])
+    keys = set(ledger.read_text().split()) if ledger.exists() else set()
+    if ctx.idempotency_key not in keys:  # the side effect, keyed
+        with ledger.open("a") as out:
+            out.write(ctx.idempotency_key + "\n")
+    log("charge", ctx.idempotency_key)
+    if activity.info().attempt < 3:  # the call's result is lost twice: Temporal retries it
+        raise ConnectionError("the payment service dropped the connection")
+    return json.dumps({"charged": amount})
+
+
+def _payments(request: ChatRequest) -> ChatResponse:
+    last = request.messages[-1]
+    if last.role.value == "tool":
+        return ChatResponse.reply(last.text)
+    return ChatResponse.tool_use(ToolCall(id="pay-1", name="charge", arguments={"amount": 5}))
+
+
+payments = Agent(
+    FunctionModel(_payments),
+    name="payments",
+    tools=[charge],
+    tool_retry_policy=ToolRetryPolicy(max_retries=3, retry_on=(ConnectionError,)),
+)
+
+
+# ----------------------------------------------------------------------- cancellation
+
+
+@tool
+async def wait(ctx: RunContext, seconds: float) -> str:
+    """Wait, logging when the wait starts and when it is cancelled."""
+    log("wait-start", ctx.idempotency_key)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        log("wait-cancelled", ctx.idempotency_key)
+        raise
+    return "waited"
+
+
+def _sleepy(request: ChatRequest) -> ChatResponse:
+    last = request.messages[-1]
+    if last.role.value == "tool":
+        return ChatResponse.reply(last.text)
+    return ChatResponse.tool_use(ToolCall(id="wait-1", name="wait", arguments={"seconds": 600}))
+
+
+sleeper = Agent(FunctionModel(_sleepy), name="sleeper", tools=[wait])
