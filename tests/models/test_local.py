@@ -296,6 +296,19 @@ async def test_generate_answers_in_text(model: LocalModel) -> None:
     assert isinstance(model, Model)
 
 
+def test_label_scores_are_the_models_own(model: LocalModel) -> None:
+    # The calibrated decision reads these; llama.cpp once returned a uniform guess for all.
+    from daimon.models.local._prompt import decision_messages
+
+    messages = decision_messages("What is 7 * 6?", [calculator.spec])
+    runtime = model._load_locked()
+    scores = runtime.label_logprobs(
+        model.template.render(messages), messages, ["calculator", "none", "Paris"]
+    )
+    assert all(score <= 0 for score in scores)
+    assert len({round(score, 3) for score in scores}) == 3, scores
+
+
 async def test_the_prompt_is_tokenized_as_written(model: LocalModel) -> None:
     # An escaped prompt would be longer: &#34; is several tokens where " is one.
     request = _request("Repeat exactly: \"a\" 'b' <c>", max_tokens=4)

@@ -253,7 +253,10 @@ class LlamaCppRuntime:
         llama = self._llama
         llama.reset()
         llama.eval(llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
-        logits = np.asarray(llama.scores[llama.n_tokens - 1], dtype=np.float64)
+        # The last position's logits, from the context itself: llama-cpp-python 0.3 keeps
+        # ``Llama.scores`` only with ``logits_all=True`` (all zeros otherwise, a uniform guess).
+        last = self._llama_cpp.llama_get_logits_ith(llama.ctx, -1)
+        logits = np.ctypeslib.as_array(last, shape=(llama.n_vocab(),)).astype(np.float64)
         top = float(logits.max())
         log_total = top + float(np.log(np.exp(logits - top).sum()))
         ids = [llama.tokenize(label.encode("utf-8"), add_bos=False)[0] for label in labels]
