@@ -213,6 +213,21 @@ async def test_the_calibrated_decision_picks_the_tool_and_forces_its_call(
     assert [name for name, _ in output.tools] == ["calculator"] and not output.text
 
 
+async def test_the_likeliest_decision_reads_the_scores_as_they_are(
+    fake: type[FakeRuntime],
+) -> None:
+    from daimon.models.local import LocalModel
+
+    # The scores that the calibrated decision turns into a call: read raw, "none" wins.
+    fake.labels = {"calculator": -3.0, "none": -1.0}
+    fake.baseline = {"calculator": -6.0, "none": -0.5}
+    model = LocalModel(runtime="fake", tool_decision="likeliest")
+    response = await model.generate(_request("Hello!", tools=[calculator.spec]))
+    assert response.text == "Paris." and not response.has_tool_calls
+    _, output = fake.prompts[-1]
+    assert output.text and not output.tools
+
+
 async def test_the_grammar_decision_offers_a_call_or_text_in_one_pass(
     fake: type[FakeRuntime],
 ) -> None:

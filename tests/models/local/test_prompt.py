@@ -127,7 +127,10 @@ def test_build_output(choice: str | None, tools: tuple[str, ...], text: bool, sc
     assert tuple(name for name, _ in output.tools) == tools
     assert output.text is text
     assert (output.json_schema is not None) is schema
-    assert output.constrained is bool(tools)
+    # With tools offered, text is held too: it may not open a call when none is allowed.
+    assert output.constrained
+    assert output.no_calls is (not tools)
+    assert not build_output(ChatRequest(messages=[Message.user("q")]), choice).constrained
 
 
 def test_structured_output_replaces_free_text() -> None:
@@ -162,6 +165,8 @@ def test_the_lark_grammar_allows_a_call_or_text() -> None:
     assert forced.splitlines()[0] == "start: call"
     structured = lark_grammar(Output(json_schema={"type": "object"}, text=False))
     assert structured.splitlines()[0] == "start: answer_json"
+    # After the tools' round, text only, and it may not copy a call.
+    assert lark_grammar(Output(no_calls=True)).splitlines() == ["start: text", lines[3]]
 
 
 def test_the_gbnf_grammar_is_valid_for_llama_cpp() -> None:
@@ -263,6 +268,19 @@ def test_free_strings_cannot_open_with_punctuation() -> None:
     import re
 
     pattern = re.compile(_PLAIN_STRING)
-    assert pattern.match("17 * 23") and pattern.match("(1 + 2) * 3") and pattern.match("-4")
-    for bad in (".17 * 23", " 17", "}", ",x", "?", ""):
+    for good in ("17 * 23", "(1 + 2) * 3", "-4", "Alice Martin", "\u00c9lise"):
+        assert pattern.match(good), good
+    for bad in (".17 * 23", " 17", "}", ",x", "?", "", "\x1b", "1\x1b", "a\nb", "\\u007f", "\x7f"):
         assert not pattern.match(bad), bad
+
+
+def test_a_label_scores_the_candidate_tokens_that_begin_it() -> None:
+    import math
+
+    from daimon.models.local._runtimes import label_scores
+
+    candidates = [("n", math.log(0.5)), ("look", math.log(0.2)), ("l", math.log(0.1)), ("x", 0.0)]
+    scores = label_scores(candidates, ["calculator", "lookup", "none"])
+    assert scores[0] == -50.0
+    assert scores[1] == pytest.approx(math.log(0.3))
+    assert scores[2] == pytest.approx(math.log(0.5))

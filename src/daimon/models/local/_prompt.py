@@ -215,10 +215,14 @@ class Output:
     """Whether a plain-text answer is allowed."""
     json_schema: Mapping[str, Any] | None = None
     """Structured output: the answer is JSON matching this schema (instead of free text)."""
+    no_calls: bool = False
+    """Text that must not open a tool call: tools were offered but a call is not allowed (the
+    model would otherwise copy the calls it sees in the conversation)."""
     constrained: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "constrained", bool(self.tools) or self.json_schema is not None)
+        constrained = bool(self.tools) or self.json_schema is not None or self.no_calls
+        object.__setattr__(self, "constrained", constrained)
 
     def call_schema(self) -> dict[str, Any]:
         """The JSON Schema of one call: ``{"name": <tool>, "arguments": {...}}``."""
@@ -237,10 +241,11 @@ class Output:
         return options[0] if len(options) == 1 else {"anyOf": options}
 
 
-_PLAIN_STRING = r'^[^ \t\n{}<>"\\\[\]),;:=.!?][^{}<>"\\\n]{0,79}$'
+_PLAIN_STRING = r'^[0-9A-Za-z(+\-\u00c0-\u024f][^\x00-\x1f\x7f{}<>"\\]{0,79}$'
 """Free-form string arguments in a call: one line of at most 80 characters, not empty, with no
-braces, angle brackets, quotes or backslashes, not starting with a space or punctuation
-(a leading ``.`` turned ``17 * 23`` into ``.17 * 23``).
+braces, angle brackets, quotes, backslashes or control characters, starting with a letter, a
+digit, ``(``, ``+`` or ``-`` (a leading ``.`` turned ``17 * 23`` into ``.17 * 23``; barred from
+``.`` only, the model wrote ``\\u001b`` escapes).
 
 A tiny model asked for an argument it cannot find tends to close the call inside the string
 (``"expression": "}}"``), or to spell on forever, until ``max_tokens`` cuts the call short; this
@@ -273,7 +278,7 @@ def build_output(request: ChatRequest, choice: str | None) -> Output:
     """
     schema = request.response_format.schema if request.response_format is not None else None
     if not request.tools or choice in (None, "none"):
-        return Output(json_schema=schema, text=schema is None)
+        return Output(json_schema=schema, text=schema is None, no_calls=bool(request.tools))
     tools = tuple((spec.name, spec.parameters) for spec in request.tools)
     if choice == "auto":
         return Output(tools=tools, text=schema is None, json_schema=schema)
