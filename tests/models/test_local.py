@@ -254,7 +254,8 @@ async def test_after_a_round_of_tools_the_bundled_model_answers_in_text(
     model = LocalModel(runtime="fake")
     await model.generate(ChatRequest(messages=messages, tools=[calculator.spec]))
     prompt, output = fake.prompts[-1]
-    assert not output.constrained
+    # Text only, held by a grammar to text that does not open another call.
+    assert output.text and not output.tools and output.no_calls and output.constrained
     assert "Tool calculator result: 2" in prompt
 
 
