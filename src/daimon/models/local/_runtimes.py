@@ -26,11 +26,11 @@ from daimon.models.local._prompt import Output, gbnf_grammar, lark_grammar
 
 __all__ = (
     "Finish",
-    "label_scores",
     "LlamaCppRuntime",
     "MistralRsRuntime",
     "RUNTIMES",
     "Runtime",
+    "label_scores",
 )
 
 _PROVIDER = "local"
