@@ -50,3 +50,11 @@ def test_it_is_a_tool() -> None:
     assert spec.parameters["required"] == ["expression"]
     assert "12.5 * 4 + 3" in spec.parameters["properties"]["expression"]["description"]
     assert calculator("2 * 21") == 42
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [("17 times 23", 391), ("144 Divided  by 12", 12.0), ("1000 minus 357", 643), ("2 plus 2", 4)],
+)
+def test_operators_may_be_words(expression: str, value: float) -> None:
+    assert evaluate(expression) == value

@@ -213,6 +213,21 @@ async def test_the_calibrated_decision_picks_the_tool_and_forces_its_call(
     assert [name for name, _ in output.tools] == ["calculator"] and not output.text
 
 
+async def test_the_likeliest_decision_reads_the_scores_as_they_are(
+    fake: type[FakeRuntime],
+) -> None:
+    from daimon.models.local import LocalModel
+
+    # The scores that the calibrated decision turns into a call: read raw, "none" wins.
+    fake.labels = {"calculator": -3.0, "none": -1.0}
+    fake.baseline = {"calculator": -6.0, "none": -0.5}
+    model = LocalModel(runtime="fake", tool_decision="likeliest")
+    response = await model.generate(_request("Hello!", tools=[calculator.spec]))
+    assert response.text == "Paris." and not response.has_tool_calls
+    _, output = fake.prompts[-1]
+    assert output.text and not output.tools
+
+
 async def test_the_grammar_decision_offers_a_call_or_text_in_one_pass(
     fake: type[FakeRuntime],
 ) -> None:
@@ -239,7 +254,8 @@ async def test_after_a_round_of_tools_the_bundled_model_answers_in_text(
     model = LocalModel(runtime="fake")
     await model.generate(ChatRequest(messages=messages, tools=[calculator.spec]))
     prompt, output = fake.prompts[-1]
-    assert not output.constrained
+    # Text only, held by a grammar to text that does not open another call.
+    assert output.text and not output.tools and output.no_calls and output.constrained
     assert "Tool calculator result: 2" in prompt
 
 
@@ -294,6 +310,19 @@ async def test_generate_answers_in_text(model: LocalModel) -> None:
     assert 0 < response.usage.output_tokens <= 24
     assert response.model == "smollm2"
     assert isinstance(model, Model)
+
+
+def test_label_scores_are_the_models_own(model: LocalModel) -> None:
+    # The calibrated decision reads these; llama.cpp once returned a uniform guess for all.
+    from daimon.models.local._prompt import decision_messages
+
+    messages = decision_messages("What is 7 * 6?", [calculator.spec])
+    runtime = model._load_locked()
+    scores = runtime.label_logprobs(
+        model.template.render(messages), messages, ["calculator", "none", "Paris"]
+    )
+    assert all(score <= 0 for score in scores)
+    assert len({round(score, 3) for score in scores}) == 3, scores
 
 
 async def test_the_prompt_is_tokenized_as_written(model: LocalModel) -> None:

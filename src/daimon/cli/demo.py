@@ -1,7 +1,8 @@
 """The built-in demo tool: a calculator, ``daimon run --tool daimon.cli.demo:calculator``.
 
 It evaluates arithmetic safely: the expression is parsed, never ``eval``-ed, and only numbers,
-the four operations, ``//``, ``%``, ``**`` (small exponents) and parentheses are accepted.
+the four operations (as symbols or the words plus, minus, times,
+multiplied by, divided by), ``//``, ``%``, ``**`` (small exponents) and parentheses are accepted.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable
 
 from daimon.tools import tool
@@ -28,6 +30,15 @@ _UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {
     ast.UAdd: operator.pos,
     ast.USub: operator.neg,
 }
+_WORD_OPERATORS = {
+    "plus": "+",
+    "minus": "-",
+    "times": "*",
+    "multiplied by": "*",
+    "divided by": "/",
+}
+"""Operators written as words, as a small model copies them from the question."""
+_WORDS = re.compile(r"\b(?:plus|minus|times|multiplied\s+by|divided\s+by)\b", re.IGNORECASE)
 _MAX_EXPONENT = 1000
 _MAX_LENGTH = 500
 _MAX_BITS = 1024
@@ -40,6 +51,7 @@ def evaluate(expression: str) -> float:
         ValueError: The expression is not plain arithmetic, or cannot be computed.
     """
     text = expression.strip().replace("\u00d7", "*").replace("\u00f7", "/").replace("^", "**")
+    text = _WORDS.sub(lambda match: _WORD_OPERATORS[" ".join(match[0].lower().split())], text)
     if not text:
         raise ValueError("the expression is empty")
     if len(text) > _MAX_LENGTH:
@@ -82,6 +94,7 @@ def calculator(expression: str) -> float:
     """Evaluate an arithmetic expression and return the number.
 
     Args:
-        expression: The arithmetic to compute, e.g. "12.5 * 4 + 3".
+        expression: The arithmetic to compute, written with numbers and + - * / ** ( ),
+            e.g. "12.5 * 4 + 3".
     """
     return evaluate(expression)

@@ -11,6 +11,7 @@ from daimon import ChatRequest, Message, ResponseFormat, ToolCall
 from daimon.cli.demo import calculator
 from daimon.core import ModelError
 from daimon.models.local._prompt import (
+    _PLAIN_STRING,
     CALL_CLOSE,
     CALL_OPEN,
     ChatTemplate,
@@ -21,6 +22,7 @@ from daimon.models.local._prompt import (
     gbnf_grammar,
     lark_grammar,
     parse_output,
+    without_examples,
 )
 from daimon.tools import tool
 
@@ -94,7 +96,7 @@ def test_tools_are_listed_in_the_system_message_and_results_fold_into_user_turns
         f'{CALL_OPEN}{{"name": "calculator", "arguments": {{"expression": "\\"1\\" + 2"}}}}'
         f"{CALL_CLOSE}"
     )
-    assert wire[3]["content"] == "Tool calculator result: 3"
+    assert wire[3]["content"].startswith("Tool calculator result: 3\nAnswer my question with")
     # Without tools offered, nothing is listed and no system message is added.
     assert chat_messages(ChatRequest(messages=[Message.user("q")]), ()) == [
         {"role": "user", "content": "q"}
@@ -125,7 +127,10 @@ def test_build_output(choice: str | None, tools: tuple[str, ...], text: bool, sc
     assert tuple(name for name, _ in output.tools) == tools
     assert output.text is text
     assert (output.json_schema is not None) is schema
-    assert output.constrained is bool(tools)
+    # With tools offered, text is held too: it may not open a call when none is allowed.
+    assert output.constrained
+    assert output.no_calls is (not tools)
+    assert not build_output(ChatRequest(messages=[Message.user("q")]), choice).constrained
 
 
 def test_structured_output_replaces_free_text() -> None:
@@ -160,6 +165,8 @@ def test_the_lark_grammar_allows_a_call_or_text() -> None:
     assert forced.splitlines()[0] == "start: call"
     structured = lark_grammar(Output(json_schema={"type": "object"}, text=False))
     assert structured.splitlines()[0] == "start: answer_json"
+    # After the tools' round, text only, and it may not copy a call.
+    assert lark_grammar(Output(no_calls=True)).splitlines() == ["start: text", lines[3]]
 
 
 def test_the_gbnf_grammar_is_valid_for_llama_cpp() -> None:
@@ -224,3 +231,56 @@ def test_plain_text_is_the_answer() -> None:
 def test_a_broken_call_is_a_model_error(text: str) -> None:
     with pytest.raises(ModelError, match="unfinished tool call"):
         parse_output(text, _output("calculator"))
+
+
+@pytest.mark.parametrize(
+    ("description", "plain"),
+    [
+        ('The arithmetic to compute, e.g. "12.5 * 4 + 3".', "The arithmetic to compute."),
+        ("A city (for example Paris).", "A city."),
+        ("A date; for instance 2026-01-31.", "A date."),
+        ("Units such as km or mi, like the map's.", "Units such as km or mi, like the map's."),
+        ("No example here.", "No example here."),
+    ],
+)
+def test_examples_are_taken_out_of_descriptions(description: str, plain: str) -> None:
+    assert without_examples(description) == plain
+
+
+def test_the_prompt_the_model_sees_carries_no_example_values() -> None:
+    @tool
+    def lookup(name: str) -> str:
+        """Look up a colleague, e.g. "Alice Martin".
+
+        Args:
+            name: The person's full name, e.g. "Alice Martin".
+        """
+        return name
+
+    request = ChatRequest(messages=[Message.user("q")], tools=[calculator.spec, lookup.spec])
+    system = chat_messages(request, request.tools)[0]["content"]
+    assert "12.5" not in system and "Alice" not in system
+    assert "expression (string): The arithmetic to compute, written with numbers and" in system
+    assert "name (string): The person's full name." in system
+
+
+def test_free_strings_cannot_open_with_punctuation() -> None:
+    import re
+
+    pattern = re.compile(_PLAIN_STRING)
+    for good in ("17 * 23", "(1 + 2) * 3", "-4", "Alice Martin", "\u00c9lise"):
+        assert pattern.match(good), good
+    for bad in (".17 * 23", " 17", "}", ",x", "?", "", "\x1b", "1\x1b", "a\nb", "\\u007f", "\x7f"):
+        assert not pattern.match(bad), bad
+
+
+def test_a_label_scores_the_candidate_tokens_that_begin_it() -> None:
+    import math
+
+    from daimon.models.local._runtimes import label_scores
+
+    candidates = [("n", math.log(0.5)), ("look", math.log(0.2)), ("l", math.log(0.1)), ("x", 0.0)]
+    scores = label_scores(candidates, ["calculator", "lookup", "none"])
+    assert scores[0] == -50.0
+    assert scores[1] == pytest.approx(math.log(0.3))
+    assert scores[2] == pytest.approx(math.log(0.5))

@@ -71,7 +71,7 @@ _BUNDLED_MAX_TOKENS = {DEFAULT_MODEL: 160}
 """Tool rounds per turn for bundled models too small to stop calling tools by themselves."""
 
 _PROVIDER = "local"
-_DECISIONS = ("calibrated", "grammar")
+_DECISIONS = ("calibrated", "likeliest", "grammar")
 _GGUF_MAGIC = b"GGUF"
 
 
@@ -148,7 +148,8 @@ class LocalModel(AsyncClosing):
             lets it (``tool_choice`` unset or ``"auto"``). ``"calibrated"`` (default): a short
             question "which tool fits?" whose answer is read from the label probabilities,
             each less its probability for an empty message (contextual calibration), then the
-            chosen call (or text) under its grammar; ``"grammar"``: one pass under a grammar
+            chosen call (or text) under its grammar; ``"likeliest"``: the same question, its
+            label probabilities read as they are; ``"grammar"``: one pass under a grammar
             that allows a call or text, which suits models trained for tool calls. Measured on
             SmolLM2-135M in docs/benchmarks.md.
 
@@ -310,6 +311,8 @@ class LocalModel(AsyncClosing):
         question = next((m.text for m in reversed(request.messages) if m.role is Role.USER), "")
         asked = decision_messages(question, request.tools)
         scores = runtime.label_logprobs(self.template.render(asked), asked, labels)
+        if self._decision == "likeliest":
+            return labels[scores.index(max(scores))]
         key = tuple(labels)
         if key not in self._baselines:
             empty = decision_messages("N/A", request.tools)
@@ -331,7 +334,7 @@ class LocalModel(AsyncClosing):
     async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Answer ``request`` as events: text token by token; a tool call once it is complete."""
         choice = _tool_choice(request, self._max_tool_rounds)
-        decide = choice == "auto" and self._decision == "calibrated"
+        decide = choice == "auto" and self._decision != "grammar"
         temperature = self._temperature if request.temperature is None else request.temperature
         max_tokens = request.max_tokens or self._max_tokens
         loop = asyncio.get_running_loop()

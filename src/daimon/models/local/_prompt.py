@@ -11,6 +11,7 @@ question no tool fits gets an answer rather than a forced call.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,7 @@ CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
 _PROVIDER = "local"
 _DEFAULT_SYSTEM = "You are a helpful assistant."
+_USE_RESULTS = "Answer my question with these results, repeating the numbers or facts they give."
 _CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
     " + '<|im_end|>' + '\n'}}{% endfor %}"
@@ -108,6 +110,7 @@ def chat_messages(request: ChatRequest, tools: Sequence[Any]) -> list[dict[str, 
 
     def flush() -> None:
         if results:
+            results.append(_USE_RESULTS)
             wire.append({"role": "user", "content": "\n".join(results)})
             results.clear()
 
@@ -145,15 +148,34 @@ def _call_text(call: ToolCall) -> str:
     return f"{CALL_OPEN}{body}{CALL_CLOSE}"
 
 
+_EXAMPLE = re.compile(
+    r"""[,;]?\s*\(?\b(?:e\.g\.|eg\.|for example|for instance)[,:]?\s*"""
+    r"""(?:"[^"]*"|'[^']*'|`[^`]*`|[^.;()\n]*)\)?""",
+    re.IGNORECASE,
+)
+"""An example in a description (``e.g. "12.5 * 4 + 3"``, ``(for example ...)``)."""
+
+
+def without_examples(description: str) -> str:
+    """``description`` with its examples taken out.
+
+    A tiny model copies example values into its calls (asked "17 times 23", SmolLM2-135M wrote
+    ``"17 * 23 + 3"`` after reading ``e.g. "12.5 * 4 + 3"``), so the local prompt leaves them out.
+    """
+    text = _EXAMPLE.sub("", description).strip()
+    return re.sub(r"\s+([.,;:])", r"\1", text)
+
+
 def _tool_listing(tools: Sequence[Any]) -> str:
     lines = ["You can call these tools:"]
     for spec in tools:
         params = spec.parameters.get("properties", {}) if spec.parameters else {}
         args = "; ".join(
-            f"{name} ({p.get('type', 'value')}): {p.get('description', '').strip()}".rstrip(": ")
+            f"{name} ({p.get('type', 'value')}): "
+            f"{without_examples(p.get('description', ''))}".rstrip(": ")
             for name, p in params.items()
         )
-        lines.append(f"- {spec.name}: {spec.description.strip()} Arguments: {args}")
+        lines.append(f"- {spec.name}: {without_examples(spec.description)} Arguments: {args}")
     lines.append(
         f'To call a tool, reply with only {CALL_OPEN}{{"name": "<tool>", "arguments": {{...}}}}'
         f"{CALL_CLOSE}. If no tool fits, answer in plain text."
@@ -193,10 +215,14 @@ class Output:
     """Whether a plain-text answer is allowed."""
     json_schema: Mapping[str, Any] | None = None
     """Structured output: the answer is JSON matching this schema (instead of free text)."""
+    no_calls: bool = False
+    """Text that must not open a tool call: tools were offered but a call is not allowed (the
+    model would otherwise copy the calls it sees in the conversation)."""
     constrained: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "constrained", bool(self.tools) or self.json_schema is not None)
+        constrained = bool(self.tools) or self.json_schema is not None or self.no_calls
+        object.__setattr__(self, "constrained", constrained)
 
     def call_schema(self) -> dict[str, Any]:
         """The JSON Schema of one call: ``{"name": <tool>, "arguments": {...}}``."""
@@ -215,9 +241,11 @@ class Output:
         return options[0] if len(options) == 1 else {"anyOf": options}
 
 
-_PLAIN_STRING = r'^[^ \t\n{}<>"\\\[\]),;:=][^{}<>"\\\n]{0,79}$'
+_PLAIN_STRING = r'^[0-9A-Za-z(+\-\u00c0-\u024f][^\x00-\x1f\x7f{}<>"\\]{0,79}$'
 """Free-form string arguments in a call: one line of at most 80 characters, not empty, with no
-braces, angle brackets, quotes or backslashes, not starting with a space or closing punctuation.
+braces, angle brackets, quotes, backslashes or control characters, starting with a letter, a
+digit, ``(``, ``+`` or ``-`` (a leading ``.`` turned ``17 * 23`` into ``.17 * 23``; barred from
+``.`` only, the model wrote ``\\u001b`` escapes).
 
 A tiny model asked for an argument it cannot find tends to close the call inside the string
 (``"expression": "}}"``), or to spell on forever, until ``max_tokens`` cuts the call short; this
@@ -250,7 +278,7 @@ def build_output(request: ChatRequest, choice: str | None) -> Output:
     """
     schema = request.response_format.schema if request.response_format is not None else None
     if not request.tools or choice in (None, "none"):
-        return Output(json_schema=schema, text=schema is None)
+        return Output(json_schema=schema, text=schema is None, no_calls=bool(request.tools))
     tools = tuple((spec.name, spec.parameters) for spec in request.tools)
     if choice == "auto":
         return Output(tools=tools, text=schema is None, json_schema=schema)

@@ -11,6 +11,8 @@ one request at a time, with the model's lock held.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +30,7 @@ __all__ = (
     "MistralRsRuntime",
     "RUNTIMES",
     "Runtime",
+    "label_scores",
 )
 
 _PROVIDER = "local"
@@ -81,7 +84,23 @@ class Runtime(Protocol):
 
 
 _UNLIKELY = -50.0
-"""The log-probability given to a label outside the runtime's top candidates."""
+"""The log-probability given to a label no candidate token begins."""
+_TOP = 100
+"""Candidate tokens asked for when scoring labels (every token a label can begin with)."""
+
+
+def label_scores(candidates: Sequence[tuple[str, float]], labels: Sequence[str]) -> list[float]:
+    """Each label's log-probability: that of the candidate tokens that begin it, added up.
+
+    ``candidates`` are (token text, log-probability) pairs.
+    """
+    scores: list[float] = []
+    for label in labels:
+        total = sum(
+            math.exp(logprob) for text, logprob in candidates if text and label.startswith(text)
+        )
+        scores.append(math.log(total) if total > 0 else _UNLIKELY)
+    return scores
 
 
 class MistralRsRuntime:
@@ -157,19 +176,27 @@ class MistralRsRuntime:
     def label_logprobs(
         self, prompt: str, messages: Sequence[Mapping[str, str]], labels: Sequence[str]
     ) -> list[float]:
-        ids = [self._runner.tokenize_text(label, False, None)[0] for label in labels]
+        # A grammar allows only the labels, so the candidates mistral.rs reports are the tokens
+        # that begin one (renormalized among themselves). Unconstrained, the labels lie beyond
+        # its top 100 and all scored alike: the decision was always the first tool.
+        grammar = "start: " + " | ".join(json.dumps(label) for label in labels) + "\n"
         request = self._mistralrs.ChatCompletionRequest(
             model="default",
             messages=[dict(message) for message in messages],
             max_tokens=1,
             temperature=0.0,
             logprobs=True,
-            top_logprobs=100,
+            top_logprobs=_TOP,
+            grammar=grammar,
+            grammar_type="lark",
         )
         response = self._runner.send_chat_completion_request(request)
         content = response.choices[0].logprobs.content
-        tops = {top.token: top.logprob for top in content[0].top_logprobs} if content else {}
-        return [float(tops.get(token, _UNLIKELY)) for token in ids]
+        candidates = content[0].top_logprobs if content else []
+        return label_scores(
+            [(self._runner.detokenize_text([top.token], False), top.logprob) for top in candidates],
+            labels,
+        )
 
     def count_tokens(self, text: str) -> int:
         return len(self._runner.tokenize_text(text, False, None))
@@ -253,7 +280,10 @@ class LlamaCppRuntime:
         llama = self._llama
         llama.reset()
         llama.eval(llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
-        logits = np.asarray(llama.scores[llama.n_tokens - 1], dtype=np.float64)
+        # The last position's logits, from the context itself: llama-cpp-python 0.3 keeps
+        # ``Llama.scores`` only with ``logits_all=True`` (all zeros otherwise, a uniform guess).
+        last = self._llama_cpp.llama_get_logits_ith(llama.ctx, -1)
+        logits = np.ctypeslib.as_array(last, shape=(llama.n_vocab(),)).astype(np.float64)
         top = float(logits.max())
         log_total = top + float(np.log(np.exp(logits - top).sum()))
         ids = [llama.tokenize(label.encode("utf-8"), add_bos=False)[0] for label in labels]
