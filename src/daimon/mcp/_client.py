@@ -96,6 +96,13 @@ class _HTTP:
     auth: MCPOAuth | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _WebSocket:
+    url: str
+    headers: Mapping[str, str]
+    max_message_bytes: int
+
+
 class MCPTool:
     """One tool of an MCP server, usable by any daimon agent.
 
@@ -136,10 +143,10 @@ class MCPTool:
 
 
 class MCPClient(AsyncClosing):
-    """A connection to one MCP server, over stdio, streamable HTTP or the older HTTP+SSE.
+    """A connection to one MCP server, over stdio, streamable HTTP, WebSocket or HTTP+SSE.
 
-    Create one with :meth:`stdio`, :meth:`http` or :meth:`sse`, then use it with ``async with``
-    (or :meth:`connect` and :meth:`aclose`). Its tools are daimon tools::
+    Create one with :meth:`stdio`, :meth:`http`, :meth:`websocket` or :meth:`sse`, then use it
+    with ``async with`` (or :meth:`connect` and :meth:`aclose`). Its tools are daimon tools::
 
         async with MCPClient.stdio("uvx", ["mcp-server-time"]) as time_server:
             agent = Agent(model, tools=await time_server.tools())
@@ -206,7 +213,7 @@ class MCPClient(AsyncClosing):
 
     def __init__(
         self,
-        target: _Stdio | _HTTP,
+        target: _Stdio | _HTTP | _WebSocket,
         *,
         name: str,
         connect_timeout: float = 10.0,
@@ -349,6 +356,45 @@ class MCPClient(AsyncClosing):
         """
         return cls(_http(url, headers, token, legacy_sse=True), name=name or url, **options)
 
+    @classmethod
+    def websocket(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        token: str | None = None,
+        max_message_bytes: int = 16 * 1024 * 1024,
+        name: str | None = None,
+        **options: Any,
+    ) -> MCPClient:
+        """A server at a WebSocket endpoint (``ws://`` or ``wss://``, subprotocol ``mcp``).
+
+        Each JSON-RPC message is one text frame. The token (and ``headers``) go on the
+        opening handshake, which is where daimon's server checks them.
+
+        Args:
+            url: The endpoint.
+            headers: Extra HTTP headers for the opening handshake.
+            token: Sent as ``Authorization: Bearer <token>``.
+            max_message_bytes: The largest message accepted from the server.
+            name: What logs and errors call it (the URL by default).
+            **options: The client options of :class:`MCPClient`.
+
+        Raises:
+            BuilderError: The URL is not ``ws://`` or ``wss://``, or the limit is not positive.
+        """
+        if not url.startswith(("ws://", "wss://")):
+            raise BuilderError(f"an MCP WebSocket URL must be ws:// or wss://, got {url!r}")
+        if type(max_message_bytes) is not int or max_message_bytes < 1:
+            raise BuilderError(
+                f"max_message_bytes must be a positive integer, got {max_message_bytes!r}"
+            )
+        merged = dict(headers or {})
+        if token is not None:
+            merged["Authorization"] = f"Bearer {token}"
+        target = _WebSocket(url=url, headers=merged, max_message_bytes=max_message_bytes)
+        return cls(target, name=name or url, **options)
+
     def __repr__(self) -> str:
         state = "connected" if self.connected else "not connected"
         return f"MCPClient({self.name!r}, {state})"
@@ -470,6 +516,15 @@ class MCPClient(AsyncClosing):
                 command=command, args=args, env=dict(target.env or {}), cwd=target.cwd
             )
             return stdio_client(params, errlog=target.stderr or sys.stderr)
+        if isinstance(target, _WebSocket):
+            from daimon.mcp._websocket import websocket_client
+
+            return websocket_client(
+                target.url,
+                target.headers,
+                open_timeout=self.connect_timeout,
+                max_message_bytes=target.max_message_bytes,
+            )
         if target.legacy_sse:
             return sse_client(
                 target.url,
