@@ -39,7 +39,14 @@ if TYPE_CHECKING:
         MCPImage,
         MCPResourceLink,
     )
-    from daimon.mcp._convert import MCPPrompt, MCPPromptArgument, MCPResource, MCPResourceContents
+    from daimon.mcp._convert import (
+        MCPPrompt,
+        MCPPromptArgument,
+        MCPResource,
+        MCPResourceContents,
+        MCPResourceTemplate,
+        MCPRoot,
+    )
     from daimon.mcp._declare import Prompt, Resource, prompt, resource
     from daimon.mcp._events import MCPEventStore
     from daimon.mcp._served import MCPServer
@@ -59,6 +66,8 @@ __all__ = (
     "MCPResource",
     "MCPResourceContents",
     "MCPResourceLink",
+    "MCPResourceTemplate",
+    "MCPRoot",
     "MCPServer",
     "MCPTokenStore",
     "MCPTool",
@@ -97,6 +106,8 @@ _LAZY = {
     "MCPPromptArgument": "daimon.mcp._convert",
     "MCPResource": "daimon.mcp._convert",
     "MCPResourceContents": "daimon.mcp._convert",
+    "MCPResourceTemplate": "daimon.mcp._convert",
+    "MCPRoot": "daimon.mcp._convert",
     "MCPTool": "daimon.mcp._client",
     "create_mcp_server": "daimon.mcp._server",
     "mcp_http_app": "daimon.mcp._server",
