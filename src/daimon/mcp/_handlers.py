@@ -31,8 +31,10 @@ from daimon.tools._client import LOG_LEVELS
 __all__ = (
     "ElicitHandler",
     "LogHandler",
-    "elicitation_callback",
+    "RootLike",
+    "RootsHandler",
     "as_roots",
+    "elicitation_callback",
     "logging_callback",
     "roots_callback",
     "sampling_callback",
