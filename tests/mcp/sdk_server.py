@@ -30,10 +30,12 @@ def ask_roots() -> ListRoots:
 
 
 def build(
-    slow_cancelled: asyncio.Event | None = None, roots_changed: asyncio.Event | None = None
+    slow_cancelled: asyncio.Event | None = None,
+    roots_changed: asyncio.Event | None = None,
+    slow_started: asyncio.Event | None = None,
 ) -> MCPServer:
-    """The server; ``slow_cancelled`` is set when a ``slow`` call is cancelled, ``roots_changed``
-    when the client says its roots changed."""
+    """The server; ``slow_started`` and ``slow_cancelled`` are set when a ``slow`` call starts
+    and is cancelled, ``roots_changed`` when the client says its roots changed."""
     server = MCPServer("sdk-test")
 
     async def on_roots_changed(ctx: object, params: object) -> None:
@@ -62,6 +64,8 @@ def build(
     @server.tool()
     async def slow(seconds: float) -> str:
         """Sleep, then answer."""
+        if slow_started is not None:
+            slow_started.set()
         try:
             await anyio.sleep(seconds)
         except asyncio.CancelledError:

@@ -313,3 +313,18 @@ async def test_cancelling_a_call_cancels_it_on_the_server(protocol: str) -> None
         await asyncio.wait_for(probe.cancelled.wait(), 30)  # the tool's task was cancelled
         assert probe.context is not None and probe.context.cancel.cancelled
         assert (await client.call_tool("add", {"a": 1, "b": 1})).content == "2"
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_cancelling_a_call_cancels_it_on_the_sdk_server(protocol: str) -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+    server = load(SDK_SERVER).build(cancelled, slow_started=started)
+    async with (
+        serving(server.streamable_http_app()) as base,
+        MCPClient.http(f"{base}/mcp", protocol=protocol) as client,
+    ):
+        call = asyncio.create_task(client.call_tool("slow", {"seconds": 60}))
+        await asyncio.wait_for(started.wait(), 30)
+        call.cancel()
+        await asyncio.wait_for(cancelled.wait(), 30)
+        assert (await client.call_tool("add", {"a": 1, "b": 1})).content == "2"

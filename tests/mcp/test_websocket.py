@@ -197,3 +197,15 @@ async def test_the_typescript_sdks_websocket_client_transport() -> None:
     assert seen["added"]["content"] == [{"type": "text", "text": "42"}]
     assert seen["added"]["structuredContent"] == {"result": 42}
     assert seen["exploded"]["isError"] is True
+
+
+async def test_a_server_that_goes_away_is_an_error_not_a_hang() -> None:
+    async with serving(mcp_ws_app(make_agent(Probe()))) as base:
+        client = MCPClient.websocket(_ws(base), call_timeout=20)
+        await client.connect()
+        assert (await client.call_tool("add", {"a": 1, "b": 2})).content == "3"
+    try:
+        with pytest.raises(MCPError):
+            await asyncio.wait_for(client.call_tool("add", {"a": 1, "b": 2}), 60)
+    finally:
+        await client.aclose()
