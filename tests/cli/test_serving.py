@@ -77,6 +77,49 @@ async def test_the_official_mcp_client_uses_an_agent_served_over_stdio(tmp_path:
         assert "42" in json.dumps(result.model_dump(mode="json"))
 
 
+def test_mcp_serve_over_websocket(cli: CLI, tmp_path: Path) -> None:
+    import asyncio
+
+    from daimon.mcp import MCPClient
+
+    exposed = cli("mcp", "serve", "agents:calculating", "--transport", "ws", "--host", "0.0.0.0")
+    assert exposed.returncode == 2 and "token" in exposed.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        daimon_command(
+            "mcp", "serve", "agents:calculating", "--transport", "ws", "--port", str(port)
+        ),
+        env=cli_env(),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    async def calculate() -> str:
+        deadline = time.monotonic() + 60
+        while True:
+            client = MCPClient.websocket(f"ws://127.0.0.1:{port}/mcp", connect_timeout=30)
+            try:
+                await client.connect()
+                break
+            except Exception:
+                assert time.monotonic() < deadline, "the server did not come up"
+                await asyncio.sleep(0.2)
+        try:
+            return str((await client.call_tool("calculator", {"expression": "6 * 7"})).content)
+        finally:
+            await client.aclose()
+
+    try:
+        assert "42" in asyncio.run(calculate())
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
 @pytest.mark.service("redis")
 def test_worker_runs_tasks_from_redis_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     import asyncio

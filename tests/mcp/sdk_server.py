@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import warnings
+from typing import Annotated
 
 import anyio
 import mcp_types
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
@@ -23,9 +24,32 @@ class Profile(BaseModel):
     age: int = 30
 
 
-def build(slow_cancelled: asyncio.Event | None = None) -> MCPServer:
-    """The server; ``slow_cancelled`` is set when a ``slow`` call is cancelled."""
+def ask_roots() -> ListRoots:
+    """Resolves the ``roots`` tool's argument: the client's roots."""
+    return ListRoots()
+
+
+def build(
+    slow_cancelled: asyncio.Event | None = None,
+    roots_changed: asyncio.Event | None = None,
+    slow_started: asyncio.Event | None = None,
+) -> MCPServer:
+    """The server; ``slow_started`` and ``slow_cancelled`` are set when a ``slow`` call starts
+    and is cancelled, ``roots_changed`` when the client says its roots changed."""
     server = MCPServer("sdk-test")
+
+    async def on_roots_changed(ctx: object, params: object) -> None:
+        if roots_changed is not None:
+            roots_changed.set()
+
+    server._lowlevel_server.add_notification_handler(  # the SDK's MCPServer has no option for it
+        "notifications/roots/list_changed", mcp_types.NotificationParams, on_roots_changed
+    )
+
+    @server.tool()
+    async def roots(listed: Annotated[mcp_types.ListRootsResult, Resolve(ask_roots)]) -> str:
+        """The client's roots (roots/list, in either protocol era), as 'name=uri' lines."""
+        return "\n".join(f"{root.name}={root.uri}" for root in listed.roots)
 
     @server.tool()
     def add(a: int, b: int) -> int:
@@ -40,6 +64,8 @@ def build(slow_cancelled: asyncio.Event | None = None) -> MCPServer:
     @server.tool()
     async def slow(seconds: float) -> str:
         """Sleep, then answer."""
+        if slow_started is not None:
+            slow_started.set()
         try:
             await anyio.sleep(seconds)
         except asyncio.CancelledError:
@@ -114,6 +140,10 @@ def build(slow_cancelled: asyncio.Event | None = None) -> MCPServer:
     @server.resource("mem://blob", mime_type="application/octet-stream")
     def blob() -> bytes:
         return b"\x00\x01\x02"
+
+    @server.resource("mem://items/{item}", description="One item.", mime_type="text/plain")
+    def item(item: str) -> str:
+        return f"item {item}"
 
     @server.prompt()
     def explain(topic: str) -> str:

@@ -7,17 +7,26 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import pytest
 
 from daimon import Agent, ChatRequest, ChatResponse, MCPError, Role, ToolCall
 from daimon.core.errors import BuilderError
-from daimon.mcp import MCPClient, MCPTool
+from daimon.mcp import MCPClient, MCPResourceTemplate, MCPRoot, MCPTool, mcp_http_app
 from daimon.models import FunctionModel
 from daimon.tools import RunContext
 
-from .conftest import MINIMAL_SERVER, PYTHON, SDK_SERVER, load, pids_in, serving
+from .conftest import (
+    MINIMAL_SERVER,
+    PYTHON,
+    SDK_SERVER,
+    Probe,
+    load,
+    make_agent,
+    pids_in,
+    serving,
+)
 
 
 @pytest.fixture
@@ -61,6 +70,7 @@ async def test_stdio_against_the_sdk_server(quiet: TextIO) -> None:
             "boom",
             "get_weather",
             "install",
+            "roots",
             "slow",
             "talk",
             "uninstall",
@@ -215,3 +225,106 @@ def test_options_are_checked_when_the_client_is_built() -> None:
         MCPClient.stdio("x", protocol="2020-01-01")
     with pytest.raises(BuilderError, match="http"):
         MCPClient.http("file:///etc/passwd")
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_roots_are_answered_and_changes_announced(protocol: str, tmp_path: Path) -> None:
+    changed = asyncio.Event()
+    server = load(SDK_SERVER).build(roots_changed=changed)
+    first = MCPRoot(uri="file:///srv/project", name="project")
+    async with (
+        serving(server.streamable_http_app()) as base,
+        MCPClient.http(f"{base}/mcp", protocol=protocol, roots=[first, tmp_path]) as client,
+    ):
+        listed = (await client.call_tool("roots", {})).content
+        assert listed == f"project=file:///srv/project\n{tmp_path.name}={tmp_path.as_uri()}"
+        await client.set_roots(["file:///data"])
+        if protocol == "legacy":  # 2026-07-28 has no such notification: servers ask each time
+            await asyncio.wait_for(changed.wait(), 30)
+        assert (await client.call_tool("roots", {})).content == "None=file:///data"
+
+
+async def test_roots_from_a_callback_and_a_callback_that_fails() -> None:
+    server = load(SDK_SERVER).build()
+    answers: list[Any] = [["file:///a"], RuntimeError("disk on fire")]
+
+    async def current() -> list[str]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async with (
+        serving(server.streamable_http_app()) as base,
+        MCPClient.http(f"{base}/mcp", protocol="legacy", roots=current) as client,
+    ):
+        assert (await client.call_tool("roots", {})).content == "None=file:///a"
+        with pytest.raises(MCPError, match="disk on fire"):  # the server got the error
+            await client.call_tool("roots", {})
+        assert (await client.call_tool("add", {"a": 1, "b": 2})).content == "3"
+
+
+async def test_roots_are_checked_and_not_offered_unless_given() -> None:
+    with pytest.raises(BuilderError, match="file://"):
+        MCPClient.http("http://127.0.0.1:1/mcp", roots=["https://example.com/"])
+    with pytest.raises(BuilderError, match="a list of roots"):
+        MCPClient.http("http://127.0.0.1:1/mcp", roots="/tmp")
+    server = load(SDK_SERVER).build()
+    async with (
+        serving(server.streamable_http_app()) as base,
+        MCPClient.http(f"{base}/mcp", protocol="legacy") as client,
+    ):
+        with pytest.raises(MCPError, match="oots"):  # the client offered no roots capability
+            await client.call_tool("roots", {})
+        with pytest.raises(MCPError, match="without roots"):
+            await client.set_roots(["file:///x"])
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_resource_templates_are_listed(protocol: str) -> None:
+    server = load(SDK_SERVER).build()
+    async with (
+        serving(server.streamable_http_app()) as base,
+        MCPClient.http(f"{base}/mcp", protocol=protocol) as client,
+    ):
+        templates = await client.list_resource_templates()
+        assert templates == [
+            MCPResourceTemplate(
+                uri_template="mem://items/{item}",
+                name="item",
+                description="One item.",
+                mime_type="text/plain",
+            )
+        ]
+        [contents] = await client.read_resource("mem://items/7")
+        assert contents.text == "item 7"
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_cancelling_a_call_cancels_it_on_the_server(protocol: str) -> None:
+    probe = Probe()
+    async with (
+        serving(mcp_http_app(make_agent(probe))) as base,
+        MCPClient.http(f"{base}/mcp", protocol=protocol) as client,
+    ):
+        call = asyncio.create_task(client.call_tool("wait", {"seconds": 60}))
+        await asyncio.wait_for(probe.started.wait(), 30)
+        call.cancel()
+        await asyncio.wait_for(probe.cancelled.wait(), 30)  # the tool's task was cancelled
+        assert probe.context is not None and probe.context.cancel.cancelled
+        assert (await client.call_tool("add", {"a": 1, "b": 1})).content == "2"
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_cancelling_a_call_cancels_it_on_the_sdk_server(protocol: str) -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+    server = load(SDK_SERVER).build(cancelled, slow_started=started)
+    async with (
+        serving(server.streamable_http_app()) as base,
+        MCPClient.http(f"{base}/mcp", protocol=protocol) as client,
+    ):
+        call = asyncio.create_task(client.call_tool("slow", {"seconds": 60}))
+        await asyncio.wait_for(started.wait(), 30)
+        call.cancel()
+        await asyncio.wait_for(cancelled.wait(), 30)
+        assert (await client.call_tool("add", {"a": 1, "b": 1})).content == "2"

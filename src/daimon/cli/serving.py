@@ -103,7 +103,8 @@ def _serve(coroutine: object) -> None:
 def mcp_serve(
     agent: AgentArgument,
     transport: Annotated[
-        Literal["stdio", "http"], typer.Option(help="stdio, or streamable HTTP at /mcp.")
+        Literal["stdio", "http", "ws"],
+        typer.Option(help="stdio, streamable HTTP at /mcp, or WebSocket (ws) at /mcp."),
     ] = "stdio",
     host: HostOption = "127.0.0.1",
     port: PortOption = 8000,

@@ -1,8 +1,9 @@
 """daimon.mcp: the Model Context Protocol, both ways.
 
-:class:`MCPClient` connects to an MCP server (stdio, streamable HTTP or HTTP+SSE) and offers its
-tools to agents as ordinary daimon tools; :func:`serve_mcp` serves an agent's tools, and the agent
-itself as an ``ask_<name>`` tool, to any MCP client over stdio or streamable HTTP.
+:class:`MCPClient` connects to an MCP server (stdio, streamable HTTP, WebSocket or HTTP+SSE)
+and offers its tools to agents as ordinary daimon tools; :func:`serve_mcp` serves an agent's
+tools, and the agent itself as an ``ask_<name>`` tool, to any MCP client over stdio, streamable
+HTTP (:func:`mcp_http_app`) or WebSocket (:func:`mcp_ws_app`).
 :class:`MCPServer` adds the resources (:func:`resource`) and prompts (:func:`prompt`) it offers;
 tools may return :class:`MCPImage`, :class:`MCPAudio`, :class:`MCPEmbeddedResource` and
 :class:`MCPResourceLink` content.
@@ -38,11 +39,19 @@ if TYPE_CHECKING:
         MCPImage,
         MCPResourceLink,
     )
-    from daimon.mcp._convert import MCPPrompt, MCPPromptArgument, MCPResource, MCPResourceContents
+    from daimon.mcp._convert import (
+        MCPPrompt,
+        MCPPromptArgument,
+        MCPResource,
+        MCPResourceContents,
+        MCPResourceTemplate,
+        MCPRoot,
+    )
     from daimon.mcp._declare import Prompt, Resource, prompt, resource
     from daimon.mcp._events import MCPEventStore
     from daimon.mcp._served import MCPServer
     from daimon.mcp._server import create_mcp_server, mcp_http_app, serve_mcp
+    from daimon.mcp._websocket import mcp_ws_app
 
 __all__ = (
     "MCPAudio",
@@ -57,6 +66,8 @@ __all__ = (
     "MCPResource",
     "MCPResourceContents",
     "MCPResourceLink",
+    "MCPResourceTemplate",
+    "MCPRoot",
     "MCPServer",
     "MCPTokenStore",
     "MCPTool",
@@ -66,6 +77,7 @@ __all__ = (
     "approve_at_once",
     "create_mcp_server",
     "mcp_http_app",
+    "mcp_ws_app",
     "prompt",
     "resource",
     "serve_mcp",
@@ -94,10 +106,13 @@ _LAZY = {
     "MCPPromptArgument": "daimon.mcp._convert",
     "MCPResource": "daimon.mcp._convert",
     "MCPResourceContents": "daimon.mcp._convert",
+    "MCPResourceTemplate": "daimon.mcp._convert",
+    "MCPRoot": "daimon.mcp._convert",
     "MCPTool": "daimon.mcp._client",
     "create_mcp_server": "daimon.mcp._server",
     "mcp_http_app": "daimon.mcp._server",
     "serve_mcp": "daimon.mcp._server",
+    "mcp_ws_app": "daimon.mcp._websocket",
 }
 
 

@@ -43,19 +43,26 @@ from daimon.mcp._convert import (
     MCPPrompt,
     MCPResource,
     MCPResourceContents,
+    MCPResourceTemplate,
+    MCPRoot,
     input_schema,
     model_tool_name,
     prompt_from_wire,
     prompt_messages,
     resource_contents,
     resource_from_wire,
+    template_from_wire,
     tool_output,
 )
 from daimon.mcp._handlers import (
     ElicitHandler,
     LogHandler,
+    RootLike,
+    RootsHandler,
+    as_roots,
     elicitation_callback,
     logging_callback,
+    roots_callback,
     sampling_callback,
 )
 from daimon.mcp._stdio import guard_available, guarded_command
@@ -94,6 +101,13 @@ class _HTTP:
     headers: Mapping[str, str]
     legacy_sse: bool
     auth: MCPOAuth | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _WebSocket:
+    url: str
+    headers: Mapping[str, str]
+    max_message_bytes: int
 
 
 class MCPTool:
@@ -136,10 +150,10 @@ class MCPTool:
 
 
 class MCPClient(AsyncClosing):
-    """A connection to one MCP server, over stdio, streamable HTTP or the older HTTP+SSE.
+    """A connection to one MCP server, over stdio, streamable HTTP, WebSocket or HTTP+SSE.
 
-    Create one with :meth:`stdio`, :meth:`http` or :meth:`sse`, then use it with ``async with``
-    (or :meth:`connect` and :meth:`aclose`). Its tools are daimon tools::
+    Create one with :meth:`stdio`, :meth:`http`, :meth:`websocket` or :meth:`sse`, then use it
+    with ``async with`` (or :meth:`connect` and :meth:`aclose`). Its tools are daimon tools::
 
         async with MCPClient.stdio("uvx", ["mcp-server-time"]) as time_server:
             agent = Agent(model, tools=await time_server.tools())
@@ -181,6 +195,10 @@ class MCPClient(AsyncClosing):
         log_level: The least severe level of log message wanted (``logging/setLevel`` on
             handshake-era servers that offer logging; the request opt-in on 2026-07-28 ones,
             where no level means no log messages).
+        roots: The directories and files servers may work on, answering their ``roots/list``:
+            :class:`~daimon.mcp.MCPRoot`, ``file://`` URIs or paths, or a callable (sync or
+            async) returning them when asked. Change a list with :meth:`set_roots`. Without
+            it the client does not offer roots.
     """
 
     __slots__ = (
@@ -190,6 +208,7 @@ class MCPClient(AsyncClosing):
         "_closing",
         "_failure",
         "_ready",
+        "_roots",
         "_runner",
         "_scope",
         "_target",
@@ -206,7 +225,7 @@ class MCPClient(AsyncClosing):
 
     def __init__(
         self,
-        target: _Stdio | _HTTP,
+        target: _Stdio | _HTTP | _WebSocket,
         *,
         name: str,
         connect_timeout: float = 10.0,
@@ -219,6 +238,7 @@ class MCPClient(AsyncClosing):
         on_elicit: ElicitHandler | None = None,
         on_log: LogHandler | None = None,
         log_level: str | None = None,
+        roots: Sequence[RootLike] | RootsHandler | None = None,
     ) -> None:
         if log_level is not None and log_level not in LOG_LEVELS:
             raise BuilderError(f"log_level must be one of {list(LOG_LEVELS)}, got {log_level!r}")
@@ -246,7 +266,12 @@ class MCPClient(AsyncClosing):
             ),
             "elicitation_callback": None if on_elicit is None else elicitation_callback(on_elicit),
             "logging_callback": logging_callback(on_log, name, log_level),
+            "list_roots_callback": None,
         }
+        self._roots: list[MCPRoot] | RootsHandler | None = None
+        if roots is not None:
+            self._roots = roots if callable(roots) else as_roots(roots)
+            self._answers["list_roots_callback"] = roots_callback(self._current_roots, name)
         self._tools: list[MCPTool] = []
         self._client: Client | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -348,6 +373,45 @@ class MCPClient(AsyncClosing):
             **options: The client options of :class:`MCPClient`.
         """
         return cls(_http(url, headers, token, legacy_sse=True), name=name or url, **options)
+
+    @classmethod
+    def websocket(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        token: str | None = None,
+        max_message_bytes: int = 16 * 1024 * 1024,
+        name: str | None = None,
+        **options: Any,
+    ) -> MCPClient:
+        """A server at a WebSocket endpoint (``ws://`` or ``wss://``, subprotocol ``mcp``).
+
+        Each JSON-RPC message is one text frame. The token (and ``headers``) go on the
+        opening handshake, which is where daimon's server checks them.
+
+        Args:
+            url: The endpoint.
+            headers: Extra HTTP headers for the opening handshake.
+            token: Sent as ``Authorization: Bearer <token>``.
+            max_message_bytes: The largest message accepted from the server.
+            name: What logs and errors call it (the URL by default).
+            **options: The client options of :class:`MCPClient`.
+
+        Raises:
+            BuilderError: The URL is not ``ws://`` or ``wss://``, or the limit is not positive.
+        """
+        if not url.startswith(("ws://", "wss://")):
+            raise BuilderError(f"an MCP WebSocket URL must be ws:// or wss://, got {url!r}")
+        if type(max_message_bytes) is not int or max_message_bytes < 1:
+            raise BuilderError(
+                f"max_message_bytes must be a positive integer, got {max_message_bytes!r}"
+            )
+        merged = dict(headers or {})
+        if token is not None:
+            merged["Authorization"] = f"Bearer {token}"
+        target = _WebSocket(url=url, headers=merged, max_message_bytes=max_message_bytes)
+        return cls(target, name=name or url, **options)
 
     def __repr__(self) -> str:
         state = "connected" if self.connected else "not connected"
@@ -470,6 +534,15 @@ class MCPClient(AsyncClosing):
                 command=command, args=args, env=dict(target.env or {}), cwd=target.cwd
             )
             return stdio_client(params, errlog=target.stderr or sys.stderr)
+        if isinstance(target, _WebSocket):
+            from daimon.mcp._websocket import websocket_client
+
+            return websocket_client(
+                target.url,
+                target.headers,
+                open_timeout=self.connect_timeout,
+                max_message_bytes=target.max_message_bytes,
+            )
         if target.legacy_sse:
             return sse_client(
                 target.url,
@@ -619,7 +692,59 @@ class MCPClient(AsyncClosing):
                 except Exception:
                     logger.exception("MCP server %r: on_tools_changed raised", self.name)
 
+    # ------------------------------------------------------------------------ roots
+
+    def _current_roots(self) -> Any:
+        roots = self._roots
+        return roots() if callable(roots) else list(roots or ())
+
+    async def set_roots(self, roots: Sequence[RootLike] | RootsHandler) -> None:
+        """Replace the roots (a list, or a callable), and tell the server they changed.
+
+        Raises:
+            MCPError: The client was built without ``roots`` (it did not offer roots).
+            BuilderError: A root is not a ``file://`` URI or a path.
+        """
+        if self._roots is None:
+            raise MCPError(f"MCP client {self.name!r} was built without roots= (none offered)")
+        self._roots = roots if callable(roots) else as_roots(roots)
+        await self.roots_changed()
+
+    async def roots_changed(self) -> None:
+        """Tell the server the roots changed (``notifications/roots/list_changed``).
+
+        Handshake-era connections only: on 2026-07-28 ones the notification no longer exists
+        and servers ask for the roots each time they need them. Nothing is sent before the
+        client connects (the server has not asked yet).
+
+        Raises:
+            MCPError: The notification could not be sent.
+        """
+        client = self._client
+        if client is None or self._roots is None:
+            return
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        with warnings.catch_warnings():  # deprecated by the 2026-07-28 protocol, not by daimon
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await self._request(
+                "notifications/roots/list_changed", client.send_roots_list_changed()
+            )
+
     # ------------------------------------------------------------------------ resources, prompts
+
+    async def list_resource_templates(self) -> list[MCPResourceTemplate]:
+        """The resource templates (URI templates) the server offers.
+
+        Raises:
+            MCPError: The request failed or timed out.
+        """
+        client = self._connection()
+        fetch = _all_pages(
+            lambda cursor: client.list_resource_templates(cursor=cursor),
+            lambda page: map(template_from_wire, page.resource_templates),
+        )
+        return await self._request("resources/templates/list", fetch)
 
     async def list_resources(self) -> list[MCPResource]:
         """The resources the server offers.

@@ -32,6 +32,8 @@ __all__ = (
     "MCPPromptArgument",
     "MCPResource",
     "MCPResourceContents",
+    "MCPResourceTemplate",
+    "MCPRoot",
     "OutputSchema",
     "call_tool_result",
     "input_schema",
@@ -42,6 +44,7 @@ __all__ = (
     "prompt_messages",
     "resource_contents",
     "resource_from_wire",
+    "template_from_wire",
     "tool_output",
 )
 
@@ -58,6 +61,28 @@ class MCPResource:
     description: str | None = None
     mime_type: str | None = None
     kind: Literal["mcp_resource"] = field(default="mcp_resource", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MCPResourceTemplate:
+    """A family of resources an MCP server offers: a URI template (RFC 6570) to fill in."""
+
+    uri_template: str
+    name: str
+    description: str | None = None
+    mime_type: str | None = None
+    kind: Literal["mcp_resource_template"] = field(
+        default="mcp_resource_template", init=False, repr=False
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MCPRoot:
+    """A directory or file the client lets servers work on (``roots/list``): a ``file://`` URI."""
+
+    uri: str
+    name: str | None = None
+    kind: Literal["mcp_root"] = field(default="mcp_root", init=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +205,16 @@ def resource_from_wire(resource: mcp_types.Resource) -> MCPResource:
         name=resource.name,
         description=resource.description,
         mime_type=resource.mime_type,
+    )
+
+
+def template_from_wire(template: mcp_types.ResourceTemplate) -> MCPResourceTemplate:
+    """A listed resource template."""
+    return MCPResourceTemplate(
+        uri_template=template.uri_template,
+        name=template.name,
+        description=template.description,
+        mime_type=template.mime_type,
     )
 
 

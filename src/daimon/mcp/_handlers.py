@@ -13,22 +13,30 @@ from daimon.mcp import _sdk  # noqa: F401  # isort: skip - first: names the extr
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import os
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import mcp_types
 
 from daimon.core.chat import ChatRequest
+from daimon.core.errors import BuilderError
 from daimon.core.messages import Message
 from daimon.core.protocols import Model
+from daimon.mcp._convert import MCPRoot
 from daimon.tools import Elicitation
 from daimon.tools._client import LOG_LEVELS
 
 __all__ = (
     "ElicitHandler",
     "LogHandler",
+    "RootLike",
+    "RootsHandler",
+    "as_roots",
     "elicitation_callback",
     "logging_callback",
+    "roots_callback",
     "sampling_callback",
 )
 
@@ -42,7 +50,14 @@ ElicitHandler: TypeAlias = Callable[
 LogHandler: TypeAlias = Callable[[str, Any, str | None], Awaitable[None] | None]
 """Called with each log message of the server: its level, data and logger name."""
 
+RootLike: TypeAlias = "MCPRoot | str | os.PathLike[str]"
+"""A root: an :class:`MCPRoot`, a ``file://`` URI, or a local path (made absolute)."""
+
+RootsHandler: TypeAlias = Callable[[], Awaitable[Sequence[RootLike]] | Sequence[RootLike]]
+"""Answers a server's ``roots/list``: the roots as they are now."""
+
 _server_log = logging.getLogger("daimon.mcp.server")
+_client_log = logging.getLogger("daimon.mcp")
 _PY_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO}
 
 
@@ -138,3 +153,51 @@ def _assistant(text: str) -> Message:
 def _text_of(content: Any) -> str:
     blocks = content if isinstance(content, list) else [content]
     return "".join(getattr(block, "text", "") for block in blocks)
+
+
+def as_roots(items: Iterable[RootLike]) -> list[MCPRoot]:
+    """Roots from what a user gives: ``MCPRoot``, ``file://`` URIs, or paths.
+
+    Raises:
+        BuilderError: An item is a URI of another scheme, or neither a root nor a path.
+    """
+    if isinstance(items, str | os.PathLike):
+        raise BuilderError(f"roots is a list of roots, got one: {items!r}")
+    roots: list[MCPRoot] = []
+    for item in items:
+        if isinstance(item, MCPRoot):
+            root = item
+        elif isinstance(item, os.PathLike) or (isinstance(item, str) and "://" not in item):
+            path = Path(item).expanduser().absolute()
+            root = MCPRoot(uri=path.as_uri(), name=path.name or None)
+        elif isinstance(item, str):
+            root = MCPRoot(uri=item)
+        else:
+            raise BuilderError(f"a root is an MCPRoot, a file:// URI or a path, got {item!r}")
+        if not root.uri.startswith("file://"):
+            raise BuilderError(
+                f"a root must be a file:// URI (the protocol's rule), got {root.uri!r}"
+            )
+        roots.append(root)
+    return roots
+
+
+def roots_callback(source: Callable[[], Any], client_name: str) -> Any:
+    """The SDK roots callback: answers ``roots/list`` with what ``source`` gives now."""
+
+    async def answer(context: Any) -> mcp_types.ListRootsResult | mcp_types.ErrorData:
+        try:
+            listed = source()
+            if inspect.isawaitable(listed):
+                listed = await listed
+            roots = as_roots(listed)
+        except Exception as exc:  # the server gets an error, the client keeps going
+            _client_log.warning("MCP client %r: answering roots/list failed: %r", client_name, exc)
+            return mcp_types.ErrorData(
+                code=mcp_types.INTERNAL_ERROR, message=f"listing the roots failed: {exc}"
+            )
+        return mcp_types.ListRootsResult(
+            roots=[mcp_types.Root(uri=root.uri, name=root.name) for root in roots]  # type: ignore[arg-type]
+        )
+
+    return answer

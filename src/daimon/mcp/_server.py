@@ -341,7 +341,7 @@ def mcp_http_app(
 async def serve_mcp(
     agent: Promptable | MCPServer,
     *,
-    transport: Literal["stdio", "http"] = "stdio",
+    transport: Literal["stdio", "http", "ws"] = "stdio",
     host: str = "127.0.0.1",
     port: int = 8000,
     token: str | None = None,
@@ -355,13 +355,15 @@ async def serve_mcp(
     event_store: EventStore | None = None,
     retry_ms: int = 1000,
 ) -> None:
-    """Serve ``agent`` over MCP until stdin closes (stdio) or the server is stopped (HTTP).
+    """Serve ``agent`` over MCP until stdin closes (stdio) or the server is stopped (HTTP, ws).
 
     Over stdio the process's stdout carries the protocol, so anything else printing to stdout
     while serving goes to stderr instead; the server stops when its stdin closes. Over HTTP the
     endpoint is ``http://<host>:<port><path>``, guarded as :func:`mcp_http_app` describes, and
     uvicorn stops it on SIGINT or SIGTERM. ``resumable``, ``event_store`` and ``retry_ms`` are
-    :func:`mcp_http_app`'s (HTTP only).
+    :func:`mcp_http_app`'s (HTTP only). Over WebSocket (``"ws"``) the endpoint is
+    ``ws://<host>:<port><path>`` (:func:`~daimon.mcp.mcp_ws_app`, behind the same checks;
+    ``max_body_bytes`` bounds each message).
 
     Raises:
         BuilderError: An HTTP server on a non-loopback address was given no token (it refuses
@@ -371,25 +373,33 @@ async def serve_mcp(
         server = create_mcp_server(agent, expose_tools=expose_tools, expose_agent=expose_agent)
         await _serve_stdio(server)
         return
-    if transport != "http":
-        raise BuilderError(f"transport must be 'stdio' or 'http', got {transport!r}")
+    if transport not in ("http", "ws"):
+        raise BuilderError(f"transport must be 'stdio', 'http' or 'ws', got {transport!r}")
     import uvicorn
 
-    app = mcp_http_app(
-        agent,
-        host=host,
-        port=port,
-        token=token,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        max_body_bytes=max_body_bytes,
-        path=path,
-        expose_tools=expose_tools,
-        expose_agent=expose_agent,
-        resumable=resumable,
-        event_store=event_store,
-        retry_ms=retry_ms,
-    )
+    gate: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "token": token,
+        "allowed_hosts": allowed_hosts,
+        "allowed_origins": allowed_origins,
+        "path": path,
+        "expose_tools": expose_tools,
+        "expose_agent": expose_agent,
+    }
+    if transport == "ws":
+        from daimon.mcp._websocket import mcp_ws_app
+
+        app = mcp_ws_app(agent, max_message_bytes=max_body_bytes, **gate)
+    else:
+        app = mcp_http_app(
+            agent,
+            max_body_bytes=max_body_bytes,
+            resumable=resumable,
+            event_store=event_store,
+            retry_ms=retry_ms,
+            **gate,
+        )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
     )
@@ -405,12 +415,12 @@ async def _serve_stdio(server: Server[Any]) -> None:
     async with stdio_server() as (read_stream, write_stream):
         inbox, messages = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         async with anyio.create_task_group() as group:
-            group.start_soon(_answer_malformed, read_stream, inbox, write_stream)
+            group.start_soon(answer_malformed, read_stream, inbox, write_stream)
             await server.run(messages, write_stream, server.create_initialization_options())
             group.cancel_scope.cancel()
 
 
-async def _answer_malformed(
+async def answer_malformed(
     source: AsyncIterable[SessionMessage | Exception],
     inbox: MemoryObjectSendStream[SessionMessage | Exception],
     replies: _Sender,
