@@ -25,6 +25,9 @@ OPTIONAL_LIBRARIES = frozenset(
         "jsonpatch",
         "jsonpatch_cli",  # jsonpatch installs its command's module top-level too
         "llama_cpp",
+        "material",  # mkdocs-material (the docs extra)
+        "mkdocs",
+        "mkdocstrings",
         "mcp",
         "mistralrs",
         "nats",

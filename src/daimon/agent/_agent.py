@@ -185,9 +185,7 @@ class Agent(Generic[DepsT, OutputT]):
             _positive("max_repeated_tool_calls", repeats, "or None")
         self.max_repeated_tool_calls = repeats
         self.hooks: tuple[AgentHook, ...] = tuple(hooks) if hooks else ()
-        self.middleware = (
-            middleware if isinstance(middleware, MiddlewareStack) else _stack(middleware)
-        )
+        self.middleware = _stack(middleware)
         self.extensions: tuple[Extension, ...] = tuple(extensions) if extensions else ()
         self.layers: Layers = (
             layers(self.hooks, self.middleware, self.extensions)
@@ -537,7 +535,9 @@ def _with_skills(
     return loaded, [*given, *extra]
 
 
-def _stack(middleware: Iterable[Middleware]) -> MiddlewareStack:
+def _stack(middleware: Iterable[Middleware] | MiddlewareStack) -> MiddlewareStack:
+    if isinstance(middleware, MiddlewareStack):
+        return middleware
     return MiddlewareStack(middleware) if middleware else _NO_MIDDLEWARE
 
 

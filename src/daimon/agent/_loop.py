@@ -49,16 +49,14 @@ async def run_events(
 ) -> AsyncIterator[StreamEvent]:
     """Run ``agent`` on ``prompt``, yielding events; the last is ``Done`` with the response.
 
-    With ``stream`` the model streams and every event is yielded. Without it the model is called
-    with ``generate`` and only the final ``Done`` is yielded: ``prompt()`` and ``resume()`` read
-    nothing else, so building usage and tool-result events for them would be wasted work.
+    With ``stream`` the model streams and every event is yielded; without it the model is called
+    with ``generate`` and only ``Done`` is yielded (all that ``prompt()`` and ``resume()`` read).
 
     A run continues instead of starting when ``resume`` holds a paused run's state, or when the
     agent has a checkpoint store holding ``run_id``; ``decisions`` answer pending approvals.
 
-    The steps are the seed's: open the run; the model's turn (checks, the call through the
-    agent's extensions, usage) and, while the model asks for tools, the tools' turn; the run ends
-    with the final answer, a pause for approvals or a tool's ``EndRun``.
+    The steps are the seed's: open; the model's turn (checks, the call through the extensions,
+    usage), and the tools' turn while the model asks for tools; the end (answer, pause, EndRun).
     """
     run = Run(
         agent,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from daimon.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from daimon.core._added import ADDED
     from daimon.core.cancel import (
         CancelToken,
     )
@@ -133,6 +134,7 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, str] = {
+    "ADDED": "daimon.core._added",
     "AgentResponse": "daimon.core.results",
     "AgentRunError": "daimon.core.errors",
     "ApprovalRequiredError": "daimon.core.errors",
@@ -233,6 +235,7 @@ _LAZY: dict[str, str] = {
 """Where each public name lives; loaded on first use so plugins pay only for what they use."""
 
 __all__ = (
+    "ADDED",
     "AgentResponse",
     "AgentRunError",
     "AgentTask",

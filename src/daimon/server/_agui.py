@@ -64,7 +64,7 @@ from daimon.server._errors import error_response
 from daimon.server._settings import ServerSettings
 from daimon.server._sse import EventStreamResponse
 
-__all__ = ("KEPT_PAUSES", "Endpoint", "PausedRuns")
+__all__ = ("Endpoint", "KEPT_PAUSES", "PausedRuns")
 
 KEPT_PAUSES = 1000
 """Paused runs kept in memory, waiting for their resume (the oldest is forgotten past this)."""
