@@ -51,7 +51,7 @@ def jsonable(value: Any) -> Any:
 
 
 def usage_body(usage: Usage) -> dict[str, int]:
-    """Token counts (cached: read from the prompt cache; cache-write: written to it), with their total."""
+    """Token counts (cached: read from the prompt cache; cache-write: written to it), and total."""
     return {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
