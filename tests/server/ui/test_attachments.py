@@ -14,7 +14,7 @@ from .conftest import Shots, looker
 from .test_accessibility import audit
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page
+    from playwright.sync_api import FilePayload, Page
 
 Live = Callable[..., Any]
 """tests/server's ``live`` fixture: ``live(agents, **settings)`` starts a server."""
@@ -43,7 +43,8 @@ def choose(page: Page, *files: tuple[str, str, bytes]) -> None:
     """Pick ``files`` (name, media type, bytes) through the Attach button's file chooser."""
     with page.expect_file_chooser() as chooser:
         page.get_by_role("button", name="Attach files").click()
-    chooser.value.set_files([{"name": n, "mimeType": t, "buffer": b} for n, t, b in files])
+    payloads: list[FilePayload] = [{"name": n, "mimeType": t, "buffer": b} for n, t, b in files]
+    chooser.value.set_files(payloads)
 
 
 def test_chosen_files_show_as_chips_and_reach_the_model(
