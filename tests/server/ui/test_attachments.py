@@ -88,6 +88,16 @@ def test_chosen_files_show_as_chips_and_reach_the_model(
     audit(page, "files-sent")
     shots(page, "sent")
 
+    # The session, resumed from the server's memory, still lists the first prompt's files.
+    page.reload()
+    page.get_by_role("button", name=re.compile(r"^What is in these\?")).click()
+    kept = page.get_by_test_id("prompt").first.get_by_role("list", name="Attached files")
+    expect(kept).to_contain_text("image/png")  # an image keeps no name: its type stands in
+    expect(kept).to_contain_text("report.pdf")
+    expect(kept.locator("img.thumbnail")).to_have_attribute(
+        "src", re.compile(r"^data:image/png;base64,")
+    )
+
 
 def test_a_chip_can_be_removed_and_a_file_alone_is_a_prompt(live: Live, page: Page) -> None:
     server = live({"looker": looker()}, ui=True)

@@ -3,7 +3,7 @@
 import { ApiError, getJson, getToken, setToken, streamRun } from "./api.js";
 import { Reader, runInput } from "./agui.js";
 import { Turn, contentText, el, formatSeconds, formatUsage } from "./chat.js";
-import { Attachments, fileList } from "./files.js";
+import { Attachments, fileList, keptFiles } from "./files.js";
 import { listSessions, mergeSessions, newSessionId, touchSession, updateSession } from "./sessions.js";
 import { renderFlow } from "./flow.js";
 import { renderTimeline } from "./timeline.js";
@@ -198,7 +198,8 @@ function showMessages(messages) {
   let turn = null;
   for (const message of messages) {
     if (message.role === "user") {
-      turn = new Turn(ui.transcript, contentText(message.content));
+      const files = keptFiles(message.content);
+      turn = new Turn(ui.transcript, contentText(message.content), files.length ? fileList(files) : null);
     } else if (turn && message.role === "assistant") {
       for (const call of message.tool_calls || []) turn.card(call.id, call.name).setArguments(call.arguments);
       const text = contentText(message.content);

@@ -115,6 +115,17 @@ export class Attachments {
   }
 }
 
+/** The files of a kept user message (daimon's parts, as `GET /sessions/{id}` gives them). */
+export function keptFiles(content) {
+  if (!Array.isArray(content)) return [];
+  return content
+    .filter((part) => ["image", "audio", "document"].includes(part.kind))
+    .map((part) => ({
+      name: part.name || part.media_type,
+      thumbnail: part.kind === "image" && part.data ? `data:${part.media_type};base64,${part.data}` : null,
+    }));
+}
+
 /** What the transcript shows of a prompt's files: each name, and a thumbnail of an image. */
 export function fileList(items) {
   const list = el("ul", { className: "sent-files", attrs: { "aria-label": "Attached files" } });
