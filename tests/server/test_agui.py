@@ -21,7 +21,7 @@ import pytest
 from ag_ui.core import RunAgentInput
 from ag_ui_validate.transport import TransportOptions, validate_endpoint
 
-from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, ToolCall, tool
+from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, ToolCall, Usage, tool
 from daimon.core.events import StreamEvent, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 from daimon.models import FunctionModel
 from daimon.orchestration import DagBuilder
@@ -142,7 +142,7 @@ def test_an_agent_run_streams_text_state_and_usage_and_finishes_with_success(liv
     assert finished["outcome"] == {"type": "success"} and finished["result"] == "draft: Hi there"
     assert finished["usage"] == [
         {"model": "writer-model", "inputTokens": 7, "outputTokens": 3, "totalTokens": 10}
-        | {"cachedInputTokens": 0}
+        | {"cachedInputTokens": 0, "cacheWriteInputTokens": 0}
     ]
     # The client's state comes back, with the run's own beside it, kept up to date by deltas.
     state = final_state(events)
@@ -151,6 +151,23 @@ def test_an_agent_run_streams_text_state_and_usage_and_finishes_with_success(liv
     assert state["daimon"]["modelCalls"] == 1
     assert state["daimon"]["usage"] == {"inputTokens": 7, "outputTokens": 3}
     assert any(e["type"] == "CUSTOM" and e["name"] == "daimon.usage" for e in events)
+
+
+def test_usage_reports_cached_and_cache_write_tokens(live: Live) -> None:
+    def model(request: ChatRequest) -> ChatResponse:
+        usage = Usage(
+            input_tokens=50, output_tokens=5, cached_tokens=30, cache_write_tokens=12, requests=1
+        )
+        return ChatResponse.reply("ok", usage=usage)
+
+    server = live(Agent(FunctionModel(model, model_name="cacher"), name="cacher"), token=TOKEN)
+    events = agui(server, run_input("Hi"))
+    finished = events[-1]
+    assert finished["usage"][0]["cachedInputTokens"] == 30
+    assert finished["usage"][0]["cacheWriteInputTokens"] == 12
+    assert finished["metadata"]["daimon"]["usage"]["cache_write_tokens"] == 12
+    (call,) = [e["value"] for e in events if e.get("name") == "daimon.usage"]
+    assert (call["cachedTokens"], call["cacheWriteTokens"]) == (30, 12)
 
 
 def test_the_thread_is_the_session_so_a_second_run_continues_the_conversation(

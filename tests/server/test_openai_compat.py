@@ -60,7 +60,9 @@ def weather_agent(calls: Calls) -> Agent:
 
     def generate(request: ChatRequest) -> ChatResponse:
         calls.requests.append(request)
-        usage = Usage(input_tokens=7, output_tokens=3, cached_tokens=1, requests=1)
+        usage = Usage(
+            input_tokens=7, output_tokens=3, cached_tokens=1, cache_write_tokens=4, requests=1
+        )
         last = request.messages[-1]
         if last.role is Role.TOOL:
             return ChatResponse.reply(f"It is {last.text}.", usage=usage)
@@ -92,6 +94,7 @@ def test_a_completion_runs_the_agents_tool_on_the_server(live: Live) -> None:
     assert completion.usage.total_tokens == 20
     assert completion.usage.prompt_tokens_details is not None
     assert completion.usage.prompt_tokens_details.cached_tokens == 2
+    assert completion.usage.prompt_tokens_details.cache_write_tokens == 8
 
 
 def test_a_streamed_completion_sends_chunks_usage_and_done(live: Live) -> None:

@@ -53,7 +53,12 @@ def thinker(calls: Calls, *, delay: float = 0.0, fail: bool = False) -> Agent:
         if fail:
             raise ModelError("the provider is down", provider="test")
         usage = Usage(
-            input_tokens=40, output_tokens=20, cached_tokens=32, reasoning_tokens=12, requests=1
+            input_tokens=40,
+            output_tokens=20,
+            cached_tokens=32,
+            cache_write_tokens=5,
+            reasoning_tokens=12,
+            requests=1,
         )
         text = f"thought: {request.messages[-1].text} ({len(request.messages)} messages)"
         return ChatResponse.reply(text, usage=usage)
@@ -88,6 +93,7 @@ def test_usage_counts_reasoning_and_cached_tokens(live: Live) -> None:
     assert response.usage is not None
     assert response.usage.output_tokens_details.reasoning_tokens == 12
     assert response.usage.input_tokens_details.cached_tokens == 32
+    assert response.usage.input_tokens_details.cache_write_tokens == 5
     assert response.usage.total_tokens == 60
 
 

@@ -24,7 +24,9 @@ def test_prompt_answers_with_text_usage_cost_iterations_and_ids(live: Live) -> N
 
     def model(request: ChatRequest) -> ChatResponse:
         calls.requests.append(request)
-        usage = Usage(input_tokens=10, output_tokens=4, cached_tokens=2, requests=1)
+        usage = Usage(
+            input_tokens=10, output_tokens=4, cached_tokens=2, cache_write_tokens=3, requests=1
+        )
         if len(calls.requests) == 1:
             return ChatResponse.tool_use(
                 ToolCall(id="c1", name="add", arguments={"a": 2, "b": 3}), usage=usage
@@ -51,6 +53,7 @@ def test_prompt_answers_with_text_usage_cost_iterations_and_ids(live: Live) -> N
         "input_tokens": 20,
         "output_tokens": 8,
         "cached_tokens": 4,
+        "cache_write_tokens": 6,
         "requests": 2,
         "total_tokens": 28,
     }

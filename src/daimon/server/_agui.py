@@ -7,6 +7,9 @@ input:
 - ``threadId`` is the session: an agent keeps the conversation in its memory under it, so the
   prompt is the last message (a user message) and earlier ones are what the client shows. A
   flow keeps no conversation: it answers the last user message.
+- The prompt may carry files: AG-UI's image, audio and document parts become daimon's, within
+  the server's limits (:mod:`daimon.server._agui_media`; 413, 415 or 422 otherwise). A flow
+  takes text only (422 for files).
 - ``runId`` names the run (daimon's run id for an agent's run).
 - ``state`` is the state the run starts from: it comes back in the first ``STATE_SNAPSHOT``
   with the run's own state under ``"daimon"`` (status, model and tool calls, usage; a flow's
@@ -48,6 +51,7 @@ from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError
 from daimon.core.errors import TimeoutError as RunTimeoutError
 from daimon.core.events import Done
+from daimon.core.messages import Message
 from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.orchestration import PromptableFlow
@@ -60,6 +64,7 @@ from daimon.server._agui_events import (
     messages_snapshot,
     node_events,
 )
+from daimon.server._agui_media import MediaRefused, prompt_text, user_prompt
 from daimon.server._errors import error_response
 from daimon.server._settings import ServerSettings
 from daimon.server._sse import EventStreamResponse
@@ -104,7 +109,7 @@ class _Input:
     """A checked ``RunAgentInput``: the prompt, and the client's state as a mapping."""
 
     body: RunAgentInput
-    prompt: str
+    prompt: str | Message
     instructions: str | None
     state: dict[str, Any]
 
@@ -124,7 +129,7 @@ class Endpoint:
             found = self.served.get(name)
             if found is None:
                 raise _Refused(404, "not_found", self.served.unknown(name))
-            given = _parse(await request.body())
+            given = _parse(await request.body(), self.settings)
             if given.body.resume:
                 return self._stream(given, self._resumed(name, found, given))
             if self.paused.get(name, given.body.thread_id) is not None:
@@ -137,6 +142,7 @@ class Endpoint:
                 )
             _need_prompt(given)
             if isinstance(found, PromptableFlow):
+                _text_only(given, name)
                 return self._stream(given, self._flow(name, found, given))
             return self._stream(given, self._agent(name, found, given))
         except _Refused as refused:
@@ -228,7 +234,7 @@ class Endpoint:
             yield _frames(run.start())
             task = asyncio.create_task(
                 flow.run(
-                    given.prompt,
+                    prompt_text(given.prompt),
                     cancel=token,
                     on_node=on_node,
                     on_agent_event=on_agent,
@@ -303,7 +309,7 @@ class Endpoint:
 # --------------------------------------------------------------------------------- the input
 
 
-def _parse(raw: bytes) -> _Input:
+def _parse(raw: bytes, settings: ServerSettings) -> _Input:
     """The request's ``RunAgentInput``, checked (422 with what is wrong, 400 for bad JSON)."""
     try:
         data = json.loads(raw)
@@ -326,16 +332,18 @@ def _parse(raw: bytes) -> _Input:
         )
     state = body.state if isinstance(body.state, dict) else {}
     notes = [f"{c.description}: {c.value}" for c in body.context or []]
-    return _Input(body, _last_user_text(body.messages), "\n".join(notes) or None, dict(state))
+    prompt = _last_user_prompt(body.messages, settings)
+    return _Input(body, prompt, "\n".join(notes) or None, dict(state))
 
 
-def _last_user_text(messages: Sequence[Any]) -> str:
+def _last_user_prompt(messages: Sequence[Any], settings: ServerSettings) -> str | Message:
+    """The last message's text, or a user message with its files (see ``_agui_media``)."""
     if not messages or getattr(messages[-1], "role", None) != "user":
         return ""
-    content = messages[-1].content
-    if isinstance(content, str):
-        return content
-    return "".join(getattr(part, "text", "") for part in content)
+    try:
+        return user_prompt(messages[-1].content, settings)
+    except MediaRefused as refused:
+        raise _Refused(refused.status, refused.kind, str(refused)) from None
 
 
 def _need_prompt(given: _Input) -> None:
@@ -347,8 +355,17 @@ def _need_prompt(given: _Input) -> None:
             "invalid_request",
             f"messages: the last message must be the user's prompt (got {role})",
         )
-    if not given.prompt.strip():
-        raise _Refused(422, "invalid_request", "messages: the user's prompt has no text")
+    if isinstance(given.prompt, str) and not given.prompt.strip():
+        raise _Refused(422, "invalid_request", "messages: the user's prompt has no text or file")
+
+
+def _text_only(given: _Input, name: str) -> None:
+    if isinstance(given.prompt, Message):
+        raise _Refused(
+            422,
+            "invalid_request",
+            f"{name!r} is a flow: it takes a text prompt, not files",
+        )
 
 
 def _run(given: _Input, run_state: dict[str, Any]) -> AguiRun:

@@ -131,6 +131,7 @@ def _token_usage(usage: Usage, model: str | None) -> list[TokenUsage] | None:
             output_tokens=usage.output_tokens,
             total_tokens=usage.input_tokens + usage.output_tokens,
             cached_input_tokens=usage.cached_tokens,
+            cache_write_input_tokens=usage.cache_write_tokens,
         )
     ]
 
@@ -352,6 +353,7 @@ class AguiRun:
             "inputTokens": usage.input_tokens,
             "outputTokens": usage.output_tokens,
             "cachedTokens": usage.cached_tokens,
+            "cacheWriteTokens": usage.cache_write_tokens,
             "cost": event.cost,
         }
         if meta:

@@ -51,11 +51,12 @@ def jsonable(value: Any) -> Any:
 
 
 def usage_body(usage: Usage) -> dict[str, int]:
-    """Token counts, with their total."""
+    """Token counts (cached: read from the prompt cache; cache-write: written to it), and total."""
     return {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "cached_tokens": usage.cached_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
         "requests": usage.requests,
         "total_tokens": usage.input_tokens + usage.output_tokens,
     }

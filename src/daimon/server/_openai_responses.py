@@ -220,6 +220,7 @@ class InputTokensDetails(BaseModel):
     """Input tokens detail."""
 
     cached_tokens: int
+    cache_write_tokens: int
 
 
 class OutputTokensDetails(BaseModel):
@@ -481,7 +482,10 @@ def _usage(response: AgentResponse | None) -> dict[str, Any] | None:
     usage = response.usage
     return {
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "input_tokens_details": {
+            "cached_tokens": usage.cached_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.input_tokens + usage.output_tokens,

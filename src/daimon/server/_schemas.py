@@ -105,6 +105,7 @@ class UsageBody(BaseModel):
     input_tokens: int
     output_tokens: int
     cached_tokens: int
+    cache_write_tokens: int
     requests: int = Field(description="Model calls made.")
     total_tokens: int
 
@@ -351,6 +352,7 @@ class PromptTokensDetails(BaseModel):
     """Input tokens detail."""
 
     cached_tokens: int
+    cache_write_tokens: int
 
 
 class CompletionUsage(BaseModel):

@@ -30,6 +30,7 @@ UI_FILES: dict[str, str] = {
     "api.js": "text/javascript; charset=utf-8",
     "agui.js": "text/javascript; charset=utf-8",
     "chat.js": "text/javascript; charset=utf-8",
+    "files.js": "text/javascript; charset=utf-8",
     "sessions.js": "text/javascript; charset=utf-8",
     "timeline.js": "text/javascript; charset=utf-8",
     "flow.js": "text/javascript; charset=utf-8",

@@ -209,3 +209,18 @@ def approver() -> Agent:
 
     model = FunctionModel(stream_function=stream, model_name="bank-model")
     return Agent(model, name="bank", tools=[transfer])
+
+
+def looker() -> Agent:
+    """Answers with the prompt's text and what files it was given (media type, size, name)."""
+
+    async def stream(request: ChatRequest) -> AsyncIterator[str]:
+        last = request.messages[-1]
+        seen = []
+        for part in last.media:
+            name = getattr(part, "name", None)
+            size = len(part.data) if part.data is not None else 0
+            seen.append(f"{part.media_type} {size} bytes" + (f" {name}" if name else ""))
+        yield f"text: {last.text!r}; files: {'; '.join(seen) or 'none'}"
+
+    return Agent(FunctionModel(stream_function=stream, model_name="looker-model"), name="looker")

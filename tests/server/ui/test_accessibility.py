@@ -264,12 +264,14 @@ def test_the_keyboard_alone_reaches_every_control_with_a_visible_focus(
     page.goto(server.url)
     expect(page.get_by_label("Agent")).to_be_enabled()
 
-    # From page load, Tab goes through the header, the sessions and the message box to Send.
+    # From page load, Tab goes through the header, the sessions, the message box and the Attach
+    # button to Send.
     reached = walk(page, "Tab", until="#send")
     assert reached[0] == "Skip to the message box", reached
-    assert in_order(["#agent", "#new-session", "#prompt", "#send"], reached), reached
+    assert in_order(["#agent", "#new-session", "#prompt", "#attach", "#send"], reached), reached
     assert "#cancel" not in reached  # disabled while nothing runs
-    assert walk(page, "Shift+Tab", until="#agent") == ["#prompt", "#new-session", "#agent"]
+    back = walk(page, "Shift+Tab", until="#agent")
+    assert back == ["#attach", "#prompt", "#new-session", "#agent"]
 
     # A run under way (its tool held by the gate): Tab from the message box reaches Cancel.
     press(page, "Tab")
@@ -277,8 +279,9 @@ def test_the_keyboard_alone_reaches_every_control_with_a_visible_focus(
     page.keyboard.type("What are 2 + 3 and 4 * 5?")
     page.keyboard.press("Control+Enter")
     expect(page.get_by_role("article", name="Tool call add")).to_contain_text("running…")
+    assert press(page, "Tab")["key"] == "#attach"  # files for the next prompt may be picked
     assert press(page, "Tab")["key"] == "#cancel"  # Send is disabled while the run goes on
-    assert press(page, "Shift+Tab")["key"] == "#prompt"
+    assert press(page, "Shift+Tab")["key"] == "#attach"
     assert press(page, "Tab")["key"] == "#cancel"
     page.keyboard.press("Enter")
     expect(page.get_by_text("Cancelled.", exact=True)).to_be_visible()

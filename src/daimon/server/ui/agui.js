@@ -14,12 +14,16 @@ export function newId(prefix) {
   return `${prefix}_${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
 }
 
-/** The RunAgentInput of a prompt (or of a resume, with `resume` entries and no prompt). */
-export function runInput(threadId, text, resume = null) {
+/**
+ * The RunAgentInput of a prompt (or of a resume, with `resume` entries and no prompt). With
+ * `parts` (AG-UI media parts: the prompt's files) the message's content is a list of parts.
+ */
+export function runInput(threadId, text, resume = null, parts = []) {
+  const content = parts.length ? [...(text ? [{ type: "text", text }] : []), ...parts] : text;
   const input = {
     threadId,
     runId: newId("run"),
-    messages: text === null ? [] : [{ id: newId("msg"), role: "user", content: text }],
+    messages: text === null ? [] : [{ id: newId("msg"), role: "user", content }],
     state: {},
     tools: [],
     context: [],

@@ -3,6 +3,7 @@
 import { ApiError, getJson, getToken, setToken, streamRun } from "./api.js";
 import { Reader, runInput } from "./agui.js";
 import { Turn, contentText, el, formatSeconds, formatUsage } from "./chat.js";
+import { Attachments, fileList, keptFiles } from "./files.js";
 import { listSessions, mergeSessions, newSessionId, touchSession, updateSession } from "./sessions.js";
 import { renderFlow } from "./flow.js";
 import { renderTimeline } from "./timeline.js";
@@ -14,6 +15,9 @@ const ui = {
   notice: $("notice"),
   composer: $("composer"),
   prompt: $("prompt"),
+  attach: $("attach"),
+  files: $("files"),
+  attachments: $("attachments"),
   send: $("send"),
   cancel: $("cancel"),
   sessionUsage: $("session-usage"),
@@ -194,7 +198,8 @@ function showMessages(messages) {
   let turn = null;
   for (const message of messages) {
     if (message.role === "user") {
-      turn = new Turn(ui.transcript, contentText(message.content));
+      const files = keptFiles(message.content);
+      turn = new Turn(ui.transcript, contentText(message.content), files.length ? fileList(files) : null);
     } else if (turn && message.role === "assistant") {
       for (const call of message.tool_calls || []) turn.card(call.id, call.name).setArguments(call.arguments);
       const text = contentText(message.content);
@@ -312,15 +317,63 @@ function onEvent(turn, run, kind, data) {
 
 async function send() {
   const text = ui.prompt.value.trim();
-  if (!text || state.controller || !state.connected) return;
+  if ((!text && !attachments.items.length) || state.controller || !state.connected) return;
   const agent = ui.agent.value;
   ui.prompt.value = "";
-  const turn = new Turn(ui.transcript, text);
+  const files = attachments.take();
+  const turn = new Turn(ui.transcript, text, files.length ? fileList(files) : null);
   ui.transcript.scrollTop = ui.transcript.scrollHeight;
-  touchSession(state.sessionId, agent, state.title || text);
+  touchSession(state.sessionId, agent, state.title || text || files.map((f) => f.name).join(", "));
   renderSessions();
-  await runTurn(turn, agent, runInput(state.sessionId, text));
+  const parts = files.map((file) => file.part);
+  await runTurn(turn, agent, runInput(state.sessionId, text, null, parts));
 }
+
+// ---------------------------------------------------------------------------------- files
+
+const attachments = new Attachments(ui.attachments, (items) => {
+  notice(items.length ? `${items.length} file${items.length === 1 ? "" : "s"} attached.` : "No files attached.");
+});
+
+async function attach(files) {
+  if (!files || !files.length) return;
+  try {
+    await attachments.add(files);
+  } catch (error) {
+    notice(`Could not read the file: ${error.message}`, true);
+  }
+}
+
+ui.attach.addEventListener("click", () => ui.files.click());
+
+ui.files.addEventListener("change", async () => {
+  await attach(ui.files.files);
+  ui.files.value = "";  // the same file may be chosen again
+  ui.prompt.focus();
+});
+
+function dragsFiles(event) {
+  return Boolean(event.dataTransfer) && Array.from(event.dataTransfer.types || []).includes("Files");
+}
+
+for (const name of ["dragenter", "dragover"]) {
+  ui.composer.addEventListener(name, (event) => {
+    if (!dragsFiles(event)) return;
+    event.preventDefault();
+    ui.composer.classList.add("dropping");
+  });
+}
+
+ui.composer.addEventListener("dragleave", (event) => {
+  if (!ui.composer.contains(event.relatedTarget)) ui.composer.classList.remove("dropping");
+});
+
+ui.composer.addEventListener("drop", (event) => {
+  ui.composer.classList.remove("dropping");
+  if (!event.dataTransfer || !event.dataTransfer.files.length) return;
+  event.preventDefault();
+  attach(event.dataTransfer.files);
+});
 
 /** Answer the interrupts a paused run waits for (approve or reject every call), then resume. */
 function askApproval(turn, run, agent) {

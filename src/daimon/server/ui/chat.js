@@ -74,13 +74,18 @@ class Stream {
   }
 }
 
-/** One prompt and its answer, in the transcript; a flow's agent nodes stream above the answer. */
+/**
+ * One prompt and its answer, in the transcript; a flow's agent nodes stream above the answer.
+ * `files`: what is shown of the prompt's files (an element), under its text.
+ */
 export class Turn extends Stream {
-  constructor(transcript, prompt) {
+  constructor(transcript, prompt, files = null) {
     super(el("div", { className: "answer", attrs: { "data-testid": "answer" } }));
     this.root = el("article", { className: "turn" });
-    const user = el("div", { className: "message user" });
-    user.append(el("span", { className: "who", text: "You" }), el("p", { text: prompt }));
+    const user = el("div", { className: "message user", attrs: { "data-testid": "prompt" } });
+    user.append(el("span", { className: "who", text: "You" }));
+    if (prompt) user.append(el("p", { text: prompt }));
+    if (files) user.append(files);
     this.answer = el("div", { className: "message assistant" });
     this.answer.append(el("span", { className: "who", text: "Agent" }));
     this.nodeBox = el("div", { className: "node-streams" });
