@@ -71,6 +71,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.DimensionMismatchError: (errors.VectorStoreError,),
     errors.FilterError: (errors.VectorStoreError, ValueError),
     errors.KnowledgeBaseError: (DaimonError, ValueError),
+    errors.ClientToolError: (errors.BuilderError,),
     errors.EmptyDocumentError: (errors.KnowledgeBaseError,),
 }
 

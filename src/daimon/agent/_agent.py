@@ -11,13 +11,15 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 
 from daimon.agent._chain import NO_LAYERS, Layers, layers
+from daimon.agent._client_tools import ClientTools, client_tools_of, from_custom
 from daimon.agent._loop import run_events
 from daimon.agent._output import OutputSpec
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import BuilderError, DaimonError
+from daimon.core.errors import BuilderError, ClientToolError, DaimonError
 from daimon.core.events import Done, StreamEvent
 from daimon.core.messages import Message
 from daimon.core.results import AgentResponse, ApprovalDecision
+from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.cost import CostModel
 from daimon.extensions import Extension
 from daimon.guardrails import InputGuardrail, OutputGuardrail
@@ -270,6 +272,7 @@ class Agent(Generic[DepsT, OutputT]):
         run_id: str | None = None,
         deps: DepsT | None = None,
         cancel: CancelToken | None = None,
+        client_tools: Sequence[ToolSpec] | None = None,
     ) -> AgentResponse[OutputT]:
         """Run the agent to its final answer.
 
@@ -282,9 +285,13 @@ class Agent(Generic[DepsT, OutputT]):
             deps: What tools receive as ``ctx.deps``.
             cancel: A token that cancels the run (it raises
                 :class:`~daimon.core.errors.RunCancelled`).
+            client_tools: Tools the caller runs itself: the model sees them beside the agent's
+                own, and a call to one pauses the run with it in ``client_calls``; pass its
+                result to :meth:`resume` (``results``).
         """
         if deps is not None and self.deps_type is not None:
             self._check_deps(deps)
+        client = client_tools_of(self, client_tools, None) if client_tools else None
         response: AgentResponse[Any] | None = None
         # Drained here, not by _drain: a coroutine less on every run (the run metric).
         async for event in run_events(
@@ -297,6 +304,7 @@ class Agent(Generic[DepsT, OutputT]):
             cancel=cancel,
             history=history,
             instructions=instructions,
+            client=client,
         ):
             if type(event) is Done:
                 response = event.response
@@ -314,6 +322,7 @@ class Agent(Generic[DepsT, OutputT]):
         run_id: str | None = None,
         deps: DepsT | None = None,
         cancel: CancelToken | None = None,
+        client_tools: Sequence[ToolSpec] | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Run the agent, streaming its events; the last is ``Done``, carrying the response.
 
@@ -321,6 +330,7 @@ class Agent(Generic[DepsT, OutputT]):
         """
         if deps is not None and self.deps_type is not None:
             self._check_deps(deps)
+        client = client_tools_of(self, client_tools, None) if client_tools else None
         return run_events(
             self,
             input,
@@ -331,6 +341,7 @@ class Agent(Generic[DepsT, OutputT]):
             cancel=cancel,
             history=history,
             instructions=instructions,
+            client=client,
         )
 
     async def resume(
@@ -340,6 +351,8 @@ class Agent(Generic[DepsT, OutputT]):
         *,
         deps: DepsT | None = None,
         cancel: CancelToken | None = None,
+        results: Mapping[str, ToolOutput | str] | None = None,
+        client_tools: Sequence[ToolSpec] | None = None,
     ) -> AgentResponse[OutputT]:
         """Continue a paused or interrupted run.
 
@@ -350,6 +363,10 @@ class Agent(Generic[DepsT, OutputT]):
                 on once every pending call is decided, and pauses again otherwise.
             deps: Dependencies for the tools, as in :meth:`prompt`.
             cancel: A cancel token for the rest of the run.
+            results: Results of the paused run's ``client_calls``, by call id (a string is a
+                text result; a :class:`ToolOutput` can be an error); any subset.
+            client_tools: The client tools for the rest of the run; by default those the paused
+                run was given (a run resumed by id from a checkpoint store needs them again).
         """
         if deps is not None and self.deps_type is not None:
             self._check_deps(deps)
@@ -366,6 +383,7 @@ class Agent(Generic[DepsT, OutputT]):
             if paused.state is None:
                 raise BuilderError("this response is not a paused run: it has no state to resume")
             state, run_id = paused.state, paused.run_id
+        client = _resumed_client(self, state, results, client_tools)
         events = run_events(
             self,
             None,
@@ -375,6 +393,7 @@ class Agent(Generic[DepsT, OutputT]):
             cancel=cancel,
             resume=state,
             decisions=decisions,
+            client=client,
         )
         return await _drain(events)
 
@@ -440,6 +459,25 @@ async def _built(prompt: Callable[[RunState], str | Awaitable[str]], state: RunS
     if not isinstance(text, str):
         raise BuilderError(f"system_prompt function returned {type(text).__name__}, not str")
     return text
+
+
+def _resumed_client(
+    agent: Agent[Any, Any],
+    state: CheckpointState | None,
+    results: Mapping[str, ToolOutput | str] | None,
+    client_tools: Sequence[ToolSpec] | None,
+) -> ClientTools | None:
+    """The client tools of a resumed run: those given, else those its paused state keeps."""
+    specs = client_tools
+    if specs is None and state is not None:
+        specs = from_custom(state.custom)
+    if not specs:
+        if results:
+            raise ClientToolError(
+                "results were given, but the run has no client tools: pass client_tools"
+            )
+        return None
+    return client_tools_of(agent, specs, results)
 
 
 async def _drain(events: AsyncIterator[StreamEvent]) -> AgentResponse[Any]:

@@ -46,8 +46,22 @@ def snapshot(
     pending: Sequence[ToolCall],
     completed: Mapping[str, ToolOutput],
     progress: RunProgress,
+    custom: dict[str, Any] | None = None,
 ) -> CheckpointState:
     """The run as a CheckpointState: what a checkpoint stores and a paused run hands back."""
+    if custom is not None:
+        return CheckpointState(
+            run_id=state.run_id,
+            messages=tuple(state.messages),
+            iteration=state.iteration,
+            usage=state.usage,
+            cost=state.cost,
+            pending_tool_calls=tuple(pending),
+            completed_tool_results=dict(completed),
+            custom=custom,
+            session_id=state.session_id,
+            progress=progress,
+        )
     return CheckpointState(
         run_id=state.run_id,
         messages=tuple(state.messages),

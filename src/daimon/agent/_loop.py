@@ -26,6 +26,7 @@ from daimon.kit.streaming import StreamAccumulator
 
 if TYPE_CHECKING:
     from daimon.agent._agent import Agent
+    from daimon.agent._client_tools import ClientTools
     from daimon.extensions import CallModel
 
 __all__ = ("run_events",)
@@ -46,6 +47,7 @@ async def run_events(
     decisions: Mapping[str, ApprovalDecision] | None = None,
     history: Sequence[Message] | None = None,
     instructions: str | None = None,
+    client: ClientTools | None = None,
 ) -> AsyncIterator[StreamEvent]:
     """Run ``agent`` on ``prompt``, yielding events; the last is ``Done`` with the response.
 
@@ -66,6 +68,7 @@ async def run_events(
         deps=deps,
         cancel=cancel,
         decisions=decisions,
+        client=client,
     )
     try:
         done = await run.open(prompt, resume, history, instructions)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from daimon.agent._budget import Rollup, RunBudget
 from daimon.agent._chain import Relayed, model_chain, tool_chain
 from daimon.agent._checkpointing import RunCheckpointer, snapshot
+from daimon.agent._client_tools import ClientTools, to_custom
 from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
 from daimon.agent._repeats import RepeatGuard
 from daimon.agent._tool_turn import (
@@ -123,6 +124,7 @@ class Run:
     __slots__ = (
         "_budget",
         "_checkpointer",
+        "_client",
         "_decisions",
         "_detach",
         "_memory",
@@ -158,6 +160,7 @@ class Run:
         deps: Any,
         cancel: CancelToken | None,
         decisions: Mapping[str, ApprovalDecision] | None,
+        client: ClientTools | None = None,
     ) -> None:
         # Ids are checked before anything runs: a backend refusing one later would lose the turn.
         if session_id is not None:
@@ -187,6 +190,8 @@ class Run:
             RunCheckpointer(agent.checkpoint, self.state) if agent.checkpoint is not None else None
         )
         self._decisions = decisions or _NO_DECISIONS
+        self._client = client
+        """The caller's client tools and the results it supplied; ``None`` when it gave none."""
         self._record = SpendRecord.claim()  # a sub-agent's caller reads its totals however it ends
         self._budget: RunBudget | None = None
         self._rollup: Rollup | None = None
@@ -233,7 +238,10 @@ class Run:
         if resume is not None or self._checkpointer is not None:
             checkpointer = self._checkpointer or RunCheckpointer(None, self.state)
             restored = await checkpointer.restore(resume)
+        client = self._client
         if restored is None:
+            if client is not None and client.results:
+                client.check_results((), {})  # nothing waits: every id is unknown
             await self._start(prompt, history, instructions)
         elif restored.finished is not None:
             return Done(response=restored.finished)
@@ -242,7 +250,11 @@ class Run:
             self.progress = restored.progress
             if self.state.session_id is not None:  # the saved run's session
                 self._memory = self.agent.memory
+            if client is not None:
+                client.check_results(self.pending, self.completed)
         agent = self.agent
+        if client is not None and client.specs:
+            self.tools = (*self.tools, *client.specs)
         tracker = CostTracker(agent.cost_model) if agent.cost_model is not None else None
         enclosing = Budget.enclosing()  # the budget of the run whose tool started this one
         if agent.max_budget is not None or enclosing is not None:
@@ -429,6 +441,8 @@ class Run:
             raise RunCancelled(self.cancel.reason)
         calls, completed = self.pending, self.completed
         waiting = apply_decisions(agent, calls, completed, self._decisions)
+        if self._client is not None:  # client calls wait for the caller's results
+            waiting = [*waiting, *self._client.take(calls, completed)]
         todo = runnable(calls, completed, waiting)
         limit = agent.max_repeated_tool_calls
         if todo and limit is not None:
@@ -507,9 +521,11 @@ class Run:
         return _new_done(stop_reason=stop_reason, model=model, response=result)
 
     async def _pause(self, waiting: Sequence[ToolCall]) -> Done:
-        """End the run's turn waiting for approvals: the pending calls and how to resume."""
+        """End the run's turn waiting for approvals or client results: the calls, how to resume."""
         state, run_id = self.state, self.state.run_id
         await self._save()
+        client = self._client
+        names = client.names if client is not None else frozenset()
         paused = AgentResponse(
             text="",
             messages=tuple(state.messages[self.progress.new_start :]),
@@ -519,9 +535,18 @@ class Run:
             run_id=run_id,
             session_id=state.session_id,
             pending_approvals=tuple(
-                ApprovalRequest(id=c.id, call=c, run_id=run_id) for c in waiting
+                ApprovalRequest(id=c.id, call=c, run_id=run_id)
+                for c in waiting
+                if c.name not in names
             ),
-            state=snapshot(state, self.pending, self.completed, self.progress),
+            client_calls=tuple(c for c in waiting if c.name in names),
+            state=snapshot(
+                state,
+                self.pending,
+                self.completed,
+                self.progress,
+                to_custom(client.specs) if client is not None else None,
+            ),
         )
         for hook in self.agent.hooks:
             await hook.on_run_end(paused, state)

@@ -4,6 +4,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
 
     DaimonError
     ├── BuilderError                  a configuration mistake, raised at construction
+    │   ├── ClientToolError           client tools or their results are wrong (a 400 on the server)
     │   ├── DuplicateToolError
     │   ├── PromptTemplateError
     │   └── SkillError                a skill folder or SKILL.md that cannot be loaded (typed path)
@@ -58,6 +59,7 @@ __all__ = (
     "BuilderError",
     "CheckpointConflictError",
     "CheckpointCorruptError",
+    "ClientToolError",
     "DaimonError",
     "DimensionMismatchError",
     "DuplicateToolError",
@@ -96,6 +98,10 @@ class DaimonError(Exception):
 
 class BuilderError(DaimonError):
     """A component was configured wrongly; raised at construction, never mid-run."""
+
+
+class ClientToolError(BuilderError):
+    """Client tools or their results are wrong: a bad spec, a name clash, an unknown call id."""
 
 
 class DuplicateToolError(BuilderError):

@@ -79,14 +79,16 @@ class AgentResponse(Generic[OutputT]):
     """The answer: an instance of the agent's ``output_type``, else the text."""
     pending_approvals: tuple[ApprovalRequest, ...] = ()
     """Tool calls waiting for approval: the run is paused until they are decided."""
+    client_calls: tuple[ToolCall, ...] = ()
+    """Calls of client tools waiting for the caller's results: the run is paused until then."""
     state: CheckpointState | None = None
     """For a paused run: everything needed to resume it, even without a checkpoint store."""
     kind: Literal["agent_response"] = field(default="agent_response", init=False, repr=False)
 
     @property
     def paused(self) -> bool:
-        """Whether the run is waiting for approvals rather than finished."""
-        return bool(self.pending_approvals)
+        """Whether the run is waiting (for approvals, or client results) rather than finished."""
+        return bool(self.pending_approvals or self.client_calls)
 
     def require_finished(self, where: str) -> AgentResponse[OutputT]:
         """This response, if the run finished: the one rule for callers that cannot pause.

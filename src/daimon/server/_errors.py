@@ -18,6 +18,7 @@ from starlette.responses import Response
 from daimon.core.errors import (
     AgentRunError,
     ApprovalRequiredError,
+    ClientToolError,
     DaimonError,
     GuardrailBlockedError,
     InvalidIdError,
@@ -66,7 +67,7 @@ def describe_failure(exc: BaseException) -> tuple[int, str, str]:
         return 504, "TimeoutError", str(exc)
     if isinstance(exc, ApprovalRequiredError):
         return 409, "approval_required", str(exc)
-    if isinstance(exc, (GuardrailBlockedError, InvalidIdError)):
+    if isinstance(exc, (GuardrailBlockedError, InvalidIdError, ClientToolError)):
         return 400, type(exc).__name__, str(exc)
     if isinstance(exc, ModelError):
         return 502, type(exc).__name__, str(exc)
