@@ -188,3 +188,11 @@ async def test_a_client_tool_given_twice_is_refused() -> None:
     agent = Agent(FunctionModel(lambda r: ChatResponse.reply("x")))
     with pytest.raises(ClientToolError, match="twice"):
         await agent.prompt("hi", client_tools=[LOCATE, LOCATE])
+
+
+async def test_resume_stream_streams_the_rest_of_the_run() -> None:
+    agent = Agent(FunctionModel(mixed), tools=[weather])
+    paused = await agent.prompt("weather?", client_tools=[LOCATE])
+    events = [e async for e in agent.resume_stream(paused, results={"loc": "Bergen"})]
+    done = events[-1]
+    assert isinstance(done, Done) and done.response.text == "sunny in Oslo | Bergen"

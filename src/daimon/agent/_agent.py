@@ -368,6 +368,33 @@ class Agent(Generic[DepsT, OutputT]):
             client_tools: The client tools for the rest of the run; by default those the paused
                 run was given (a run resumed by id from a checkpoint store needs them again).
         """
+        events = self._resumed(paused, approvals, False, deps, cancel, results, client_tools)
+        return await _drain(events)
+
+    def resume_stream(
+        self,
+        paused: AgentResponse[OutputT] | str,
+        approvals: Mapping[str, ApprovalDecision | bool] | None = None,
+        *,
+        deps: DepsT | None = None,
+        cancel: CancelToken | None = None,
+        results: Mapping[str, ToolOutput | str] | None = None,
+        client_tools: Sequence[ToolSpec] | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """Continue a paused run, streaming its events; takes the arguments of :meth:`resume`."""
+        return self._resumed(paused, approvals, True, deps, cancel, results, client_tools)
+
+    def _resumed(
+        self,
+        paused: AgentResponse[OutputT] | str,
+        approvals: Mapping[str, ApprovalDecision | bool] | None,
+        stream: bool,
+        deps: DepsT | None,
+        cancel: CancelToken | None,
+        results: Mapping[str, ToolOutput | str] | None,
+        client_tools: Sequence[ToolSpec] | None,
+    ) -> AsyncIterator[StreamEvent]:
+        """The events of a resumed run (checked before anything runs)."""
         if deps is not None and self.deps_type is not None:
             self._check_deps(deps)
         decisions = {
@@ -383,19 +410,17 @@ class Agent(Generic[DepsT, OutputT]):
             if paused.state is None:
                 raise BuilderError("this response is not a paused run: it has no state to resume")
             state, run_id = paused.state, paused.run_id
-        client = _resumed_client(self, state, results, client_tools)
-        events = run_events(
+        return run_events(
             self,
             None,
-            stream=False,
+            stream=stream,
             run_id=run_id,
             deps=deps,
             cancel=cancel,
             resume=state,
             decisions=decisions,
-            client=client,
+            client=_resumed_client(self, state, results, client_tools),
         )
-        return await _drain(events)
 
     def prompt_sync(
         self,

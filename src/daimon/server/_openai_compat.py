@@ -6,7 +6,15 @@ messages become the conversation: system and developer messages are added to the
 instructions, earlier user and assistant turns are the history, and the last message (the
 user's) is the prompt; a flow keeps no conversation, so it answers one user message only (400
 otherwise). The agent runs with its own tools, on the server,
-and its final answer is the completion. Streamed, every text delta of the run is sent as it comes
+and its final answer is the completion.
+
+Function ``tools`` in the request are client tools (``daimon.server._client_tools``): the model
+sees them beside the agent's own, and when it calls one the run pauses and the answer is the
+calls, ``finish_reason: "tool_calls"``, as OpenAI answers. The client runs them and sends the
+conversation again ending with the assistant message and one ``tool`` message per call; that
+continues the paused run (the server keeps it, under the calls' ids, bounded), so the results of
+server tools the same turn ran are not lost. A ``tool`` message for a call no kept run waits
+for is a 400 (``tool_call_not_found``). Streamed, every text delta of the run is sent as it comes
 (text the model writes before calling a tool too, one blank line between turns); the non-streamed
 ``content`` is the final answer only.
 
@@ -40,7 +48,16 @@ from daimon.core.events import Done, TextDelta, UsageEvent
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
+from daimon.core.tools import ToolSpec
 from daimon.server._agents import ServedAgents
+from daimon.server._client_tools import (
+    NoClientTools,
+    PausedRuns,
+    UnknownCall,
+    spec,
+    takes_client_tools,
+    text_with_calls,
+)
 from daimon.server._encode import dump_json
 from daimon.server._errors import describe_failure, error_body, error_response
 from daimon.server._routes import CLIENT_CLOSED, error_responses
@@ -78,11 +95,124 @@ class _BadConversation(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class _Conversation:
-    """What one request asks: the prompt, the conversation before it, added instructions."""
+    """What one request asks: the prompt, the conversation before it, added instructions.
+
+    A request answering client calls continues ``resumed`` with ``results`` instead.
+    """
 
     prompt: str | Message
     history: list[Message]
     instructions: str | None
+    client_tools: tuple[ToolSpec, ...] = ()
+    resumed: AgentResponse | None = None
+    results: dict[str, str] | None = None
+
+    def events(self, agent: Promptable, run_id: str, token: CancelToken) -> Any:
+        """The run's events, streamed (a new run, or the paused one continued)."""
+        if self.resumed is not None:
+            return agent.resume_stream(  # type: ignore[attr-defined]  # an Agent: checked
+                self.resumed,
+                results=self.results,
+                client_tools=self.client_tools or None,
+                cancel=token,
+            )
+        if self.client_tools:
+            return agent.prompt_stream(  # type: ignore[call-arg]  # an Agent: checked
+                self.prompt,
+                history=self.history,
+                instructions=self.instructions,
+                run_id=run_id,
+                cancel=token,
+                client_tools=self.client_tools,
+            )
+        return agent.prompt_stream(
+            self.prompt,
+            history=self.history,
+            instructions=self.instructions,
+            run_id=run_id,
+            cancel=token,
+        )
+
+    async def answer(self, agent: Promptable, run_id: str, token: CancelToken) -> AgentResponse:
+        """The run's response (a new run, or the paused one continued)."""
+        if self.resumed is not None:
+            resumed: AgentResponse = await agent.resume(  # type: ignore[attr-defined]
+                self.resumed,
+                results=self.results,
+                client_tools=self.client_tools or None,
+                cancel=token,
+            )
+            return resumed
+        if self.client_tools:
+            return await agent.prompt(  # type: ignore[call-arg]  # an Agent: checked
+                self.prompt,
+                history=self.history,
+                instructions=self.instructions,
+                run_id=run_id,
+                cancel=token,
+                client_tools=self.client_tools,
+            )
+        return await agent.prompt(
+            self.prompt,
+            history=self.history,
+            instructions=self.instructions,
+            run_id=run_id,
+            cancel=token,
+        )
+
+
+def _read_request(
+    body: ChatCompletionRequest, agent: Promptable, paused: PausedRuns
+) -> _Conversation:
+    """What ``body`` asks of ``agent``: a new run, or a paused one given its client results."""
+    specs = tuple(
+        spec(t.function.name, t.function.description, t.function.parameters)
+        for t in body.tools or ()
+    )
+    if specs:
+        try:
+            takes_client_tools(agent, body.model)
+        except NoClientTools as exc:
+            raise _BadConversation(str(exc), "tools", "client_tools_not_supported") from None
+    messages = body.messages
+    if not isinstance(messages[-1], ToolMessage):
+        instructions, history, prompt = _conversation(messages)
+        return _Conversation(prompt, history, instructions or None, specs)
+    first = len(messages)
+    while first > 0 and isinstance(messages[first - 1], ToolMessage):
+        first -= 1
+    before = messages[first - 1] if first else None
+    if not isinstance(before, AssistantMessage) or not before.tool_calls:
+        raise _BadConversation(
+            "tool messages must follow an assistant message with tool_calls",
+            f"messages[{first}].role",
+        )
+    answers = [m for m in messages[first:] if isinstance(m, ToolMessage)]
+    results = {m.tool_call_id: _text(m) for m in answers}
+    where = [f"messages[{first + i}].tool_call_id" for i in range(len(answers))]
+    try:
+        found = paused.take(body.model, results, where)
+    except UnknownCall as exc:
+        param = where[list(results).index(exc.call_id)] if exc.call_id in results else "messages"
+        raise _BadConversation(str(exc), param, "tool_call_not_found") from None
+    return _Conversation("", [], None, specs, found.response, results)
+
+
+def _calls_body(response: AgentResponse) -> list[dict[str, Any]]:
+    """The client calls a paused run waits for, as OpenAI's ``tool_calls``."""
+    return [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments_json},
+        }
+        for call in response.client_calls
+    ]
+
+
+def _paused_for_client(response: AgentResponse) -> bool:
+    """Whether the run waits for client results only (approvals are not this API's)."""
+    return bool(response.client_calls) and not response.pending_approvals
 
 
 def _text(message: ChatMessage) -> str:
@@ -361,6 +491,7 @@ def _add_model_routes(router: APIRouter, served: ServedAgents, started: int) -> 
 def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSettings) -> None:
     """``POST /v1/chat/completions``."""
     timeout = settings.request_timeout
+    paused_runs = PausedRuns()
 
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         """Run an agent on a conversation, as OpenAI Chat Completions would answer it."""
@@ -368,20 +499,21 @@ def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSet
         if agent is None:
             return error_response(404, "not_found", served.unknown(body.model))
         try:
-            instructions, history, prompt = _conversation(body.messages)
+            conversation = _read_request(body, agent, paused_runs)
         except _BadConversation as exc:
             return _openai_error(str(exc), param=exc.param, code=exc.code)
-        if served.flow(body.model) is not None and (history or instructions):
+        if served.flow(body.model) is not None and (
+            conversation.history or conversation.instructions
+        ):
             message = f"model {body.model!r} is a flow: send one user message, nothing before it"
             return _openai_error(message, param="messages", code="flow_takes_one_message")
-        conversation = _Conversation(prompt, history, instructions or None)
         run_id = uuid.uuid4().hex
         created = int(time.time())
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
             return EventStreamResponse(
                 lambda token: _chunks(
-                    agent, body.model, conversation, run_id, created, usage, token
+                    agent, body.model, conversation, run_id, created, usage, token, paused_runs
                 ),
                 on_error=_stream_error,
                 heartbeat=settings.heartbeat_interval,
@@ -389,17 +521,12 @@ def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSet
             )
         try:
             response = await run_supervised(
-                lambda token: agent.prompt(
-                    prompt,
-                    history=history,
-                    instructions=instructions or None,
-                    run_id=run_id,
-                    cancel=token,
-                ),
+                lambda token: conversation.answer(agent, run_id, token),
                 request.receive,
                 timeout,
             )
-            response.require_finished(_NO_APPROVALS_HERE)
+            if not _paused_for_client(response):
+                response.require_finished(_NO_APPROVALS_HERE)
         except ClientDisconnected:
             return Response(status_code=CLIENT_CLOSED)
         except Exception as exc:  # a paused run (ApprovalRequiredError) is 409
@@ -407,19 +534,19 @@ def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSet
             if status == 400:  # a prompt the agent refused: 400s here are all OpenAI-shaped
                 return _openai_error(message, type=kind)
             return error_response(status, kind, message)
+        reply: dict[str, Any] = {"role": "assistant", "content": response.text, "refusal": None}
+        finish = "stop"
+        if _paused_for_client(response):
+            paused_runs.keep(body.model, response)
+            reply["content"] = text_with_calls(response) or None
+            reply["tool_calls"] = _calls_body(response)
+            finish = "tool_calls"
         completion = {
             "id": f"chatcmpl-{run_id}",
             "object": "chat.completion",
             "created": created,
             "model": body.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": response.text, "refusal": None},
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                }
-            ],
+            "choices": [{"index": 0, "message": reply, "logprobs": None, "finish_reason": finish}],
             "usage": _usage(response),
             "system_fingerprint": None,
         }
@@ -472,6 +599,7 @@ async def _chunks(
     created: int,
     include_usage: bool,
     token: CancelToken,
+    paused_runs: PausedRuns,
 ) -> AsyncGenerator[bytes, None]:
     """The ``chat.completion.chunk`` events of one streamed run."""
     head: dict[str, Any] = {
@@ -490,13 +618,7 @@ async def _chunks(
     yield chunk({"role": "assistant", "content": ""})
     response: AgentResponse | None = None
     wrote = separate = False
-    events = agent.prompt_stream(
-        conversation.prompt,
-        history=conversation.history,
-        instructions=conversation.instructions,
-        run_id=run_id,
-        cancel=token,
-    )
+    events = conversation.events(agent, run_id, token)
     async for event in events:
         if isinstance(event, TextDelta):
             if not event.text:
@@ -512,8 +634,14 @@ async def _chunks(
             response = event.response
     if response is None:  # pragma: no cover - agent streams end with Done or raise
         raise RuntimeError("the run ended without a response")
-    response.require_finished(_NO_APPROVALS_HERE)
-    yield chunk({}, "stop")
+    if _paused_for_client(response):
+        paused_runs.keep(model, response)
+        calls = [{"index": i, **call} for i, call in enumerate(_calls_body(response))]
+        yield chunk({"tool_calls": calls})
+        yield chunk({}, "tool_calls")
+    else:
+        response.require_finished(_NO_APPROVALS_HERE)
+        yield chunk({}, "stop")
     if include_usage:
         yield sse_frame(dump_json({**head, "choices": [], "usage": _usage(response)}))
     yield _DONE

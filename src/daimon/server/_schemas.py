@@ -310,13 +310,35 @@ class StreamOptions(BaseModel):
     include_usage: StrictBool = False
 
 
+class FunctionDefinition(BaseModel):
+    """A function the client runs: its name, what it does and its arguments' JSON Schema."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: StrictBool | None = None
+
+
+class FunctionTool(BaseModel):
+    """A client tool: the model may call it; the client runs it and sends the result back."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
 class ChatCompletionRequest(BaseModel):
     """An OpenAI Chat Completions request; sampling parameters are the agent's and are ignored.
 
     ``model`` names the agent. System and developer messages are added to the agent's
     instructions, earlier turns become the conversation's history, and the last message, which
     must be the user's, is the prompt. The agent's own tools run on the server; ``tools`` sent
-    by the client are ignored. Booleans and integers must be JSON booleans and integers
+    by the client are client tools: when the model calls one the answer is ``finish_reason:
+    "tool_calls"``, and the next request, ending with the ``tool`` messages, continues the
+    run. Booleans and integers must be JSON booleans and integers
     (``"stream": "yes"`` is refused, as OpenAI refuses it).
     """
 
@@ -329,14 +351,16 @@ class ChatCompletionRequest(BaseModel):
     n: StrictInt | None = Field(
         default=None, ge=1, le=1, description="Only one choice is produced."
     )
+    tools: list[FunctionTool] | None = None
 
 
 class CompletionMessage(BaseModel):
-    """The agent's answer."""
+    """The agent's answer, or the client tools it calls."""
 
     role: Literal["assistant"]
-    content: str
+    content: str | None
     refusal: None = None
+    tool_calls: list[ToolCallBody] | None = None
 
 
 class Choice(BaseModel):
@@ -345,7 +369,7 @@ class Choice(BaseModel):
     index: int
     message: CompletionMessage
     logprobs: None = None
-    finish_reason: Literal["stop"]
+    finish_reason: Literal["stop", "tool_calls"]
 
 
 class PromptTokensDetails(BaseModel):

@@ -1,0 +1,160 @@
+"""Client tools through every front end, driven by the official clients.
+
+The agent has a server tool (``weather``); the client declares ``get_location``. The model calls
+both in one turn: the server runs ``weather``, pauses for ``get_location``, hands the call to the
+client, and the client's result continues the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, tool
+from daimon.models import FunctionModel
+from daimon.server._client_tools import PausedRuns, UnknownCall
+
+from .conftest import TOKEN, Calls, LiveServer
+
+Live = Callable[..., LiveServer]
+
+LOCATION_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_location",
+        "description": "The user's location, from the browser.",
+        "parameters": {"type": "object", "properties": {"precise": {"type": "boolean"}}},
+    },
+}
+
+_clients: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _clients:
+        _clients.pop().close()
+
+
+def sdk(server: LiveServer) -> openai.OpenAI:
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, max_retries=0)
+    _clients.append(client)
+    return client
+
+
+def trip_agent(calls: Calls) -> Agent:
+    """Turn one: ``weather`` (server) and ``get_location`` (client); then the results joined."""
+
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        calls.tool_args.append({"city": city})
+        return f"sunny in {city}"
+
+    def model(request: ChatRequest) -> ChatResponse:
+        calls.requests.append(request)
+        results = [m for m in request.messages if m.role is Role.TOOL]
+        if not results:
+            return ChatResponse.tool_use(
+                ToolCall(id="w1", name="weather", arguments={"city": "Oslo"}),
+                ToolCall(id="loc1", name="get_location", arguments={"precise": True}),
+                text="Checking.",
+            )
+        return ChatResponse.reply(" | ".join(m.text for m in results))
+
+    return Agent(FunctionModel(model), name="trip", tools=[weather])
+
+
+# ------------------------------------------------------------------------ /v1/chat/completions
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_completions_hand_client_calls_back_and_continue(live: Live, stream: bool) -> None:
+    calls = Calls()
+    client = sdk(live(trip_agent(calls)))
+    messages: list[Any] = [{"role": "user", "content": "Weather where I am?"}]
+    if stream:
+        with client.chat.completions.stream(
+            model="trip", messages=messages, tools=[LOCATION_TOOL]
+        ) as events:
+            for _ in events:
+                pass
+            first = events.get_final_completion()
+    else:
+        first = client.chat.completions.create(
+            model="trip", messages=messages, tools=[LOCATION_TOOL]
+        )
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.tool_calls is not None
+    [call] = choice.message.tool_calls
+    assert call.type == "function"
+    assert (call.id, call.function.name) == ("loc1", "get_location")
+    assert json.loads(call.function.arguments) == {"precise": True}
+    assert calls.tool_args == [{"city": "Oslo"}]  # the server's own tool ran already
+    assert [s.name for s in calls.requests[0].tools] == ["weather", "get_location"]
+
+    messages += [
+        choice.message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "Bergen"},
+    ]
+    second = client.chat.completions.create(model="trip", messages=messages, tools=[LOCATION_TOOL])
+    assert second.choices[0].finish_reason == "stop"
+    assert second.choices[0].message.content == "sunny in Oslo | Bergen"
+    assert calls.tool_args == [{"city": "Oslo"}]  # not run again
+
+    # the same results again: that run is answered, nothing waits for the call any more
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="trip", messages=messages, tools=[LOCATION_TOOL])
+    body = refused.value.body
+    assert isinstance(body, dict)
+    assert body["code"] == "tool_call_not_found"
+    assert body["param"] == "messages[2].tool_call_id"
+    assert "'loc1'" in body["message"]
+
+
+def test_chat_completions_refuse_bad_client_tools(live: Live) -> None:
+    client = sdk(live(trip_agent(Calls())))
+    user = [{"role": "user", "content": "hi"}]
+    clash = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}
+    with pytest.raises(openai.BadRequestError, match="clashes with agent 'trip'"):
+        client.chat.completions.create(model="trip", messages=user, tools=[clash])  # type: ignore[list-item]
+    malformed = {"type": "function", "function": {"name": "x", "parameters": {"type": "array"}}}
+    with pytest.raises(openai.BadRequestError, match="type 'object'"):
+        client.chat.completions.create(model="trip", messages=user, tools=[malformed])  # type: ignore[list-item]
+    unknown = [
+        *user,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "nope", "type": "function", "function": {"name": "x", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "nope", "content": "42"},
+    ]
+    with pytest.raises(openai.BadRequestError, match="waits for tool call 'nope'"):
+        client.chat.completions.create(model="trip", messages=unknown)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------- the store
+
+
+def test_the_store_keeps_the_newest_runs_only() -> None:
+    from daimon.core.results import AgentResponse
+
+    store = PausedRuns(limit=2)
+    for n in range(3):
+        call = ToolCall(id=f"c{n}", name="t", arguments={})
+        store.keep("m", AgentResponse(text="", client_calls=(call,)), key=f"k{n}")
+    assert store.by_key("k0") is None and store.by_key("k2") is not None
+    with pytest.raises(UnknownCall):
+        store.take("m", ["c0"])
+    with pytest.raises(UnknownCall):  # another model's run
+        store.take("other", ["c1"])
+    assert store.take("m", ["c1"]).key == "k1"
