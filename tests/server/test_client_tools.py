@@ -158,3 +158,83 @@ def test_the_store_keeps_the_newest_runs_only() -> None:
     with pytest.raises(UnknownCall):  # another model's run
         store.take("other", ["c1"])
     assert store.take("m", ["c1"]).key == "k1"
+
+
+# ------------------------------------------------------------------------------- /v1/responses
+
+RESPONSES_TOOL: Any = {
+    "type": "function",
+    "name": "get_location",
+    "description": "The user's location, from the browser.",
+    "parameters": {"type": "object", "properties": {"precise": {"type": "boolean"}}},
+    "strict": False,
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_hand_function_calls_back_and_continue(live: Live, stream: bool) -> None:
+    calls = Calls()
+    client = sdk(live(trip_agent(calls)))
+    if stream:
+        with client.responses.stream(
+            model="trip", input="Weather where I am?", tools=[RESPONSES_TOOL]
+        ) as events:
+            kinds = [event.type for event in events]
+            first = events.get_final_response()
+        assert "response.function_call_arguments.done" in kinds
+    else:
+        first = client.responses.create(
+            model="trip", input="Weather where I am?", tools=[RESPONSES_TOOL]
+        )
+    assert first.status == "completed"
+    [text, call] = first.output
+    assert text.type == "message" and first.output_text == "Checking."
+    assert call.type == "function_call"
+    assert (call.call_id, call.name, json.loads(call.arguments)) == (
+        "loc1",
+        "get_location",
+        {"precise": True},
+    )
+    assert calls.tool_args == [{"city": "Oslo"}]
+
+    second = client.responses.create(
+        model="trip",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "Bergen"}],
+        tools=[RESPONSES_TOOL],
+    )
+    assert second.output_text == "sunny in Oslo | Bergen"
+    assert calls.tool_args == [{"city": "Oslo"}]
+    # the conversation goes on from the continued response
+    third = client.responses.create(model="trip", previous_response_id=second.id, input="thanks")
+    assert third.status == "completed"
+    history = calls.requests[-1].messages
+    assert [m.role for m in history][:2] == [Role.USER, Role.ASSISTANT]
+
+    with pytest.raises(openai.BadRequestError) as refused:  # answered already
+        client.responses.create(
+            model="trip",
+            previous_response_id=first.id,
+            input=[{"type": "function_call_output", "call_id": "loc1", "output": "again"}],
+        )
+    body = refused.value.body
+    assert isinstance(body, dict)
+    assert (body["code"], body["param"]) == ("tool_call_not_found", "input[0].call_id")
+
+
+def test_responses_refuse_bad_client_tools(live: Live) -> None:
+    client = sdk(live(trip_agent(Calls())))
+    clash: Any = {"type": "function", "name": "weather", "parameters": {"type": "object"}}
+    with pytest.raises(openai.BadRequestError, match="clashes with agent 'trip'"):
+        client.responses.create(model="trip", input="hi", tools=[clash])
+    malformed: Any = {
+        "type": "function",
+        "name": "x",
+        "parameters": {"type": "object", "required": 1},
+    }
+    with pytest.raises(openai.BadRequestError, match="no valid schema"):
+        client.responses.create(model="trip", input="hi", tools=[malformed])
+    with pytest.raises(openai.BadRequestError, match="waits for tool call 'nope'"):
+        client.responses.create(
+            model="trip", input=[{"type": "function_call_output", "call_id": "nope", "output": "1"}]
+        )

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from daimon.core.messages import Role
+from daimon.core.cancel import CancelToken
+from daimon.core.messages import Message, Role
 from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolSpec
@@ -24,6 +25,7 @@ __all__ = (
     "NoClientTools",
     "PausedRun",
     "PausedRuns",
+    "RunStart",
     "UnknownCall",
     "spec",
     "takes_client_tools",
@@ -77,6 +79,74 @@ def text_with_calls(response: AgentResponse[Any]) -> str:
         if message.role is Role.ASSISTANT:
             return message.text
     return ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """What one request asks: the prompt, the conversation before it, added instructions.
+
+    A request answering client calls continues ``resumed`` with ``results`` instead.
+    """
+
+    prompt: str | Message
+    history: list[Message]
+    instructions: str | None
+    client_tools: tuple[ToolSpec, ...] = ()
+    resumed: AgentResponse | None = None
+    results: dict[str, str] | None = None
+
+    def events(self, agent: Promptable, run_id: str, token: CancelToken) -> Any:
+        """The run's events, streamed (a new run, or the paused one continued)."""
+        if self.resumed is not None:
+            return agent.resume_stream(  # type: ignore[attr-defined]  # an Agent: checked
+                self.resumed,
+                results=self.results,
+                client_tools=self.client_tools or None,
+                cancel=token,
+            )
+        if self.client_tools:
+            return agent.prompt_stream(  # type: ignore[call-arg]  # an Agent: checked
+                self.prompt,
+                history=self.history,
+                instructions=self.instructions,
+                run_id=run_id,
+                cancel=token,
+                client_tools=self.client_tools,
+            )
+        return agent.prompt_stream(
+            self.prompt,
+            history=self.history,
+            instructions=self.instructions,
+            run_id=run_id,
+            cancel=token,
+        )
+
+    async def answer(self, agent: Promptable, run_id: str, token: CancelToken) -> AgentResponse:
+        """The run's response (a new run, or the paused one continued)."""
+        if self.resumed is not None:
+            resumed: AgentResponse = await agent.resume(  # type: ignore[attr-defined]
+                self.resumed,
+                results=self.results,
+                client_tools=self.client_tools or None,
+                cancel=token,
+            )
+            return resumed
+        if self.client_tools:
+            return await agent.prompt(  # type: ignore[call-arg]  # an Agent: checked
+                self.prompt,
+                history=self.history,
+                instructions=self.instructions,
+                run_id=run_id,
+                cancel=token,
+                client_tools=self.client_tools,
+            )
+        return await agent.prompt(
+            self.prompt,
+            history=self.history,
+            instructions=self.instructions,
+            run_id=run_id,
+            cancel=token,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -48,11 +47,11 @@ from daimon.core.events import Done, TextDelta, UsageEvent
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
-from daimon.core.tools import ToolSpec
 from daimon.server._agents import ServedAgents
 from daimon.server._client_tools import (
     NoClientTools,
     PausedRuns,
+    RunStart,
     UnknownCall,
     spec,
     takes_client_tools,
@@ -93,77 +92,7 @@ class _BadConversation(ValueError):
         self.code = code
 
 
-@dataclass(frozen=True, slots=True)
-class _Conversation:
-    """What one request asks: the prompt, the conversation before it, added instructions.
-
-    A request answering client calls continues ``resumed`` with ``results`` instead.
-    """
-
-    prompt: str | Message
-    history: list[Message]
-    instructions: str | None
-    client_tools: tuple[ToolSpec, ...] = ()
-    resumed: AgentResponse | None = None
-    results: dict[str, str] | None = None
-
-    def events(self, agent: Promptable, run_id: str, token: CancelToken) -> Any:
-        """The run's events, streamed (a new run, or the paused one continued)."""
-        if self.resumed is not None:
-            return agent.resume_stream(  # type: ignore[attr-defined]  # an Agent: checked
-                self.resumed,
-                results=self.results,
-                client_tools=self.client_tools or None,
-                cancel=token,
-            )
-        if self.client_tools:
-            return agent.prompt_stream(  # type: ignore[call-arg]  # an Agent: checked
-                self.prompt,
-                history=self.history,
-                instructions=self.instructions,
-                run_id=run_id,
-                cancel=token,
-                client_tools=self.client_tools,
-            )
-        return agent.prompt_stream(
-            self.prompt,
-            history=self.history,
-            instructions=self.instructions,
-            run_id=run_id,
-            cancel=token,
-        )
-
-    async def answer(self, agent: Promptable, run_id: str, token: CancelToken) -> AgentResponse:
-        """The run's response (a new run, or the paused one continued)."""
-        if self.resumed is not None:
-            resumed: AgentResponse = await agent.resume(  # type: ignore[attr-defined]
-                self.resumed,
-                results=self.results,
-                client_tools=self.client_tools or None,
-                cancel=token,
-            )
-            return resumed
-        if self.client_tools:
-            return await agent.prompt(  # type: ignore[call-arg]  # an Agent: checked
-                self.prompt,
-                history=self.history,
-                instructions=self.instructions,
-                run_id=run_id,
-                cancel=token,
-                client_tools=self.client_tools,
-            )
-        return await agent.prompt(
-            self.prompt,
-            history=self.history,
-            instructions=self.instructions,
-            run_id=run_id,
-            cancel=token,
-        )
-
-
-def _read_request(
-    body: ChatCompletionRequest, agent: Promptable, paused: PausedRuns
-) -> _Conversation:
+def _read_request(body: ChatCompletionRequest, agent: Promptable, paused: PausedRuns) -> RunStart:
     """What ``body`` asks of ``agent``: a new run, or a paused one given its client results."""
     specs = tuple(
         spec(t.function.name, t.function.description, t.function.parameters)
@@ -177,7 +106,7 @@ def _read_request(
     messages = body.messages
     if not isinstance(messages[-1], ToolMessage):
         instructions, history, prompt = _conversation(messages)
-        return _Conversation(prompt, history, instructions or None, specs)
+        return RunStart(prompt, history, instructions or None, specs)
     first = len(messages)
     while first > 0 and isinstance(messages[first - 1], ToolMessage):
         first -= 1
@@ -195,7 +124,7 @@ def _read_request(
     except UnknownCall as exc:
         param = where[list(results).index(exc.call_id)] if exc.call_id in results else "messages"
         raise _BadConversation(str(exc), param, "tool_call_not_found") from None
-    return _Conversation("", [], None, specs, found.response, results)
+    return RunStart("", [], None, specs, found.response, results)
 
 
 def _calls_body(response: AgentResponse) -> list[dict[str, Any]]:
@@ -594,7 +523,7 @@ _COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
 async def _chunks(
     agent: Promptable,
     model: str,
-    conversation: _Conversation,
+    conversation: RunStart,
     run_id: str,
     created: int,
     include_usage: bool,

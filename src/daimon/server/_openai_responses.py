@@ -7,10 +7,13 @@ to the agent's own instructions, earlier items (messages, ``function_call`` and
 ``function_call_output`` pairs) are the history, and the last item, a user message, is the
 prompt. Reasoning items in the input are another model's and are left out. The agent runs with
 its own tools, on the server; the answer's ``output`` holds one ``message`` item for each model
-turn that wrote text (the last one is the answer). Tools sent by the client (``tools``) are
-refused with 400: this server cannot hand a function call back to the client and wait, so it
-does not pretend to, and a JSON-schema ``text.format`` is refused too (the agent's output type
-decides its answer's shape).
+turn that wrote text (the last one is the answer). Function tools sent by the client
+(``tools``) are client tools (``daimon.server._client_tools``): when the model calls one, the
+run pauses and the response (``completed``) ends with a ``function_call`` item per call; the
+next request, with ``previous_response_id`` and a ``function_call_output`` item per call,
+continues the paused run (kept by the server, bounded). Other tool types, and client tools in a
+background response, are refused with 400, and so is a JSON-schema ``text.format`` (the agent's
+output type decides its answer's shape).
 
 Responses are kept (``store``, on by default as at OpenAI) in the server's memory, the most
 recent :data:`KEPT_RESPONSES` of them, so ``previous_response_id`` continues a conversation
@@ -34,6 +37,7 @@ included, code ``previous_response_not_found``); an unknown response id answers 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections import OrderedDict
@@ -52,7 +56,16 @@ from daimon.core.events import Done, TextDelta, UsageEvent
 from daimon.core.messages import ContentPart, ImagePart, Message, Role, TextPart, ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
+from daimon.core.tools import ToolSpec
 from daimon.server._agents import ServedAgents
+from daimon.server._client_tools import (
+    NoClientTools,
+    PausedRuns,
+    RunStart,
+    UnknownCall,
+    spec,
+    takes_client_tools,
+)
 from daimon.server._encode import dump_json
 from daimon.server._errors import describe_failure, error_response
 from daimon.server._openai_compat import _OpenAIRoute
@@ -343,13 +356,6 @@ def _not_found(response_id: str) -> Response:
 # ------------------------------------------------------------------------------ the conversation
 
 
-@dataclass(frozen=True, slots=True)
-class _Conversation:
-    prompt: str | Message
-    history: list[Message]
-    instructions: str | None
-
-
 def _text(content: str | Sequence[InputText | InputImage | Refusal]) -> str:
     if isinstance(content, str):
         return content
@@ -427,7 +433,30 @@ def _history(items: Sequence[Any], instructions: list[str]) -> list[Message]:
     return history
 
 
-def _conversation(body: ResponsesRequest, earlier: Sequence[Message]) -> _Conversation:
+def _client_tools(body: ResponsesRequest) -> tuple[ToolSpec, ...]:
+    """The request's function tools, as client tools (any other kind is refused)."""
+    specs: list[ToolSpec] = []
+    for index, given in enumerate(body.tools or ()):
+        kind, name = given.get("type"), given.get("name")
+        if kind != "function":
+            raise _BadRequest(
+                f"tool type {kind!r} is not supported: only function tools (client tools)",
+                f"tools[{index}].type",
+                "unsupported_value",
+            )
+        if not isinstance(name, str):
+            where = f"tools[{index}].name"
+            message = f"Missing required parameter: '{where}'."
+            raise _BadRequest(message, where, "missing_required_parameter")
+        parameters, description = given.get("parameters"), given.get("description")
+        if parameters is not None and not isinstance(parameters, dict):
+            where = f"tools[{index}].parameters"
+            raise _BadRequest("parameters must be a JSON Schema object", where, "invalid_type")
+        specs.append(spec(name, description if isinstance(description, str) else None, parameters))
+    return tuple(specs)
+
+
+def _conversation(body: ResponsesRequest, earlier: Sequence[Message]) -> RunStart:
     """The prompt, the history (``earlier`` first) and the added instructions of a request."""
     instructions = [body.instructions] if body.instructions else []
     if isinstance(body.input, str):
@@ -443,13 +472,41 @@ def _conversation(body: ResponsesRequest, earlier: Sequence[Message]) -> _Conver
         content = _user_content(last, where)
         prompt = content if isinstance(content, str) else Message.user(content)
     text = "\n\n".join(i for i in instructions if i)
-    return _Conversation(prompt, history, text or None)
+    return RunStart(prompt, history, text or None, _client_tools(body))
+
+
+def _continued(body: ResponsesRequest, paused: PausedRuns) -> RunStart | None:
+    """A request answering a paused run's function calls: that run, given the results."""
+    items = body.input
+    if isinstance(items, str) or not isinstance(items[-1], FunctionCallOutputItem):
+        return None
+    first = len(items)
+    while first > 0 and isinstance(items[first - 1], FunctionCallOutputItem):
+        first -= 1
+    outputs = [i for i in items[first:] if isinstance(i, FunctionCallOutputItem)]
+    results = {
+        o.call_id: o.output if isinstance(o.output, str) else _text(o.output) for o in outputs
+    }
+    where = [f"input[{first + n}].call_id" for n in range(len(outputs))]
+    try:
+        found = paused.take(body.model, results, where)
+    except UnknownCall as exc:
+        param = where[list(results).index(exc.call_id)] if exc.call_id in results else "input"
+        raise _BadRequest(str(exc), param, "tool_call_not_found") from None
+    previous = body.previous_response_id
+    if previous is not None and found.key != previous:
+        paused.keep(found.model, found.response, found.key)  # not this request's to take
+        raise _BadRequest(
+            f"the function call outputs answer response {found.key!r}, not {previous!r}",
+            "previous_response_id",
+        )
+    return RunStart("", [], body.instructions, _client_tools(body), found.response, results)
 
 
 def _check_options(body: ResponsesRequest) -> None:
-    if body.tools:
+    if body.tools and body.background:
         raise _BadRequest(
-            "this server runs the agent's own tools: tools sent by the client are not supported",
+            "client tools are not supported in a background response",
             "tools",
             "unsupported_parameter",
         )
@@ -507,9 +564,13 @@ def _text_part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _output(response: AgentResponse) -> list[dict[str, Any]]:
-    """One message item per model turn that wrote text (the last is the answer)."""
-    texts = [m.text for m in response.messages if m.role is Role.ASSISTANT and m.text]
+def _output(response: AgentResponse, start: RunStart | None = None) -> list[dict[str, Any]]:
+    """One message item per model turn that wrote text (the last is the answer).
+
+    A continued run's turns before its pause were the earlier response's output: left out.
+    """
+    skip = len(start.resumed.messages) if start is not None and start.resumed else 0
+    texts = [m.text for m in response.messages[skip:] if m.role is Role.ASSISTANT and m.text]
     if not texts or texts[-1] != response.text:
         texts.append(response.text)  # a structured answer, given through its output tool
     return [_message_item(f"msg_{uuid.uuid4().hex}", text) for text in texts]
@@ -536,12 +597,40 @@ def _new_response(body: ResponsesRequest, status: str) -> dict[str, Any]:
         "temperature": None,
         "text": {"format": {"type": "text"}},
         "tool_choice": "auto",
-        "tools": [],
+        "tools": body.tools or [],
         "top_p": None,
         "truncation": "disabled",
         "usage": None,
         "user": None,
     }
+
+
+def _call_items(response: AgentResponse) -> list[dict[str, Any]]:
+    """The client calls a paused run waits for, as ``function_call`` output items."""
+    return [
+        {
+            "id": f"fc_{uuid.uuid4().hex}",
+            "type": "function_call",
+            "status": "completed",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments_json,
+        }
+        for call in response.client_calls
+    ]
+
+
+def _paused_output(response: AgentResponse, start: RunStart) -> list[dict[str, Any]]:
+    """A run paused for client calls: the texts so far (this request's), then the calls."""
+    skip = len(start.resumed.messages) if start.resumed else 0
+    texts = [m.text for m in response.messages[skip:] if m.role is Role.ASSISTANT and m.text]
+    messages = [_message_item(f"msg_{uuid.uuid4().hex}", text) for text in texts]
+    return [*messages, *_call_items(response)]
+
+
+def _for_client(response: AgentResponse) -> bool:
+    """Whether the run waits for client results only (approvals are not this API's)."""
+    return bool(response.client_calls) and not response.pending_approvals
 
 
 def _finish(obj: dict[str, Any], response: AgentResponse, output: list[dict[str, Any]]) -> None:
@@ -557,7 +646,7 @@ def _fail(obj: dict[str, Any], exc: BaseException) -> None:
     obj.update(status="failed", error={"code": code, "message": message})
 
 
-def _conversation_after(conversation: _Conversation, response: AgentResponse) -> list[Message]:
+def _conversation_after(conversation: RunStart, response: AgentResponse) -> list[Message]:
     return [*conversation.history, *response.messages]
 
 
@@ -569,19 +658,13 @@ class _Job:
     """One accepted request: its agent, conversation and the response object being built."""
 
     agent: Promptable
-    conversation: _Conversation
+    conversation: RunStart
     obj: dict[str, Any]
     keep: bool
 
     def run(self, token: CancelToken) -> Any:
-        c = self.conversation
-        return self.agent.prompt(
-            c.prompt,
-            history=c.history,
-            instructions=c.instructions,
-            run_id=self.obj["id"].removeprefix("resp_"),
-            cancel=token,
-        )
+        run_id = self.obj["id"].removeprefix("resp_")
+        return self.conversation.answer(self.agent, run_id, token)
 
 
 def add_responses_routes(
@@ -616,12 +699,14 @@ def add_responses_routes(
 class _Routes:
     """The handlers of ``/v1/responses``, sharing the served agents and the kept responses."""
 
-    __slots__ = ("kept", "served", "settings")
+    __slots__ = ("kept", "paused", "served", "settings")
 
     def __init__(self, served: ServedAgents, settings: ServerSettings, kept: ResponseStore) -> None:
         self.served = served
         self.settings = settings
         self.kept = kept
+        self.paused = PausedRuns()
+        """Runs paused for client tools, by call id and response id."""
 
     def _accept(self, body: ResponsesRequest) -> _Job | Response:
         """The job a request asks for, or the error answer that refuses it."""
@@ -631,6 +716,13 @@ class _Routes:
             return _openai_error(unknown)
         try:
             _check_options(body)
+            if body.tools:
+                _takes_client_tools(agent, body.model)
+            resumed = _continued(body, self.paused)
+            if resumed is not None:
+                resumed = self._with_history(resumed, body.previous_response_id)
+                status = "queued" if body.background else "in_progress"
+                return _Job(agent, resumed, _new_response(body, status), bool(body.store))
             earlier: list[Message] = []
             if body.previous_response_id is not None:
                 previous = self.kept.get(body.previous_response_id)
@@ -648,6 +740,15 @@ class _Routes:
         status = "queued" if body.background else "in_progress"
         return _Job(agent, conversation, _new_response(body, status), bool(body.store))
 
+    def _with_history(self, resumed: RunStart, previous_id: str | None) -> RunStart:
+        """A resumed run with the conversation before it, so a follow-up keeps it all."""
+        previous = self.kept.get(previous_id) if previous_id is not None else None
+        if previous is None or resumed.resumed is None:
+            return resumed
+        own = len(resumed.resumed.messages)
+        before = previous.conversation[: max(len(previous.conversation) - own, 0)]
+        return dataclasses.replace(resumed, history=before)
+
     async def create(self, body: ResponsesRequest, request: Request) -> Response:
         """Run an agent on a conversation, as the OpenAI Responses API would answer it."""
         job = self._accept(body)
@@ -657,7 +758,7 @@ class _Routes:
         if body.background:
             return _json(_start_background(job, self.kept, timeout))
         if body.stream:
-            on_error, source = _event_stream(job, self.kept)
+            on_error, source = _event_stream(job, self.kept, self.paused)
             heartbeat = self.settings.heartbeat_interval
             return EventStreamResponse(
                 source, on_error=on_error, heartbeat=heartbeat, timeout=timeout
@@ -671,10 +772,14 @@ class _Routes:
             if status == 400:
                 return _openai_error(_BadRequest(message, None, kind))
             return error_response(status, kind, message)
-        if response.paused:
+        if _for_client(response):
+            _finish(job.obj, response, _paused_output(response, job.conversation))
+            self.paused.keep(body.model, response, job.obj["id"])
+        elif response.paused:
             paused = ApprovalRequiredError(response.pending_approvals, _NO_APPROVALS_HERE)
             return error_response(409, "approval_required", str(paused))
-        _finish(job.obj, response, _output(response))
+        else:
+            _finish(job.obj, response, _output(response, job.conversation))
         if job.keep:
             self.kept.put(StoredResponse(job.obj, _conversation_after(job.conversation, response)))
         return _json(job.obj)
@@ -741,6 +846,13 @@ _DOCUMENTED[404] = {
 }
 
 
+def _takes_client_tools(agent: Promptable, model: str) -> None:
+    try:
+        takes_client_tools(agent, model)
+    except NoClientTools as exc:
+        raise _BadRequest(str(exc), "tools", "unsupported_parameter") from None
+
+
 def _json(body: Any) -> Response:
     return Response(dump_json(body), media_type="application/json")
 
@@ -778,7 +890,7 @@ def _is_timeout(exc: Exception) -> bool:
 
 
 def _event_stream(
-    job: _Job, kept: ResponseStore
+    job: _Job, kept: ResponseStore, paused: PausedRuns
 ) -> tuple[Callable[[BaseException], bytes], Callable[[CancelToken], AsyncGenerator[bytes, None]]]:
     """The error frame and the event source of one streamed response."""
     writer = _EventWriter(job.obj)
@@ -790,6 +902,8 @@ def _event_stream(
     async def source(token: CancelToken) -> AsyncGenerator[bytes, None]:
         async for frame in writer.events(job, token):
             yield frame
+        if writer.response is not None and _for_client(writer.response):
+            paused.keep(job.obj["model"], writer.response, job.obj["id"])
         if job.keep and writer.response is not None:
             conversation = _conversation_after(job.conversation, writer.response)
             kept.put(StoredResponse(job.obj, conversation))
@@ -821,13 +935,7 @@ class _EventWriter:
         c = job.conversation
         yield self.frame("response.created", response=self._obj)
         yield self.frame("response.in_progress", response=self._obj)
-        stream = job.agent.prompt_stream(
-            c.prompt,
-            history=c.history,
-            instructions=c.instructions,
-            run_id=self._obj["id"].removeprefix("resp_"),
-            cancel=token,
-        )
+        stream = c.events(job.agent, self._obj["id"].removeprefix("resp_"), token)
         async for event in stream:
             if isinstance(event, TextDelta) and event.text:
                 if self._open is None:
@@ -847,20 +955,50 @@ class _EventWriter:
                 yield frame
         if self.response is None:  # pragma: no cover - agent streams end with Done or raise
             raise RuntimeError("the run ended without a response")
-        self.response.require_finished(_NO_APPROVALS_HERE)
-        answer = self.response.text
+        ending = (
+            self._calls_for_client(self.response)
+            if _for_client(self.response)
+            else self._answered(self.response)
+        )
+        for frame in ending:
+            yield frame
+
+    def _answered(self, response: AgentResponse) -> list[bytes]:
+        """The end of a finished run: its answer (if not sent as text yet), then completed."""
+        response.require_finished(_NO_APPROVALS_HERE)
+        answer = response.text
+        frames: list[bytes] = []
         if not self._output or self._output[-1]["content"][0]["text"] != answer:
             # A structured answer comes through the output tool, not as text: send it too.
-            for frame in self._open_message():
-                yield frame
+            frames += self._open_message()
             self._texts.append(answer)
-            yield self.frame(
-                "response.output_text.delta", **self._where(), delta=answer, logprobs=[]
+            frames.append(
+                self.frame("response.output_text.delta", **self._where(), delta=answer, logprobs=[])
             )
-            for frame in self._close_message():
-                yield frame
-        _finish(self._obj, self.response, self._output)
-        yield self.frame("response.completed", response=self._obj)
+            frames += self._close_message()
+        _finish(self._obj, response, self._output)
+        return [*frames, self.frame("response.completed", response=self._obj)]
+
+    def _calls_for_client(self, response: AgentResponse) -> list[bytes]:
+        """The end of a run paused for client calls: one item per call, then completed."""
+        frames = [frame for item in _call_items(response) for frame in self._function_call(item)]
+        _finish(self._obj, response, self._output)
+        return [*frames, self.frame("response.completed", response=self._obj)]
+
+    def _function_call(self, item: dict[str, Any]) -> list[bytes]:
+        """The events of one ``function_call`` item, its arguments in one delta."""
+        index = len(self._output)
+        where = {"item_id": item["id"], "output_index": index}
+        arguments = item["arguments"]
+        started = {**item, "arguments": "", "status": "in_progress"}
+        frames = [
+            self.frame("response.output_item.added", output_index=index, item=started),
+            self.frame("response.function_call_arguments.delta", **where, delta=arguments),
+            self.frame("response.function_call_arguments.done", **where, arguments=arguments),
+            self.frame("response.output_item.done", output_index=index, item=item),
+        ]
+        self._output.append(item)
+        return frames
 
     def _where(self) -> dict[str, Any]:
         assert self._open is not None
