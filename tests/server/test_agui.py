@@ -349,7 +349,11 @@ def test_a_promptable_that_cannot_resume_fails_its_paused_run(live: Live) -> Non
             422,
             "got assistant",
         ),
-        (run_input("hi", tools=[{"name": "pick", "description": "d"}]), 422, "front-end tools"),
+        (
+            run_input("hi", tools=[{"name": "pick", "description": "d", "parameters": []}]),
+            422,
+            "tools: client tool 'pick': parameters must be a JSON Schema of type 'object'",
+        ),
     ],
 )
 def test_malformed_input_is_a_clear_4xx_before_any_event(

@@ -19,6 +19,7 @@ from daimon.models import FunctionModel
 from daimon.server._client_tools import PausedRuns, UnknownCall
 
 from .conftest import TOKEN, Calls, LiveServer
+from .test_agui import agui, final_state, run_input
 
 Live = Callable[..., LiveServer]
 
@@ -238,3 +239,73 @@ def test_responses_refuse_bad_client_tools(live: Live) -> None:
         client.responses.create(
             model="trip", input=[{"type": "function_call_output", "call_id": "nope", "output": "1"}]
         )
+
+
+# ------------------------------------------------------------------------------------ AG-UI
+
+AGUI_TOOL = {
+    "name": "get_location",
+    "description": "The user's location, from the browser.",
+    "parameters": {"type": "object", "properties": {"precise": {"type": "boolean"}}},
+}
+
+
+def test_agui_front_end_tools_end_the_run_and_the_tool_message_continues_it(live: Live) -> None:
+    calls = Calls()
+    server = live({"trip": trip_agent(calls)})
+    first = agui(server, run_input("Weather here?", thread="t-trip", tools=[AGUI_TOOL]))
+    starts = {e["toolCallId"]: e["toolCallName"] for e in first if e["type"] == "TOOL_CALL_START"}
+    assert starts == {"w1": "weather", "loc1": "get_location"}
+    args = "".join(
+        e["delta"] for e in first if e["type"] == "TOOL_CALL_ARGS" and e["toolCallId"] == "loc1"
+    )
+    assert json.loads(args) == {"precise": True}
+    assert any(e["type"] == "TOOL_CALL_END" and e["toolCallId"] == "loc1" for e in first)
+    results = [e["toolCallId"] for e in first if e["type"] == "TOOL_CALL_RESULT"]
+    assert results == ["w1"]  # the server's tool ran; the front end's waits for the client
+    assert first[-1]["type"] == "RUN_FINISHED" and first[-1]["outcome"] == {"type": "success"}
+    assert final_state(first)["daimon"]["status"] == "paused"
+    assert calls.tool_args == [{"city": "Oslo"}]
+
+    messages = [
+        {"id": "m1", "role": "user", "content": "Weather here?"},
+        {
+            "id": "a1",
+            "role": "assistant",
+            "toolCalls": [
+                {
+                    "id": "loc1",
+                    "type": "function",
+                    "function": {"name": "get_location", "arguments": args},
+                }
+            ],
+        },
+        {"id": "t1", "role": "tool", "toolCallId": "loc1", "content": "Bergen"},
+    ]
+    body = run_input(None, thread="t-trip", tools=[AGUI_TOOL], messages=messages)
+    second = agui(server, body)
+    text = "".join(e["delta"] for e in second if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "sunny in Oslo | Bergen"
+    assert second[-1]["outcome"] == {"type": "success"}
+    assert final_state(second)["daimon"]["status"] == "finished"
+    assert calls.tool_args == [{"city": "Oslo"}]
+
+    # answered: the thread waits for nothing now
+    again = server.client().post("/agui", json=body)
+    assert again.status_code == 422 and "no run waiting" in again.json()["error"]["message"]
+
+
+def test_agui_refuses_a_result_for_a_call_the_run_does_not_wait_for(live: Live) -> None:
+    server = live({"trip": trip_agent(Calls())})
+    agui(server, run_input("Weather here?", thread="t-bad", tools=[AGUI_TOOL]))
+    wrong = [
+        {"id": "m1", "role": "user", "content": "Weather here?"},
+        {"id": "t1", "role": "tool", "toolCallId": "nope", "content": "Bergen"},
+    ]
+    body = run_input(None, thread="t-bad", tools=[AGUI_TOOL], messages=wrong)
+    reply = server.client().post("/agui", json=body)
+    assert reply.status_code == 422
+    assert "'nope' is not a call the paused run waits for" in reply.json()["error"]["message"]
+    clash = run_input("hi", thread="t-clash", tools=[{**AGUI_TOOL, "name": "weather"}])
+    reply = server.client().post("/agui", json=clash)
+    assert reply.status_code == 422 and "clashes" in reply.json()["error"]["message"]

@@ -467,6 +467,14 @@ class Agent(Generic[DepsT, OutputT]):
         settings = {name: _setting(self, name) for name in names if name not in changes}
         return type(self)(**settings, **changes)
 
+    def check_client_tools(self, client_tools: Sequence[ToolSpec]) -> None:
+        """Check client tools as :meth:`prompt` would, before a run (a server's request).
+
+        Raises:
+            ClientToolError: A spec is malformed, given twice, or clashes with a tool's name.
+        """
+        client_tools_of(self, client_tools, None)
+
     def _check_deps(self, deps: object) -> None:
         expected = self.deps_type
         if expected is not None and not isinstance(deps, expected):

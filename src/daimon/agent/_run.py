@@ -20,6 +20,7 @@ from daimon.agent._tool_turn import (
     ToolTurn,
     add_results,
     apply_decisions,
+    ran_results,
     runnable,
     with_unique_call_ids,
 )
@@ -463,8 +464,9 @@ class Run:
                         await turn.run(todo)
             except Ended as end_run:
                 ended = end_run
-        if waiting:
-            return (), await self._pause(waiting)
+        if waiting:  # the calls that ran are reported; their messages come on resume
+            ran = ran_results(todo, completed, turn.durations) if turn.durations else ()
+            return ran, await self._pause(waiting)
         if self._repeats is not None and ended is None:
             self._repeats.count(todo, completed)
         events = add_results(state.messages, calls, completed, turn.durations, ended)

@@ -28,6 +28,7 @@ __all__ = (
     "ToolTurn",
     "add_results",
     "apply_decisions",
+    "ran_results",
     "runnable",
     "with_unique_call_ids",
 )
@@ -148,6 +149,17 @@ def add_results(
                 )
             )
     return events
+
+
+def ran_results(
+    calls: Sequence[ToolCall], completed: Mapping[str, ToolOutput], durations: Mapping[str, float]
+) -> list[ToolResult]:
+    """The result events of the calls that ran in a turn that then paused."""
+    return [
+        ToolResult(call_id=c.id, name=c.name, output=completed[c.id], duration=durations[c.id])
+        for c in calls
+        if c.id in durations and c.id in completed
+    ]
 
 
 class ToolTurn:

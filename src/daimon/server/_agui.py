@@ -14,8 +14,13 @@ input:
 - ``state`` is the state the run starts from: it comes back in the first ``STATE_SNAPSHOT``
   with the run's own state under ``"daimon"`` (status, model and tool calls, usage; a flow's
   nodes), which ``STATE_DELTA`` patches keep up to date.
-- ``tools`` (front-end tools) must be empty: the agent runs its own tools on the server, as on
-  ``/v1/chat/completions`` and ``/v1/responses`` (422 otherwise).
+- ``tools`` are front-end tools, the run's client tools (``daimon.server._client_tools``): the
+  model sees them beside the agent's own. A call to one streams as ``TOOL_CALL_START``/``ARGS``/
+  ``END`` and the run ends with ``RUN_FINISHED`` (success; the run's state says ``paused``)
+  without its result: the front end runs the tool and starts the thread's next run with a
+  ``tool`` message per call (``toolCallId``; ``error`` marks a failure), which continues the
+  paused run. A tool message for a call the thread's run does not wait for is 422; front-end
+  tools that clash with the agent's, or whose parameters are no object schema, are 422 too.
 - ``context`` entries are added to the agent's instructions.
 - ``resume`` answers the interrupts that paused the thread's last run (below).
 
@@ -38,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +59,7 @@ from daimon.core.events import Done
 from daimon.core.messages import Message
 from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
+from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.orchestration import PromptableFlow
 from daimon.server._agents import ServedAgents
 from daimon.server._agui_events import (
@@ -65,6 +71,7 @@ from daimon.server._agui_events import (
     node_events,
 )
 from daimon.server._agui_media import MediaRefused, prompt_text, user_prompt
+from daimon.server._client_tools import NoClientTools, spec, takes_client_tools
 from daimon.server._errors import error_response
 from daimon.server._settings import ServerSettings
 from daimon.server._sse import EventStreamResponse
@@ -112,6 +119,8 @@ class _Input:
     prompt: str | Message
     instructions: str | None
     state: dict[str, Any]
+    client_tools: tuple[ToolSpec, ...] = ()
+    """The front-end tools, as the run's client tools."""
 
 
 class Endpoint:
@@ -130,15 +139,31 @@ class Endpoint:
             if found is None:
                 raise _Refused(404, "not_found", self.served.unknown(name))
             given = _parse(await request.body(), self.settings)
+            if given.client_tools:
+                _check_tools(found, name, given.client_tools)
             if given.body.resume:
                 return self._stream(given, self._resumed(name, found, given))
-            if self.paused.get(name, given.body.thread_id) is not None:
+            waiting = self.paused.get(name, given.body.thread_id)
+            if (
+                waiting is not None
+                and _answers(given.body.messages)
+                and not waiting.pending_approvals
+            ):
+                return self._stream(given, self._continued(name, found, given, waiting))
+            if waiting is not None:
                 raise _Refused(
                     409,
                     "run_paused",
                     f"thread {given.body.thread_id!r} has a run waiting for its interrupts to "
                     "be answered: resume it (a resume entry per interrupt; status 'cancelled' "
                     "rejects a call) before starting another run",
+                )
+            if _answers(given.body.messages):
+                raise _Refused(
+                    422,
+                    "invalid_request",
+                    f"messages: thread {given.body.thread_id!r} has no run waiting for a "
+                    "front-end tool's result",
                 )
             _need_prompt(given)
             if isinstance(found, PromptableFlow):
@@ -171,13 +196,7 @@ class Endpoint:
             run.model(self.served.describe(name)["model"])
             events = list(run.start())
             try:
-                stream = agent.prompt_stream(
-                    given.prompt,
-                    session_id=body.thread_id,
-                    instructions=given.instructions,
-                    run_id=body.run_id,
-                    cancel=token,
-                )
+                stream = _prompt_stream(agent, given, token)
                 async for event in stream:
                     if isinstance(event, Done):
                         run.model(event.model)
@@ -199,7 +218,7 @@ class Endpoint:
         self, name: str, thread: str, run: AguiRun, response: AgentResponse[Any]
     ) -> list[BaseEvent]:
         """The end of an agent's run; a paused one is kept for its resume, if it can have one."""
-        if response.pending_approvals:
+        if response.paused:
             if not isinstance(self.served.get(name), Resumable):
                 paused = ApprovalRequiredError(
                     response.pending_approvals, f"a promptable that cannot resume ({name!r})"
@@ -281,7 +300,36 @@ class Endpoint:
         decisions = _decisions(waiting, body.resume or [])
         taken = self.paused.take(name, body.thread_id)
         assert taken is waiting
+        return self._after_pause(
+            name, given, waiting, lambda token: agent.resume(waiting, decisions, cancel=token)
+        )
 
+    def _continued(
+        self, name: str, agent: Promptable, given: _Input, waiting: AgentResponse[Any]
+    ) -> Any:
+        """The thread's paused run, continued with the front-end tools' results."""
+        results = _results(waiting, given.body.messages)
+        taken = self.paused.take(name, given.body.thread_id)
+        assert taken is waiting
+        client_tools = given.client_tools or None
+
+        def resume(token: CancelToken) -> Awaitable[AgentResponse[Any]]:
+            resumed: Awaitable[AgentResponse[Any]] = agent.resume(  # type: ignore[attr-defined]
+                waiting, results=results, client_tools=client_tools, cancel=token
+            )
+            return resumed
+
+        return self._after_pause(name, given, waiting, resume)
+
+    def _after_pause(
+        self,
+        name: str,
+        given: _Input,
+        waiting: AgentResponse[Any],
+        resume: Callable[[CancelToken], Awaitable[AgentResponse[Any]]],
+    ) -> Any:
+        """The events of a paused run continued: the conversation so far, then what followed."""
+        body = given.body
         memory = self.served.memory(name)
 
         async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
@@ -292,7 +340,7 @@ class Endpoint:
             history = messages_snapshot(body.thread_id, [*earlier, *waiting.messages])
             yield _frames([*run.start(), history])
             try:
-                response = await agent.resume(waiting, decisions, cancel=token)
+                response = await resume(token)
             except (asyncio.CancelledError, RunTimeoutError):
                 raise
             except Exception as exc:
@@ -322,18 +370,73 @@ def _parse(raw: bytes, settings: ServerSettings) -> _Input:
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
         )
         raise _Refused(422, "invalid_request", f"not a RunAgentInput: {problems}") from None
-    if body.tools:
-        names = ", ".join(t.name for t in body.tools[:10])
-        raise _Refused(
-            422,
-            "unsupported_parameter",
-            "this server runs the agent's own tools: front-end tools are not supported "
-            f"(send 'tools' empty; got {names})",
-        )
     state = body.state if isinstance(body.state, dict) else {}
     notes = [f"{c.description}: {c.value}" for c in body.context or []]
     prompt = _last_user_prompt(body.messages, settings)
-    return _Input(body, prompt, "\n".join(notes) or None, dict(state))
+    tools = tuple(spec(t.name, t.description, _schema(t.parameters)) for t in body.tools or ())
+    return _Input(body, prompt, "\n".join(notes) or None, dict(state), tools)
+
+
+def _schema(parameters: Any) -> Any:
+    """A front-end tool's parameters (none: an empty object schema)."""
+    return None if parameters is None or parameters == {} else parameters
+
+
+def _check_tools(agent: Promptable, name: str, specs: Sequence[ToolSpec]) -> None:
+    try:
+        takes_client_tools(agent, name, specs)
+    except NoClientTools as exc:
+        raise _Refused(422, "invalid_request", f"tools: {exc}") from None
+
+
+def _prompt_stream(agent: Promptable, given: _Input, token: CancelToken) -> Any:
+    """The run's events; front-end tools go to the agent as client tools."""
+    body = given.body
+    if given.client_tools:
+        return agent.prompt_stream(  # type: ignore[call-arg]  # an Agent: checked
+            given.prompt,
+            session_id=body.thread_id,
+            instructions=given.instructions,
+            run_id=body.run_id,
+            cancel=token,
+            client_tools=given.client_tools,
+        )
+    return agent.prompt_stream(
+        given.prompt,
+        session_id=body.thread_id,
+        instructions=given.instructions,
+        run_id=body.run_id,
+        cancel=token,
+    )
+
+
+def _answers(messages: Sequence[Any]) -> bool:
+    """Whether the input ends with tool messages: front-end tools' results."""
+    return bool(messages) and getattr(messages[-1], "role", None) == "tool"
+
+
+def _results(waiting: AgentResponse[Any], messages: Sequence[Any]) -> dict[str, ToolOutput]:
+    """The trailing tool messages as results, each for a call the paused run waits for."""
+    pending = {call.id for call in waiting.client_calls}
+    results: dict[str, ToolOutput] = {}
+    first = len(messages)
+    while first > 0 and getattr(messages[first - 1], "role", None) == "tool":
+        first -= 1
+    for index in range(first, len(messages)):
+        message = messages[index]
+        if message.tool_call_id not in pending:
+            raise _Refused(
+                422,
+                "invalid_request",
+                f"messages[{index}].toolCallId: {message.tool_call_id!r} is not a call the "
+                f"paused run waits for (waiting: {', '.join(sorted(pending)) or 'none'})",
+            )
+        error = getattr(message, "error", None)
+        content = message.content if isinstance(message.content, str) else str(message.content)
+        results[message.tool_call_id] = (
+            ToolOutput.error(error or content) if error else ToolOutput.text(content)
+        )
+    return results
 
 
 def _last_user_prompt(messages: Sequence[Any], settings: ServerSettings) -> str | Message:

@@ -204,8 +204,8 @@ class AguiRun:
                 interrupts=[interrupt_for(a) for a in response.pending_approvals]
             )
             result = None
-        else:
-            events += self.update(status="finished")
+        else:  # finished, or waiting for front-end tools' results (the client's next run)
+            events += self.update(status="paused" if response.client_calls else "finished")
             outcome = RunFinishedSuccessOutcome()
             result = None if response.output is None else jsonable(response.output)
         events.append(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daimon.core.cancel import CancelToken
+from daimon.core.errors import ClientToolError
 from daimon.core.messages import Message, Role
 from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
@@ -59,11 +60,12 @@ def spec(name: str, description: str | None, parameters: Mapping[str, Any] | Non
     )
 
 
-def takes_client_tools(agent: Promptable, model: str) -> None:
-    """Refuse client tools for a promptable whose runs cannot pause for them.
+def takes_client_tools(agent: Promptable, model: str, specs: Sequence[ToolSpec]) -> None:
+    """Refuse client tools a run could not take, before it starts.
 
     Raises:
-        NoClientTools: ``agent`` is not an :class:`~daimon.Agent`.
+        NoClientTools: ``agent`` is not an :class:`~daimon.Agent` (a flow, a team), or a spec
+            is malformed, given twice, or clashes with one of the agent's tools.
     """
     from daimon.agent import Agent
 
@@ -71,6 +73,10 @@ def takes_client_tools(agent: Promptable, model: str) -> None:
         raise NoClientTools(
             f"model {model!r} is not an agent (a flow or a team): it takes no client tools"
         )
+    try:
+        agent.check_client_tools(specs)
+    except ClientToolError as exc:
+        raise NoClientTools(str(exc)) from None
 
 
 def text_with_calls(response: AgentResponse[Any]) -> str:

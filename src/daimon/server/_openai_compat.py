@@ -100,9 +100,9 @@ def _read_request(body: ChatCompletionRequest, agent: Promptable, paused: Paused
     )
     if specs:
         try:
-            takes_client_tools(agent, body.model)
+            takes_client_tools(agent, body.model, specs)
         except NoClientTools as exc:
-            raise _BadConversation(str(exc), "tools", "client_tools_not_supported") from None
+            raise _BadConversation(str(exc), "tools", "invalid_value") from None
     messages = body.messages
     if not isinstance(messages[-1], ToolMessage):
         instructions, history, prompt = _conversation(messages)

@@ -717,7 +717,7 @@ class _Routes:
         try:
             _check_options(body)
             if body.tools:
-                _takes_client_tools(agent, body.model)
+                _takes_client_tools(agent, body.model, _client_tools(body))
             resumed = _continued(body, self.paused)
             if resumed is not None:
                 resumed = self._with_history(resumed, body.previous_response_id)
@@ -846,11 +846,11 @@ _DOCUMENTED[404] = {
 }
 
 
-def _takes_client_tools(agent: Promptable, model: str) -> None:
+def _takes_client_tools(agent: Promptable, model: str, specs: Sequence[ToolSpec]) -> None:
     try:
-        takes_client_tools(agent, model)
+        takes_client_tools(agent, model, specs)
     except NoClientTools as exc:
-        raise _BadRequest(str(exc), "tools", "unsupported_parameter") from None
+        raise _BadRequest(str(exc), "tools", "invalid_value") from None
 
 
 def _json(body: Any) -> Response:
