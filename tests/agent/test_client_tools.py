@@ -134,7 +134,8 @@ async def test_the_stream_shows_the_client_call_and_ends_paused() -> None:
     starts = [e.name for e in events if isinstance(e, ToolCallStart)]
     assert starts == ["weather", "get_location"]
     done = events[-1]
-    assert isinstance(done, Done) and [c.id for c in done.response.client_calls] == ["loc"]
+    assert isinstance(done, Done) and done.response is not None
+    assert [c.id for c in done.response.client_calls] == ["loc"]
 
 
 async def test_a_run_without_client_calls_is_untouched() -> None:
@@ -176,9 +177,12 @@ def _without_client_tools(paused: AgentResponse[Any]) -> AgentResponse[Any]:
 )
 async def test_bad_client_tools_are_refused_before_the_run(spec: ToolSpec, message: str) -> None:
     calls: list[ChatRequest] = []
-    agent = Agent(
-        FunctionModel(lambda r: calls.append(r) or ChatResponse.reply("x")), tools=[weather]
-    )
+
+    def model(request: ChatRequest) -> ChatResponse:
+        calls.append(request)
+        return ChatResponse.reply("x")
+
+    agent = Agent(FunctionModel(model), tools=[weather])
     with pytest.raises(ClientToolError, match=message):
         await agent.prompt("hi", client_tools=[spec])
     assert calls == []
@@ -195,4 +199,5 @@ async def test_resume_stream_streams_the_rest_of_the_run() -> None:
     paused = await agent.prompt("weather?", client_tools=[LOCATE])
     events = [e async for e in agent.resume_stream(paused, results={"loc": "Bergen"})]
     done = events[-1]
-    assert isinstance(done, Done) and done.response.text == "sunny in Oslo | Bergen"
+    assert isinstance(done, Done) and done.response is not None
+    assert done.response.text == "sunny in Oslo | Bergen"

@@ -20,10 +20,11 @@ from daimon.server._client_tools import PausedRuns, UnknownCall
 
 from .conftest import TOKEN, Calls, LiveServer
 from .test_agui import agui, final_state, run_input
+from .test_flows import research
 
 Live = Callable[..., LiveServer]
 
-LOCATION_TOOL = {
+LOCATION_TOOL: Any = {
     "type": "function",
     "function": {
         "name": "get_location",
@@ -79,6 +80,7 @@ def test_chat_completions_hand_client_calls_back_and_continue(live: Live, stream
     calls = Calls()
     client = sdk(live(trip_agent(calls)))
     messages: list[Any] = [{"role": "user", "content": "Weather where I am?"}]
+    first: Any
     if stream:
         with client.chat.completions.stream(
             model="trip", messages=messages, tools=[LOCATION_TOOL]
@@ -121,14 +123,22 @@ def test_chat_completions_hand_client_calls_back_and_continue(live: Live, stream
 
 def test_chat_completions_refuse_bad_client_tools(live: Live) -> None:
     client = sdk(live(trip_agent(Calls())))
-    user = [{"role": "user", "content": "hi"}]
-    clash = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}
+    user: Any = [{"role": "user", "content": "hi"}]
+    clash: Any = {
+        "type": "function",
+        "function": {"name": "weather", "parameters": {"type": "object"}},
+    }
     with pytest.raises(openai.BadRequestError, match="clashes with agent 'trip'"):
-        client.chat.completions.create(model="trip", messages=user, tools=[clash])  # type: ignore[list-item]
-    malformed = {"type": "function", "function": {"name": "x", "parameters": {"type": "array"}}}
+        client.chat.completions.create(model="trip", messages=user, tools=[clash])
+    with pytest.raises(openai.BadRequestError, match="clashes"):  # before a stream starts
+        client.chat.completions.create(model="trip", messages=user, tools=[clash], stream=True)
+    malformed: Any = {
+        "type": "function",
+        "function": {"name": "x", "parameters": {"type": "array"}},
+    }
     with pytest.raises(openai.BadRequestError, match="type 'object'"):
-        client.chat.completions.create(model="trip", messages=user, tools=[malformed])  # type: ignore[list-item]
-    unknown = [
+        client.chat.completions.create(model="trip", messages=user, tools=[malformed])
+    unknown: Any = [
         *user,
         {
             "role": "assistant",
@@ -140,7 +150,7 @@ def test_chat_completions_refuse_bad_client_tools(live: Live) -> None:
         {"role": "tool", "tool_call_id": "nope", "content": "42"},
     ]
     with pytest.raises(openai.BadRequestError, match="waits for tool call 'nope'"):
-        client.chat.completions.create(model="trip", messages=unknown)  # type: ignore[arg-type]
+        client.chat.completions.create(model="trip", messages=unknown)
 
 
 # ------------------------------------------------------------------------------- the store
@@ -176,6 +186,7 @@ RESPONSES_TOOL: Any = {
 def test_responses_hand_function_calls_back_and_continue(live: Live, stream: bool) -> None:
     calls = Calls()
     client = sdk(live(trip_agent(calls)))
+    first: Any
     if stream:
         with client.responses.stream(
             model="trip", input="Weather where I am?", tools=[RESPONSES_TOOL]
@@ -309,3 +320,14 @@ def test_agui_refuses_a_result_for_a_call_the_run_does_not_wait_for(live: Live) 
     clash = run_input("hi", thread="t-clash", tools=[{**AGUI_TOOL, "name": "weather"}])
     reply = server.client().post("/agui", json=clash)
     assert reply.status_code == 422 and "clashes" in reply.json()["error"]["message"]
+
+
+def test_a_flow_takes_no_client_tools(live: Live) -> None:
+    server = live({"research": research()})
+    user: Any = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.BadRequestError, match="not an agent"):
+        sdk(server).chat.completions.create(model="research", messages=user, tools=[LOCATION_TOOL])
+    with pytest.raises(openai.BadRequestError, match="not an agent"):
+        sdk(server).responses.create(model="research", input="hi", tools=[RESPONSES_TOOL])
+    reply = server.client().post("/agui/research", json=run_input("hi", tools=[AGUI_TOOL]))
+    assert reply.status_code == 422 and "not an agent" in reply.json()["error"]["message"]
