@@ -209,6 +209,8 @@ def test_responses_hand_function_calls_back_and_continue(live: Live, stream: boo
     )
     assert calls.tool_args == [{"city": "Oslo"}]
 
+    with pytest.raises(openai.BadRequestError, match="No tool output found for function call"):
+        client.responses.create(model="trip", previous_response_id=first.id, input="go on")
     second = client.responses.create(
         model="trip",
         previous_response_id=first.id,

@@ -733,6 +733,7 @@ class _Routes:
                         "previous_response_id",
                         "previous_response_not_found",
                     )
+                _check_answered(self.paused, body.previous_response_id)
                 earlier = previous.conversation
             conversation = _conversation(body, earlier)
         except _BadRequest as exc:
@@ -844,6 +845,14 @@ _DOCUMENTED[404] = {
     "model": OpenAIErrorResponse,
     "description": "No such agent, or no such response kept.",
 }
+
+
+def _check_answered(paused: PausedRuns, previous_id: str) -> None:
+    """Refuse to go on from a response whose function calls wait for their outputs."""
+    waiting = paused.by_key(previous_id)
+    if waiting is not None:
+        call_id = waiting.response.client_calls[0].id
+        raise _BadRequest(f"No tool output found for function call {call_id}.", "input")
 
 
 def _takes_client_tools(agent: Promptable, model: str, specs: Sequence[ToolSpec]) -> None:
