@@ -299,6 +299,8 @@ def test_agui_front_end_tools_end_the_run_and_the_tool_message_continues_it(live
     second = agui(server, body)
     text = "".join(e["delta"] for e in second if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "sunny in Oslo | Bergen"
+    replayed = [e["toolCallId"] for e in second if e["type"] == "TOOL_CALL_RESULT"]
+    assert replayed == ["loc1"]  # w1's result was sent by the first run, not again
     assert second[-1]["outcome"] == {"type": "success"}
     assert final_state(second)["daimon"]["status"] == "finished"
     assert calls.tool_args == [{"city": "Oslo"}]

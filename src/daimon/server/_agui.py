@@ -55,8 +55,8 @@ from starlette.responses import Response
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError
 from daimon.core.errors import TimeoutError as RunTimeoutError
-from daimon.core.events import Done
-from daimon.core.messages import Message
+from daimon.core.events import Done, ToolResult
+from daimon.core.messages import Message, Role
 from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.core.tools import ToolOutput, ToolSpec
@@ -88,17 +88,32 @@ class PausedRuns:
     def __init__(self, limit: int = KEPT_PAUSES) -> None:
         self._limit = limit
         self._runs: OrderedDict[tuple[str, str], AgentResponse[Any]] = OrderedDict()
+        self._shown: dict[tuple[str, str], frozenset[str]] = {}
 
-    def put(self, agent: str, thread: str, response: AgentResponse[Any]) -> None:
+    def put(
+        self,
+        agent: str,
+        thread: str,
+        response: AgentResponse[Any],
+        shown: frozenset[str] = frozenset(),
+    ) -> None:
+        """Keep a paused run; ``shown``: the calls whose results its stream already sent."""
         self._runs[(agent, thread)] = response
         self._runs.move_to_end((agent, thread))
+        self._shown[(agent, thread)] = shown
         while len(self._runs) > self._limit:
-            self._runs.popitem(last=False)
+            key, _ = self._runs.popitem(last=False)
+            self._shown.pop(key, None)
+
+    def shown(self, agent: str, thread: str) -> frozenset[str]:
+        """The calls whose results the paused run's stream already sent."""
+        return self._shown.get((agent, thread), frozenset())
 
     def get(self, agent: str, thread: str) -> AgentResponse[Any] | None:
         return self._runs.get((agent, thread))
 
     def take(self, agent: str, thread: str) -> AgentResponse[Any] | None:
+        self._shown.pop((agent, thread), None)
         return self._runs.pop((agent, thread), None)
 
 
@@ -195,14 +210,18 @@ class Endpoint:
             run = _run(given, agent_state(name))
             run.model(self.served.describe(name)["model"])
             events = list(run.start())
+            shown: set[str] = set()  # calls whose results were sent (a paused turn's too)
             try:
                 stream = _prompt_stream(agent, given, token)
                 async for event in stream:
                     if isinstance(event, Done):
                         run.model(event.model)
                         if event.response is not None:
-                            events += self._ended(name, body.thread_id, run, event.response)
+                            ended = self._ended(name, body.thread_id, run, event.response, shown)
+                            events += ended
                     else:
+                        if isinstance(event, ToolResult):
+                            shown.add(event.call_id)
                         events += run.agent_event(event)
                     if events:
                         yield _frames(events)
@@ -215,7 +234,12 @@ class Endpoint:
         return frames
 
     def _ended(
-        self, name: str, thread: str, run: AguiRun, response: AgentResponse[Any]
+        self,
+        name: str,
+        thread: str,
+        run: AguiRun,
+        response: AgentResponse[Any],
+        shown: set[str] | None = None,
     ) -> list[BaseEvent]:
         """The end of an agent's run; a paused one is kept for its resume, if it can have one."""
         if response.paused:
@@ -224,7 +248,7 @@ class Endpoint:
                     response.pending_approvals, f"a promptable that cannot resume ({name!r})"
                 )
                 return [*run.close_text(), *run.update(status="failed"), *run.failed(paused)]
-            self.paused.put(name, thread, response)
+            self.paused.put(name, thread, response, frozenset(shown or ()))
         return run.finished(response)
 
     def _flow(self, name: str, flow: PromptableFlow, given: _Input) -> Any:
@@ -298,10 +322,15 @@ class Endpoint:
         if not isinstance(agent, Resumable):
             raise _Refused(409, "not_resumable", f"{name!r} cannot resume paused runs")
         decisions = _decisions(waiting, body.resume or [])
+        shown = self.paused.shown(name, body.thread_id)
         taken = self.paused.take(name, body.thread_id)
         assert taken is waiting
         return self._after_pause(
-            name, given, waiting, lambda token: agent.resume(waiting, decisions, cancel=token)
+            name,
+            given,
+            waiting,
+            lambda token: agent.resume(waiting, decisions, cancel=token),
+            shown,
         )
 
     def _continued(
@@ -309,6 +338,7 @@ class Endpoint:
     ) -> Any:
         """The thread's paused run, continued with the front-end tools' results."""
         results = _results(waiting, given.body.messages)
+        shown = self.paused.shown(name, given.body.thread_id)
         taken = self.paused.take(name, given.body.thread_id)
         assert taken is waiting
         client_tools = given.client_tools or None
@@ -319,7 +349,7 @@ class Endpoint:
             )
             return resumed
 
-        return self._after_pause(name, given, waiting, resume)
+        return self._after_pause(name, given, waiting, resume, shown)
 
     def _after_pause(
         self,
@@ -327,8 +357,12 @@ class Endpoint:
         given: _Input,
         waiting: AgentResponse[Any],
         resume: Callable[[CancelToken], Awaitable[AgentResponse[Any]]],
+        shown: frozenset[str],
     ) -> Any:
-        """The events of a paused run continued: the conversation so far, then what followed."""
+        """The events of a paused run continued: the conversation so far, then what followed.
+
+        Results the paused run's stream sent already (``shown``) are not sent again.
+        """
         body = given.body
         memory = self.served.memory(name)
 
@@ -346,7 +380,11 @@ class Endpoint:
             except Exception as exc:
                 yield _frames(run.failed(exc))
                 return
-            added = response.messages[len(waiting.messages) :]
+            added = [
+                m
+                for m in response.messages[len(waiting.messages) :]
+                if m.role is not Role.TOOL or m.tool_call_id not in shown
+            ]
             events = run.replay(added)
             events += self._ended(name, body.thread_id, run, response)
             yield _frames(events)
