@@ -53,10 +53,8 @@ async def run_events(
 
     With ``stream`` the model streams and every event is yielded; without it the model is called
     with ``generate`` and only ``Done`` is yielded (all that ``prompt()`` and ``resume()`` read).
-
-    A run continues instead of starting when ``resume`` holds a paused run's state, or when the
-    agent has a checkpoint store holding ``run_id``; ``decisions`` answer pending approvals.
-
+    A run continues when ``resume`` holds a paused run's state or the agent's checkpoint store
+    holds ``run_id``; ``decisions`` answer approvals, ``client`` holds client tools and results.
     The steps are the seed's: open; the model's turn (checks, the call through the extensions,
     usage), and the tools' turn while the model asks for tools; the end (answer, pause, EndRun).
     """
