@@ -107,7 +107,7 @@ MCPOption = Annotated[
     typer.Option(
         "--mcp",
         metavar="SERVER",
-        help='An MCP server whose tools the agent gets: an http(s):// or ws(s):// URL, or a '
+        help="An MCP server whose tools the agent gets: an http(s):// or ws(s):// URL, or a "
         'command line that starts a stdio server, e.g. "python my_server.py" (repeatable).',
     ),
 ]
@@ -223,10 +223,6 @@ async def _connect(setup: _Setup) -> None:
     """Connect the ``--mcp`` servers and give the agent their tools; unreachable: a usage error."""
     from daimon.cli.mcp_servers import ask_at_terminal, connect_servers, declining
 
-    if not isinstance(setup.agent, Agent):  # a Supervisor or workflow given as module:attr
-        kind = type(setup.agent).__name__
-        setup.renderer.error(f"--mcp adds tools to an Agent, not a {kind}", "ConfigError")
-        raise _Exit(EXIT_USAGE)
     console = getattr(setup.renderer, "err", None) or Console(stderr=True, highlight=False)
     handler = ask_at_terminal(console) if setup.ask_user else declining(console)
     setup.stack = contextlib.AsyncExitStack()

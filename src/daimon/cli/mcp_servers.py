@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 from rich.markup import escape
@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 
 __all__ = ("ask_at_terminal", "connect_servers", "declining", "mcp_client")
 
-_ACTIONS = {"a": "accept", "accept": "accept", "d": "decline", "decline": "decline"}
-_ACTIONS |= {"c": "cancel", "cancel": "cancel"}
+_Action = Literal["accept", "decline", "cancel"]
+_ACTIONS: dict[str, _Action] = {"a": "accept", "accept": "accept", "d": "decline"}
+_ACTIONS |= {"decline": "decline", "c": "cancel", "cancel": "cancel"}
 _YES = ("y", "yes", "true", "1")
 _NO = ("n", "no", "false", "0")
 
@@ -117,7 +118,7 @@ def _read(console: Console, prompt: str) -> str:
         raise _Cancelled from None
 
 
-def _choose_action(console: Console) -> str:
+def _choose_action(console: Console) -> _Action:
     while True:
         text = _read(console, "  answer it? (a)ccept / (d)ecline / (c)ancel \\[a]: ")
         action = _ACTIONS.get(text.lower() or "a")
@@ -138,9 +139,7 @@ def _choices(spec: Mapping[str, Any]) -> list[tuple[Any, str]]:
     return []
 
 
-def _ask_field(
-    console: Console, key: str, spec: Mapping[str, Any], required: set[str]
-) -> Any:
+def _ask_field(console: Console, key: str, spec: Mapping[str, Any], required: set[str]) -> Any:
     """One field's answer; ``None`` when left empty with no default and not required."""
     label = str(spec.get("title") or key)
     kind = spec.get("type", "string")
