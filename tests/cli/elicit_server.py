@@ -33,7 +33,7 @@ async def book(result: Annotated[ElicitationResult[Booking], Resolve(ask_booking
     """Book a room, asking the user for the details."""
     if result.action != "accept":
         return f"no booking ({result.action})"
-    data = result.data  # type: ignore[union-attr]
+    data = result.data
     return f"{data.name} {data.nights} nights breakfast={data.breakfast} room={data.room}"
 
 
