@@ -4,6 +4,7 @@ tool asks the user a form, answered (or declined) at the terminal."""
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,19 @@ def _chat(tmp_path: Path, *args: str) -> Any:
     pexpect = import_pexpect()
     command = daimon_command("chat", "--agent", "agents:booking", "--mcp", SERVER, *args)
     return pexpect.spawn(
-        command[0], command[1:], env=cli_env(), cwd=str(tmp_path), encoding="utf-8", timeout=20
+        command[0],
+        command[1:],
+        env=cli_env(),
+        cwd=str(tmp_path),
+        encoding="utf-8",
+        timeout=20,
+        preexec_fn=_as_a_terminal_job,
     )
+
+
+def _as_a_terminal_job() -> None:
+    """Ctrl-C's default action in the child, as a shell gives a job in the foreground."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_chat_asks_the_servers_form_at_the_terminal(tmp_path: Path) -> None:
@@ -67,6 +79,24 @@ def test_chat_declining_the_form_tells_the_tool(tmp_path: Path) -> None:
     child.expect(r"booked: no booking \(cancel\)")
     child.expect("you> ")
     child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_ctrl_c_in_the_form_cancels_it_and_stops_the_answer(tmp_path: Path) -> None:
+    pexpect = import_pexpect()
+    child = _chat(tmp_path)
+    child.expect("you> ")
+    child.sendline("book me a room")
+    child.expect(r"\(c\)ancel \[a\]: ")
+    child.sendline("a")
+    child.expect("Name: ")
+    child.sendcontrol("c")
+    child.expect("cancelled")
+    child.expect("interrupted")
+    child.expect("you> ")  # the chat goes on
+    child.sendline("/exit")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0

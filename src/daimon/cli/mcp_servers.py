@@ -9,6 +9,7 @@ question per field of the form; ``daimon run`` without a terminal declines and s
 from __future__ import annotations
 
 import shlex
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Literal
@@ -86,8 +87,14 @@ def ask_at_terminal(console: Console) -> Callable[[str, Mapping[str, Any]], Any]
 
     def ask(message: str, schema: Mapping[str, Any]) -> Elicitation:
         # Asked on the event loop's (main) thread: the tool call waits for the answer anyway,
-        # and input() keeps readline's line editing there.
-        return _ask_form(console, message, schema)
+        # and input() keeps readline's line editing there. Ctrl-C leaves the form at once (the
+        # loop's own SIGINT handler only runs once input() returns), and still stops the turn.
+        previous = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            return _ask_form(console, message, schema)
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
     return ask
 
