@@ -94,3 +94,14 @@ shout = WorkflowBuilder("shout", inputs={"text": str}).add(_shout, name="shout")
 def make_team() -> Supervisor:
     """A factory of a promptable that is not an Agent, as ``agents:make_team``."""
     return Supervisor(FunctionModel(_leading), {"calculating": calculating}, name="made-team")
+
+
+def _booking(request: ChatRequest) -> ChatResponse:
+    """Calls the MCP server's ``book`` tool on every prompt, then repeats what it returned."""
+    last = request.messages[-1]
+    if last.role is Role.USER:
+        return ChatResponse.tool_use(ToolCall(id="book-1", name="book", arguments={}))
+    return ChatResponse.reply(f"booked: {last.text}")
+
+
+booking = Agent(FunctionModel(_booking), name="booking")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
 from daimon.agent import Agent
 from daimon.cli.loading import (
@@ -101,6 +102,15 @@ FileOption = Annotated[
         "file (repeatable).",
     ),
 ]
+MCPOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp",
+        metavar="SERVER",
+        help="An MCP server whose tools the agent gets: an http(s):// or ws(s):// URL, or a "
+        'command line that starts a stdio server, e.g. "python my_server.py" (repeatable).',
+    ),
+]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print machine-readable events, one JSON object per line.")
 ]
@@ -118,6 +128,9 @@ class _Exit(Exception):
 class _Setup:
     agent: Agent
     renderer: Renderer
+    servers: Sequence[str] = ()
+    ask_user: bool = False
+    stack: contextlib.AsyncExitStack | None = None
 
 
 def _renderer(json_output: bool) -> Renderer:
@@ -187,6 +200,8 @@ def _setup(
     tools: Sequence[str] | None,
     agent_spec: str | None,
     demo_tool: bool,
+    servers: Sequence[str] | None = None,
+    ask_user: bool = False,
 ) -> _Setup:
     renderer = _renderer(json_output)
     try:
@@ -201,11 +216,30 @@ def _setup(
     except DaimonError as exc:  # configuration mistakes, missing extras: nothing ran yet
         renderer.error(str(exc), type(exc).__name__)
         raise _Exit(EXIT_USAGE) from None
-    return _Setup(agent, renderer)
+    return _Setup(agent, renderer, tuple(servers or ()), ask_user)
+
+
+async def _connect(setup: _Setup) -> None:
+    """Connect the ``--mcp`` servers and give the agent their tools; unreachable: a usage error."""
+    from daimon.cli.mcp_servers import ask_at_terminal, connect_servers, declining
+
+    console = getattr(setup.renderer, "err", None) or Console(stderr=True, highlight=False)
+    handler = ask_at_terminal(console) if setup.ask_user else declining(console)
+    setup.stack = contextlib.AsyncExitStack()
+    try:
+        tools = await connect_servers(setup.servers, handler, setup.stack)
+    except DaimonError as exc:
+        setup.renderer.error(str(exc), type(exc).__name__)
+        raise _Exit(EXIT_USAGE) from None
+    names = ", ".join(tool.name for tool in tools) or "none"
+    setup.renderer.note(f"MCP tools: {names}")
+    setup.agent = setup.agent.replace(tools=[*setup.agent.tools, *tools])
 
 
 async def _load(setup: _Setup) -> None:
     """Load a local model's weights under a spinner; a file that will not load is a usage error."""
+    if setup.servers:
+        await _connect(setup)
     load: Callable[[], Any] | None = getattr(setup.agent.model, "load", None)
     if load is None:
         return
@@ -218,6 +252,9 @@ async def _load(setup: _Setup) -> None:
 
 
 async def _close(setup: _Setup) -> None:
+    if setup.stack is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(setup.stack.aclose(), timeout=30)
     aclose: Callable[[], Any] | None = getattr(setup.agent.model, "aclose", None)
     if aclose is not None:
         with contextlib.suppress(Exception):
@@ -282,11 +319,14 @@ def run(
     agent: AgentOption = None,
     json_output: JsonOption = False,
     file: FileOption = None,
+    mcp: MCPOption = None,
 ) -> None:
     """Answer one prompt, streaming the answer and showing tool calls as they happen.
 
     With the local default model and no --tool, the built-in calculator is the agent's tool.
     Each --file goes to the model with the prompt (a model that cannot take it says so).
+    Each --mcp server's tools are the agent's too; when one asks the user something, a
+    terminal is asked, else (stdin not a terminal, or --json) the question is declined.
     """
     if prompt == "-":
         prompt = sys.stdin.read()
@@ -294,7 +334,14 @@ def run(
         raise typer.BadParameter("the prompt is empty", param_hint="PROMPT")
     message = _with_files(prompt, file or [])
     setup = _setup(
-        json_output, model=model, system=system, tools=tool, agent_spec=agent, demo_tool=True
+        json_output,
+        model=model,
+        system=system,
+        tools=tool,
+        agent_spec=agent,
+        demo_tool=not mcp,
+        servers=mcp,
+        ask_user=sys.stdin.isatty() and not json_output,
     )
     raise _Exit(asyncio.run(_run_once(setup, message)))
 
@@ -330,10 +377,22 @@ def chat(
             help="Session id, to continue a conversation kept in memory.",
         ),
     ] = None,
+    mcp: MCPOption = None,
 ) -> None:
-    """Chat with an agent; the conversation is kept in the agent's memory."""
+    """Chat with an agent; the conversation is kept in the agent's memory.
+
+    Each --mcp server's tools are the agent's too; when one asks the user something, the
+    question is asked here, one line per field (or declined with --json).
+    """
     setup = _setup(
-        json_output, model=model, system=system, tools=tool, agent_spec=agent, demo_tool=False
+        json_output,
+        model=model,
+        system=system,
+        tools=tool,
+        agent_spec=agent,
+        demo_tool=False,
+        servers=mcp,
+        ask_user=not json_output,
     )
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401 - line editing and history for input()
