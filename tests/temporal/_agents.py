@@ -134,3 +134,20 @@ def _sleepy(request: ChatRequest) -> ChatResponse:
 
 
 sleeper = Agent(FunctionModel(_sleepy), name="sleeper", tools=[wait])
+
+
+# ------------------------------------------------------------------------- long runs
+
+
+def _counting(request: ChatRequest) -> ChatResponse:
+    """``count N``: one ``add`` call a turn (the total plus one), N turns, then the total."""
+    wanted = int(request.messages[0].text.split()[1])
+    results = [m for m in request.messages if m.role.value == "tool"]
+    total = int(results[-1].text) if results else 0
+    if len(results) < wanted:
+        call = ToolCall(id=f"call-{len(results) + 1}", name="add", arguments={"a": total, "b": 1})
+        return ChatResponse.tool_use(call)
+    return ChatResponse.reply(f"counted to {total}")
+
+
+counter = Agent(FunctionModel(_counting), name="counter", tools=[add], max_iterations=50)
