@@ -12,11 +12,14 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from temporalio import activity
 
 from daimon import Agent, ChatRequest, ChatResponse, RunContext, ToolCall, ToolRetryPolicy, tool
 from daimon.models import FunctionModel
+from daimon.multiagent import Supervisor
+from daimon.orchestration import END, START, GraphBuilder, GraphContext
 
 
 def log(*words: object) -> None:
@@ -151,3 +154,72 @@ def _counting(request: ChatRequest) -> ChatResponse:
 
 
 counter = Agent(FunctionModel(_counting), name="counter", tools=[add], max_iterations=50)
+
+
+# ------------------------------------------------------- sub-agents and flows' agents
+
+
+def log_call(kind: str) -> None:
+    """In an activity, one line for this execution: ``<kind> <workflow id>/<activity id>``."""
+    if activity.in_activity():
+        info = activity.info()
+        log(kind, f"{info.workflow_id}/{info.activity_id}")
+
+
+@tool
+async def plus(a: int, b: int) -> str:
+    """Add two numbers (slowly enough for a worker to die during the call)."""
+    await asyncio.sleep(float(os.environ.get("DAIMON_TEMPORAL_TOOL_SECONDS", "0")))
+    log_call("plus")
+    return str(a + b)
+
+
+def _adding(request: ChatRequest) -> ChatResponse:
+    """``add A B``: call ``plus``, then answer with the sum."""
+    log_call("model")
+    last = request.messages[-1]
+    if last.role.value == "tool":
+        return ChatResponse.reply(f"the sum is {last.text}")
+    _, a, b = last.text.split()
+    return ChatResponse.tool_use(
+        ToolCall(id="plus-1", name="plus", arguments={"a": int(a), "b": int(b)})
+    )
+
+
+adder = Agent(FunctionModel(_adding), name="adder", tools=[plus])
+doubler = Agent(FunctionModel(_adding), name="doubler", tools=[plus])
+
+
+def _leading(request: ChatRequest) -> ChatResponse:
+    """Delegate the prompt to ``adder``, then pass its answer on."""
+    log_call("model")
+    last = request.messages[-1]
+    if last.role.value == "tool":
+        return ChatResponse.reply(f"the team says: {last.text}")
+    task = {"agent": "adder", "task": last.text}
+    return ChatResponse.tool_use(ToolCall(id="delegate-1", name="delegate", arguments=task))
+
+
+team = Supervisor(FunctionModel(_leading), {"adder": adder}, name="team")
+
+
+async def _first(ctx: GraphContext) -> dict[str, Any]:
+    response = await ctx.prompt(adder, ctx.state["input"])
+    return {"sum": int(response.text.split()[-1])}
+
+
+async def _second(ctx: GraphContext) -> dict[str, Any]:
+    total = ctx.state["sum"]
+    response = await ctx.prompt(doubler, f"add {total} {total}")
+    return {"output": f"doubled: {response.text.split()[-1]}"}
+
+
+pipeline = (
+    GraphBuilder("pipeline")
+    .add_node("first", _first)
+    .add_node("second", _second)
+    .add_edge(START, "first")
+    .add_edge("first", "second")
+    .add_edge("second", END)
+    .build()
+)

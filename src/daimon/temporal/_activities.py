@@ -16,7 +16,6 @@ from typing import Any, TypeVar, cast
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from daimon.agent import Agent
 from daimon.core.chat import ChatResponse, Usage
 from daimon.core.codec import from_data, to_data
 from daimon.core.errors import ModelError
@@ -24,6 +23,8 @@ from daimon.core.protocols import Model
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
 from daimon.models.retry import RetryingModel
+from daimon.orchestration._common import agent_caller
+from daimon.temporal._flow_agents import AgentWorkflows
 from daimon.temporal._registry import Served, lookup
 from daimon.temporal._types import ModelCallInput, PromptInput, ToolCallInput, ToolCallResult
 from daimon.tools import EndRun, RunContext
@@ -52,8 +53,8 @@ def _served(agent: str) -> Served:
 @activity.defn(name=MODEL_ACTIVITY)
 async def call_model(call: ModelCallInput) -> ChatResponse:
     """Call the agent's model once (Temporal retries what a provider marks retryable)."""
-    agent = _served(call.agent).agent
-    assert isinstance(agent, Agent)
+    agent = _served(call.agent).runner
+    assert agent is not None
     model = _unretried(agent.model)
     try:
         return await _heartbeating(model.generate(call.request), None)
@@ -65,11 +66,18 @@ async def call_model(call: ModelCallInput) -> ChatResponse:
 
 @activity.defn(name=PROMPT_ACTIVITY)
 async def run_promptable(call: PromptInput) -> AgentResponse[Any]:
-    """Run a team or flow to its answer in one activity (it cannot pause for approvals)."""
+    """Run a team or flow to its answer in one activity (it cannot pause for approvals).
+
+    The agents its nodes prompt that this worker serves run as workflows of their own
+    (:class:`~daimon.temporal._flow_agents.AgentWorkflows`).
+    """
     served = _served(call.agent).agent
-    response = await _heartbeating(
-        served.prompt(call.prompt, run_id=call.run_id, instructions=call.instructions), None
-    )
+    taken = agent_caller.set(AgentWorkflows.for_activity(call.options))
+    try:  # the context is copied into the task _heartbeating makes: set before it
+        work = served.prompt(call.prompt, run_id=call.run_id, instructions=call.instructions)
+        response = await _heartbeating(work, None)
+    finally:
+        agent_caller.reset(taken)
     return portable(response.require_finished("a team or flow on Temporal"))
 
 
@@ -87,8 +95,8 @@ def portable(response: AgentResponse[Any]) -> AgentResponse[Any]:
 async def call_tool(call: ToolCallInput) -> ToolCallResult:
     """Run one tool call through the agent's registry (validation, timeout) on a fresh context."""
     served = _served(call.agent)
-    agent = served.agent
-    assert isinstance(agent, Agent)
+    agent = served.runner
+    assert agent is not None
     reported: list[tuple[Usage, float]] = []
     ctx: RunContext[Any] = RunContext(
         run_id=call.run_id,
@@ -152,7 +160,7 @@ def _unretried(model: Model) -> Model:
 def _deps(served: Served, data: Any) -> Any:
     if data is None:
         return served.deps
-    deps_type = getattr(served.agent, "deps_type", None)
+    deps_type = getattr(served.runner, "deps_type", None)
     return data if deps_type is None else from_data(deps_type, data)
 
 

@@ -18,6 +18,7 @@ from daimon.core.results import AgentResponse, ApprovalRequest
 from daimon.core.tools import ToolOutput
 
 __all__ = (
+    "WORKFLOW_NAME",
     "ActivityOptions",
     "Decision",
     "EventPage",
@@ -28,6 +29,9 @@ __all__ = (
     "ToolCallInput",
     "ToolCallResult",
 )
+
+WORKFLOW_NAME = "daimon.agent"
+"""The workflow type of a daimon run."""
 
 RunPhase = Literal["running", "awaiting_approval", "completed", "failed", "cancelled"]
 
@@ -93,6 +97,9 @@ class RunRequest:
     events: tuple[StreamEvent, ...] = ()
     """Set by continue-as-new: the newest stream events of the earlier workflow runs (at most
     ``CARRIED_EVENTS``), so a polling client misses none of them."""
+    pausable: bool = True
+    """Whether the run may wait for approvals; a sub-agent's may not (as in a plain run, a
+    sub-agent that needs an approval fails with ``ApprovalRequiredError``)."""
     calls_before: int = 0
     """Set by continue-as-new: activities the earlier workflow runs called (ids go on from it)."""
     kind: Literal["temporal_run_request"] = field(default="temporal_run_request", init=False)
@@ -115,6 +122,8 @@ class PromptInput:
     prompt: str
     run_id: str
     instructions: str | None = None
+    options: ActivityOptions = field(default_factory=ActivityOptions)
+    """How the agents the flow's nodes prompt run their calls (each run a workflow)."""
     kind: Literal["temporal_prompt"] = field(default="temporal_prompt", init=False)
 
 

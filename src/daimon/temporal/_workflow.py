@@ -17,7 +17,13 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    FailureError,
+    is_cancelled_exception,
+)
 
 with workflow.unsafe.imports_passed_through():
     from daimon.agent import Agent
@@ -37,8 +43,9 @@ with workflow.unsafe.imports_passed_through():
         TOOL_ACTIVITY,
         portable,
     )
-    from daimon.temporal._registry import lookup
+    from daimon.temporal._registry import lookup, served_name
     from daimon.temporal._types import (
+        WORKFLOW_NAME,
         ActivityOptions,
         Decision,
         EventPage,
@@ -61,7 +68,6 @@ __all__ = (
     "workflow_agent",
 )
 
-WORKFLOW_NAME = "daimon.agent"
 CARRIED_EVENTS = 1000
 """Stream events a continue-as-new carries to the next workflow run (the newest ones)."""
 
@@ -112,8 +118,17 @@ class ToActivities(Extension):
     async def wrap_tool_call(
         self, call: ToolCall, ctx: RunState, call_next: CallTool
     ) -> ToolOutput:
-        """Run the tool in an activity; its result, its usage, and an ``EndRun`` come back."""
+        """Run the tool in an activity; its result, its usage, and an ``EndRun`` come back.
+
+        A call that hands a task to an agent this worker serves (an ``AgentTool``, a
+        Supervisor's ``delegate``) runs that agent as a child workflow instead.
+        """
         run = _current()
+        child = run.delegation(call)
+        if child is not None:
+            output = await run.run_child(child, ctx)
+            run.record_tool(call, output)
+            return output
         options = run.options
         payload = ToolCallInput(
             agent=run.agent_name,
@@ -207,6 +222,7 @@ class AgentWorkflow:
         self.deps: Any = None
         self.options = ActivityOptions()
         self.retry_policy = RetryPolicy()
+        self._agent: Agent[Any, Any] | None = None
         self._calls = 0
         self._calls_at_start = 0
         self._request: RunRequest | None = None
@@ -244,6 +260,8 @@ class AgentWorkflow:
             instructions=request.instructions,
             history=request.history or None,
         )
+        if response.paused and not request.pausable:
+            response.require_finished(f"agent {request.agent!r}, delegated to,")
         while response.paused:
             self._pending = response.pending_approvals
             self._phase = "awaiting_approval"
@@ -272,7 +290,8 @@ class AgentWorkflow:
             maximum_interval=_seconds(options.max_interval),
             maximum_attempts=options.max_attempts,
         )
-        return lookup(workflow.info().task_queue, request.agent).workflow_agent
+        self._agent = lookup(workflow.info().task_queue, request.agent).workflow_agent
+        return self._agent
 
     async def _prompt_activity(self, request: RunRequest, run_id: str) -> AgentResponse[Any]:
         call = PromptInput(
@@ -280,6 +299,7 @@ class AgentWorkflow:
             prompt=request.prompt,
             run_id=run_id,
             instructions=request.instructions,
+            options=self.options,
         )
         response: AgentResponse[Any] = await workflow.execute_activity(
             PROMPT_ACTIVITY,
@@ -292,6 +312,53 @@ class AgentWorkflow:
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
         return response
+
+    # -------------------------------------------------------------------- sub-agents
+
+    def delegation(self, call: ToolCall) -> _Child | None:
+        """The served agent ``call`` hands its task to, when the call is a plain delegation.
+
+        The tool says (``delegation``: an ``AgentTool`` or a Supervisor's ``delegate``); the
+        sub-agent must be served on this task queue (by the very object the tool holds).
+        """
+        tool = self._agent.tools.get(call.name) if self._agent is not None else None
+        delegate = getattr(tool, "delegation", None)
+        found = delegate(call.arguments) if callable(delegate) else None
+        if found is None:
+            return None
+        target, label, prompt = found
+        name = served_name(workflow.info().task_queue, target)
+        return None if name is None else _Child(name, label, prompt)
+
+    async def run_child(self, child: _Child, ctx: RunState) -> ToolOutput:
+        """Run the sub-agent as a child workflow; its answer, or the error the model reads.
+
+        Its usage and cost are added to this run's, as a plain run's sub-agent's are.
+        """
+        assert self._request is not None
+        request = RunRequest(
+            agent=child.agent,
+            prompt=child.prompt,
+            deps=self.deps,
+            options=self.options,
+            continue_after=self._request.continue_after,
+            pausable=False,
+        )
+        info = workflow.info()
+        try:
+            response: AgentResponse[Any] = await workflow.execute_child_workflow(
+                WORKFLOW_NAME,
+                request,
+                id=f"{info.workflow_id}-{self.activity_id('agent', request)}",
+                task_queue=info.task_queue,
+                result_type=AgentResponse,
+            )
+        except ChildWorkflowError as exc:
+            if is_cancelled_exception(exc):
+                raise
+            return _child_failed(child.label, exc)
+        ctx.report_usage(response.usage, response.cost)
+        return ToolOutput(content=response.text)
 
     # ------------------------------------------------------------------ continue-as-new
 
@@ -433,6 +500,24 @@ class AgentWorkflow:
         self._events.append(ToolResult(call_id=call.id, name=call.name, output=output))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Child:
+    """A sub-agent run: the served agent's name, the name the caller knows, the prompt."""
+
+    agent: str
+    label: str
+    prompt: str
+
+
+def _child_failed(label: str, exc: ChildWorkflowError) -> ToolOutput:
+    """What the calling model reads of a failed sub-agent (as ``run_sub_agent`` words it)."""
+    cause = exc.cause
+    if isinstance(cause, ApplicationError) and cause.type == "ApprovalRequiredError":
+        return ToolOutput.error(f"Error: {cause.message}")
+    what = f"{cause.type}: {cause.message}" if isinstance(cause, ApplicationError) else _cause(exc)
+    return ToolOutput.error(f"Error: agent {label!r} failed: {what}")
+
+
 def _is_state(saved: CheckpointState, ctx: RunState) -> bool:
     """Whether ``saved`` is the run's state now: between turns, and nothing changed since."""
     progress = saved.progress
@@ -453,6 +538,6 @@ def _seconds(value: float) -> timedelta:
     return timedelta(seconds=value)
 
 
-def _cause(exc: ActivityError) -> str:
+def _cause(exc: FailureError) -> str:
     cause = exc.cause
     return str(cause) if cause is not None else str(exc)
