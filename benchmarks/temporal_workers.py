@@ -62,7 +62,9 @@ def _start_server() -> tuple[subprocess.Popen[bytes], str]:
     for flag in ("--ui-port", "--http-port", "--metrics-port"):
         command += [flag, str(_free_port())]
     command += ["--log-level", "error"]
-    process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -91,6 +93,12 @@ def _workers(address: str, queue: str, count: int) -> list[subprocess.Popen[str]
     return processes
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far (Linux: /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def _runs_per_second(client: Any, queue: str, runs: int) -> float:
     start = time.perf_counter()
     started = await asyncio.gather(
@@ -110,9 +118,20 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             processes = _workers(address, queue, count)
             try:
                 await _runs_per_second(client, queue, 20)  # warm up every worker
-                results[f"runs_per_s_{count}_workers"] = await _runs_per_second(
-                    client, queue, args.runs
-                )
+                pids = [server.pid, *(p.pid for p in processes)]
+                before = [_cpu_seconds(pid) for pid in pids]
+                wall, client_cpu = time.perf_counter(), time.process_time()
+                rate = await _runs_per_second(client, queue, args.runs)
+                wall = time.perf_counter() - wall
+                client_cpu = time.process_time() - client_cpu
+                used = [_cpu_seconds(pid) - was for pid, was in zip(pids, before, strict=True)]
+                results[f"{count}_workers"] = {
+                    "runs_per_s": rate,
+                    "server_cpu_share": used[0] / wall,  # 1.0: one core busy all the time
+                    "workers_cpu_share": sum(used[1:]) / wall,
+                    "client_cpu_share": client_cpu / wall,
+                    "load_average_1min": os.getloadavg()[0],
+                }
             finally:
                 for process in processes:
                     process.send_signal(signal.SIGKILL)
