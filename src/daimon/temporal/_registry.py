@@ -28,6 +28,8 @@ class Served:
     workflow_agent: Agent[Any, Any] | None
     """``runner`` as its workflow runs it (every call an activity)."""
     deps: Any = None
+    stream_tokens: bool = False
+    """Whether its model calls stream, their text so far in their activity's heartbeats."""
 
 
 _SERVED: dict[tuple[str, str], Served] = {}
@@ -38,6 +40,7 @@ def register(
     agents: dict[str, Promptable],
     deps: Any,
     as_workflow: Callable[[Agent[Any, Any]], Agent[Any, Any]],
+    stream_tokens: bool = False,
 ) -> None:
     """Serve ``agents`` on ``task_queue`` in this process (a second worker must agree)."""
     for name, agent in agents.items():
@@ -49,7 +52,7 @@ def register(
             )
         runner = _runner(agent)
         as_agent = as_workflow(runner) if runner is not None else None
-        _SERVED[task_queue, name] = Served(agent, runner, as_agent, deps)
+        _SERVED[task_queue, name] = Served(agent, runner, as_agent, deps, stream_tokens)
 
 
 def _runner(agent: Promptable) -> Agent[Any, Any] | None:

@@ -18,7 +18,6 @@ from daimon.core.results import AgentResponse, ApprovalRequest
 from daimon.core.tools import ToolOutput
 
 __all__ = (
-    "WORKFLOW_NAME",
     "ActivityOptions",
     "Decision",
     "EventPage",
@@ -28,6 +27,7 @@ __all__ = (
     "RunStatus",
     "ToolCallInput",
     "ToolCallResult",
+    "WORKFLOW_NAME",
 )
 
 WORKFLOW_NAME = "daimon.agent"
