@@ -11,7 +11,7 @@ from temporalio.client import Client
 from daimon import Agent, ChatRequest
 from daimon.core.events import Done, TextDelta
 from daimon.models import FunctionModel
-from daimon.temporal import serving, start_run
+from daimon.temporal import TemporalAgent, serving, start_run
 
 PIECES = ("The answer", " comes", " slowly.")
 ended: list[float] = []
@@ -54,3 +54,14 @@ async def test_without_tokens_the_stream_is_the_recorded_turn(
         run = await start_run(client, talker, "talk", task_queue=task_queue)
         deltas = [e.text async for e in run.stream(poll=0.02) if isinstance(e, TextDelta)]
     assert deltas == ["".join(PIECES)]
+
+
+async def test_a_temporal_agent_with_tokens_streams_the_text_as_it_comes(
+    client: Client, task_queue: str
+) -> None:
+    front = TemporalAgent(client, "talker", task_queue=task_queue, poll=0.02, tokens=True)
+    async with serving(client, [talker], task_queue=task_queue, stream_tokens=True):
+        events = [event async for event in front.prompt_stream("talk")]
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) >= 2 and "".join(deltas) == "".join(PIECES)
+    assert isinstance(events[-1], Done)
