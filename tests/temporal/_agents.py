@@ -156,6 +156,25 @@ def _counting(request: ChatRequest) -> ChatResponse:
 counter = Agent(FunctionModel(_counting), name="counter", tools=[add], max_iterations=50)
 
 
+def _counting_then(request: ChatRequest) -> ChatResponse:
+    """``count N then refund|wait``: N ``add`` turns, then one call of the last tool."""
+    _, wanted, _, last = request.messages[0].text.split()
+    results = [m for m in request.messages if m.role.value == "tool"]
+    if len(results) < int(wanted):
+        total = int(results[-1].text) if results else 0
+        call = ToolCall(id=f"call-{len(results) + 1}", name="add", arguments={"a": total, "b": 1})
+        return ChatResponse.tool_use(call)
+    if len(results) == int(wanted):
+        arguments: dict[str, Any] = {"order": wanted} if last == "refund" else {"seconds": 600}
+        return ChatResponse.tool_use(ToolCall(id="last-1", name=last, arguments=arguments))
+    return ChatResponse.reply(f"done: {results[-1].text}")
+
+
+finisher = Agent(
+    FunctionModel(_counting_then), name="finisher", tools=[add, refund, wait], max_iterations=50
+)
+
+
 # ------------------------------------------------------- sub-agents and flows' agents
 
 

@@ -19,7 +19,7 @@ from daimon.temporal import (
     start_run,
 )
 
-from ._agents import arithmetic, counter, payments, refunds, sleeper
+from ._agents import arithmetic, counter, finisher, payments, refunds, sleeper
 
 
 async def test_a_run_with_a_tool_answers_through_activities(
@@ -235,3 +235,44 @@ async def _histories(client: Client, run: TemporalRun) -> list[WorkflowHistory]:
         run_id = started.continued_execution_run_id
         if not run_id:
             return histories
+
+
+async def test_after_continuing_as_new_mid_run_a_run_is_queried_and_approved_by_id(
+    client: Client, task_queue: str
+) -> None:
+    async with serving(client, [finisher], task_queue=task_queue):
+        run = await start_run(
+            client, finisher, "count 6 then refund", task_queue=task_queue, continue_after=30
+        )
+        status = await _wait_for(run, "awaiting_approval")
+        assert len(await _histories(client, run)) >= 2  # the pause came after a boundary
+        # seven turns, each a tool call, and six results: every event counted across boundaries
+        assert (status.iteration, status.events) == (7, 13)
+        assert [m.role.value for m in status.messages].count("tool") == 6
+        (pending,) = status.pending_approvals
+        await TemporalRun.get(client, run.workflow_id).approve(pending.id)
+        response = await run.result()
+    assert response.text == "done: order 6 refunded"
+    assert response.iterations == 8
+
+
+async def test_after_continuing_as_new_mid_run_cancelling_reaches_the_running_tool(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "log"
+    monkeypatch.setenv("DAIMON_TEMPORAL_LOG", str(log))
+    async with serving(client, [finisher], task_queue=task_queue):
+        run = await start_run(
+            client,
+            finisher,
+            "count 6 then wait",
+            task_queue=task_queue,
+            continue_after=30,
+            options=ActivityOptions(heartbeat_timeout=2),
+        )
+        await _wait_for_line(log, "wait-start")
+        assert len(await _histories(client, run)) >= 2
+        await run.cancel()
+        with pytest.raises(RunCancelled):
+            await run.result()
+    assert _has_line(log, "wait-cancelled")
