@@ -454,3 +454,32 @@ def test_anything_promptable_can_be_wrapped_and_nothing_else() -> None:
         AgentTool(42, name="x", description="d")  # type: ignore[arg-type]
     with pytest.raises(BuilderError, match="not type"):
         AgentTool(Agent, name="x", description="d")  # type: ignore[arg-type]
+
+
+def test_delegation_names_the_sub_agent_and_task_of_a_plain_call_only() -> None:
+    sub = Agent(FunctionModel(lambda request: ChatResponse.reply("ok")), name="sub")
+    plain = AgentTool(sub, name="ask", description="asks")
+    assert plain.delegation({"task": "add 1 2"}) == (sub, "ask", "add 1 2")
+    for wrong in ({"task": 3}, {"task": "x", "more": 1}, {}, "task", None):
+        assert plain.delegation(wrong) is None  # the registry's validation answers these
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+    assert (
+        AgentTool(sub, name="q", description="q", input_schema=schema).delegation({"q": "x"})
+        is None
+    )
+    kept = AgentTool(sub, name="s", description="s", session_id="one")
+    assert kept.delegation({"task": "x"}) is None  # a session stays with a plain run
+
+
+def test_a_supervisors_delegate_tool_names_the_chosen_agent_and_task() -> None:
+    sub = Agent(FunctionModel(lambda request: ChatResponse.reply("ok")), name="sub")
+    team = Supervisor(FunctionModel(lambda request: ChatResponse.reply("ok")), {"helper": sub})
+    delegate = team.agent.tools.get("delegate")
+    assert delegate is not None
+    assert delegate.delegation({"agent": "helper", "task": "t"}) == (sub, "helper", "t")  # type: ignore[attr-defined]
+    for wrong in (
+        {"agent": "nobody", "task": "t"},
+        {"agent": "helper"},
+        {"agent": "helper", "task": 1},
+    ):
+        assert delegate.delegation(wrong) is None  # type: ignore[attr-defined]

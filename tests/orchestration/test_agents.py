@@ -142,3 +142,34 @@ async def test_the_cancel_token_reaches_a_running_agent() -> None:
     token.cancel("user pressed stop")
     with pytest.raises(RunCancelled, match="user pressed stop"):
         await asyncio.wait_for(run, 2)
+
+
+async def test_an_agent_caller_takes_the_agents_it_answers_for_and_leaves_the_others() -> None:
+    from daimon.orchestration._common import agent_caller
+
+    taken_agent = agent(("never asked", 1, 1), name="taken")
+    left = agent(("left answers", 2, 3), name="left")
+    seen: list[tuple[str, str]] = []
+
+    async def caller(
+        who: Promptable, text: str, cancel: CancelToken | None
+    ) -> AgentResponse | None:
+        seen.append((who.name, text))
+        if who is not taken_agent:
+            return None
+        return AgentResponse(text=f"taken: {text}", usage=Usage(input_tokens=5, requests=1))
+
+    async def both(ctx: GraphContext) -> dict[str, Any]:
+        first = await ctx.prompt(taken_agent, "one")
+        second = await ctx.prompt(left, "two")
+        return {"output": f"{first.text} / {second.text}"}
+
+    graph = GraphBuilder("g").add_node("both", both).add_edge(START, "both").add_edge("both", END)
+    token = agent_caller.set(caller)
+    try:
+        result = await graph.build().run({})
+    finally:
+        agent_caller.reset(token)
+    assert result.state["output"] == "taken: one / left answers"
+    assert seen == [("taken", "one"), ("left", "two")]
+    assert result.usage.input_tokens == 5 + 2  # both counted in the run's totals

@@ -12,11 +12,14 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from temporalio import activity
 
 from daimon import Agent, ChatRequest, ChatResponse, RunContext, ToolCall, ToolRetryPolicy, tool
 from daimon.models import FunctionModel
+from daimon.multiagent import Supervisor
+from daimon.orchestration import END, START, GraphBuilder, GraphContext
 
 
 def log(*words: object) -> None:
@@ -134,3 +137,108 @@ def _sleepy(request: ChatRequest) -> ChatResponse:
 
 
 sleeper = Agent(FunctionModel(_sleepy), name="sleeper", tools=[wait])
+
+
+# ------------------------------------------------------------------------- long runs
+
+
+def _counting(request: ChatRequest) -> ChatResponse:
+    """``count N``: one ``add`` call a turn (the total plus one), N turns, then the total."""
+    wanted = int(request.messages[0].text.split()[1])
+    results = [m for m in request.messages if m.role.value == "tool"]
+    total = int(results[-1].text) if results else 0
+    if len(results) < wanted:
+        call = ToolCall(id=f"call-{len(results) + 1}", name="add", arguments={"a": total, "b": 1})
+        return ChatResponse.tool_use(call)
+    return ChatResponse.reply(f"counted to {total}")
+
+
+counter = Agent(FunctionModel(_counting), name="counter", tools=[add], max_iterations=50)
+
+
+def _counting_then(request: ChatRequest) -> ChatResponse:
+    """``count N then refund|wait``: N ``add`` turns, then one call of the last tool."""
+    _, wanted, _, last = request.messages[0].text.split()
+    results = [m for m in request.messages if m.role.value == "tool"]
+    if len(results) < int(wanted):
+        total = int(results[-1].text) if results else 0
+        call = ToolCall(id=f"call-{len(results) + 1}", name="add", arguments={"a": total, "b": 1})
+        return ChatResponse.tool_use(call)
+    if len(results) == int(wanted):
+        arguments: dict[str, Any] = {"order": wanted} if last == "refund" else {"seconds": 600}
+        return ChatResponse.tool_use(ToolCall(id="last-1", name=last, arguments=arguments))
+    return ChatResponse.reply(f"done: {results[-1].text}")
+
+
+finisher = Agent(
+    FunctionModel(_counting_then), name="finisher", tools=[add, refund, wait], max_iterations=50
+)
+
+
+# ------------------------------------------------------- sub-agents and flows' agents
+
+
+def log_call(kind: str) -> None:
+    """In an activity, one line for this execution: ``<kind> <workflow id>/<activity id>``."""
+    if activity.in_activity():
+        info = activity.info()
+        log(kind, f"{info.workflow_id}/{info.activity_id}")
+
+
+@tool
+async def plus(a: int, b: int) -> str:
+    """Add two numbers (slowly enough for a worker to die during the call)."""
+    await asyncio.sleep(float(os.environ.get("DAIMON_TEMPORAL_TOOL_SECONDS", "0")))
+    log_call("plus")
+    return str(a + b)
+
+
+def _adding(request: ChatRequest) -> ChatResponse:
+    """``add A B``: call ``plus``, then answer with the sum."""
+    log_call("model")
+    last = request.messages[-1]
+    if last.role.value == "tool":
+        return ChatResponse.reply(f"the sum is {last.text}")
+    _, a, b = last.text.split()
+    return ChatResponse.tool_use(
+        ToolCall(id="plus-1", name="plus", arguments={"a": int(a), "b": int(b)})
+    )
+
+
+adder = Agent(FunctionModel(_adding), name="adder", tools=[plus])
+doubler = Agent(FunctionModel(_adding), name="doubler", tools=[plus])
+
+
+def _leading(request: ChatRequest) -> ChatResponse:
+    """Delegate the prompt to ``adder``, then pass its answer on."""
+    log_call("model")
+    last = request.messages[-1]
+    if last.role.value == "tool":
+        return ChatResponse.reply(f"the team says: {last.text}")
+    task = {"agent": "adder", "task": last.text}
+    return ChatResponse.tool_use(ToolCall(id="delegate-1", name="delegate", arguments=task))
+
+
+team = Supervisor(FunctionModel(_leading), {"adder": adder}, name="team")
+
+
+async def _first(ctx: GraphContext) -> dict[str, Any]:
+    response = await ctx.prompt(adder, ctx.state["input"])
+    return {"sum": int(response.text.split()[-1])}
+
+
+async def _second(ctx: GraphContext) -> dict[str, Any]:
+    total = ctx.state["sum"]
+    response = await ctx.prompt(doubler, f"add {total} {total}")
+    return {"output": f"doubled: {response.text.split()[-1]}"}
+
+
+pipeline = (
+    GraphBuilder("pipeline")
+    .add_node("first", _first)
+    .add_node("second", _second)
+    .add_edge(START, "first")
+    .add_edge("first", "second")
+    .add_edge("second", END)
+    .build()
+)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -12,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+WORKER = Path(__file__).with_name("_worker_proc.py")
 
 
 def free_port() -> int:
@@ -103,3 +106,34 @@ class DevServer:
         if process.stderr is not None:
             process.stderr.close()
         self.process = None
+
+
+class WorkerProcess:
+    """``_worker_proc.py`` serving agents of ``_agents`` on a task queue; killed, started again."""
+
+    def __init__(
+        self,
+        address: str,
+        task_queue: str,
+        env: dict[str, str],
+        names: tuple[str, ...] = ("arithmetic",),
+    ) -> None:
+        self.command = [sys.executable, str(WORKER), address, task_queue, *names]
+        self.env = env
+        self.process: subprocess.Popen[str] | None = None
+
+    async def start(self) -> None:
+        self.process = subprocess.Popen(  # noqa: ASYNC220 - started once, read in a thread
+            self.command, env=self.env, stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(self.process.stdout.readline), 60)
+        assert line.strip() == "ready", f"the worker did not start: {line!r}"
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=30)
+            assert self.process.stdout is not None
+            self.process.stdout.close()
+            self.process = None

@@ -9,9 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
-import subprocess
-import sys
 from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
@@ -29,39 +26,13 @@ from daimon.temporal import (
 )
 
 from ._agents import refunds
-from ._server import DevServer
+from ._server import DevServer, WorkerProcess
 
 RUNS = 200
 KILLS = 20
-WORKER = Path(__file__).with_name("_worker_proc.py")
 SRC = Path(__file__).parents[2] / "src"
 # Quick to notice a dead worker: heartbeats every second, retries after a fifth of one.
 QUICK = ActivityOptions(heartbeat_timeout=3, initial_interval=0.2, max_interval=1)
-
-
-class WorkerProcess:
-    """``_worker_proc.py`` serving ``arithmetic`` on a task queue; killed and started again."""
-
-    def __init__(self, address: str, task_queue: str, env: dict[str, str]) -> None:
-        self.command = [sys.executable, str(WORKER), address, task_queue, "arithmetic"]
-        self.env = env
-        self.process: subprocess.Popen[str] | None = None
-
-    async def start(self) -> None:
-        self.process = subprocess.Popen(  # noqa: ASYNC220 - started once, read in a thread
-            self.command, env=self.env, stdout=subprocess.PIPE, text=True
-        )
-        assert self.process.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(self.process.stdout.readline), 60)
-        assert line.strip() == "ready", f"the worker did not start: {line!r}"
-
-    def kill(self) -> None:
-        if self.process is not None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=30)
-            assert self.process.stdout is not None
-            self.process.stdout.close()
-            self.process = None
 
 
 def _lines(log: Path) -> list[list[str]]:

@@ -6,9 +6,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 
 from daimon.core.errors import DaimonError, RunCancelled
+from daimon.core.events import Done, ToolResult
 from daimon.temporal import (
     ActivityOptions,
     RunFailedError,
@@ -18,7 +19,7 @@ from daimon.temporal import (
     start_run,
 )
 
-from ._agents import arithmetic, payments, refunds, sleeper
+from ._agents import arithmetic, counter, finisher, payments, refunds, sleeper
 
 
 async def test_a_run_with_a_tool_answers_through_activities(
@@ -189,3 +190,89 @@ async def test_a_waiting_run_continues_as_new_and_is_still_approved_by_id(
         assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
     assert response.text == "refund: order 42 refunded".replace("42", "11")
     assert response.iterations == 2
+
+
+@pytest.mark.parametrize("cached", [100, 0], ids=["cached", "replayed-every-task"])
+async def test_a_long_run_continues_as_new_between_turns_and_answers_as_in_process(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: int
+) -> None:
+    log = tmp_path / "log"
+    monkeypatch.setenv("DAIMON_TEMPORAL_LOG", str(log))
+    async with serving(client, [counter], task_queue=task_queue, max_cached_workflows=cached):
+        run = await start_run(client, counter, "count 8", task_queue=task_queue, continue_after=30)
+        events = [event async for event in run.stream(poll=0.01)]
+        response = await run.result()
+    keys = [line.split()[1] for line in log.read_text().splitlines()]
+    assert keys == [f"{run.workflow_id}:call-{i}" for i in range(1, 9)]
+    plain = await counter.prompt("count 8")
+    assert response.text == plain.text == "counted to 8"
+    assert response.messages == plain.messages
+    assert (response.usage, response.iterations) == (plain.usage, plain.iterations)
+    assert response.iterations == 9
+    histories = await _histories(client, run)
+    assert len(histories) >= 3  # two continue-as-new boundaries at least
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for history in histories
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]  # no call scheduled twice: each workflow run went on from where the last one stopped
+    assert scheduled == ["daimon.model_call", "daimon.tool_call"] * 8 + ["daimon.model_call"]
+    results = [e.output.content for e in events if isinstance(e, ToolResult)]
+    assert results == [str(i) for i in range(1, 9)]  # the stream missed none across runs
+    assert isinstance(events[-1], Done) and events[-1].response.text == "counted to 8"
+
+
+async def _histories(client: Client, run: TemporalRun) -> list[WorkflowHistory]:
+    """The histories of every workflow run of ``run``'s chain, oldest first."""
+    histories: list[WorkflowHistory] = []
+    run_id: str | None = None
+    while True:
+        handle = client.get_workflow_handle(run.workflow_id, run_id=run_id)
+        history = await handle.fetch_history()
+        histories.insert(0, history)
+        started = history.events[0].workflow_execution_started_event_attributes
+        run_id = started.continued_execution_run_id
+        if not run_id:
+            return histories
+
+
+async def test_after_continuing_as_new_mid_run_a_run_is_queried_and_approved_by_id(
+    client: Client, task_queue: str
+) -> None:
+    async with serving(client, [finisher], task_queue=task_queue):
+        run = await start_run(
+            client, finisher, "count 6 then refund", task_queue=task_queue, continue_after=30
+        )
+        status = await _wait_for(run, "awaiting_approval")
+        assert len(await _histories(client, run)) >= 2  # the pause came after a boundary
+        # seven turns, each a tool call, and six results: every event counted across boundaries
+        assert (status.iteration, status.events) == (7, 13)
+        assert [m.role.value for m in status.messages].count("tool") == 6
+        (pending,) = status.pending_approvals
+        await TemporalRun.get(client, run.workflow_id).approve(pending.id)
+        response = await run.result()
+    assert response.text == "done: order 6 refunded"
+    assert response.iterations == 8
+
+
+async def test_after_continuing_as_new_mid_run_cancelling_reaches_the_running_tool(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "log"
+    monkeypatch.setenv("DAIMON_TEMPORAL_LOG", str(log))
+    async with serving(client, [finisher], task_queue=task_queue):
+        run = await start_run(
+            client,
+            finisher,
+            "count 6 then wait",
+            task_queue=task_queue,
+            continue_after=30,
+            options=ActivityOptions(heartbeat_timeout=2),
+        )
+        await _wait_for_line(log, "wait-start")
+        assert len(await _histories(client, run)) >= 2
+        await run.cancel()
+        with pytest.raises(RunCancelled):
+            await run.result()
+    assert _has_line(log, "wait-cancelled")

@@ -142,6 +142,20 @@ class AgentTool:
     def __repr__(self) -> str:
         return f"AgentTool(name={self.name!r}, agent={self.agent!r})"
 
+    def delegation(self, arguments: object) -> tuple[Promptable, str, str] | None:
+        """The sub-agent, its label and the prompt a call with ``arguments`` runs.
+
+        ``None`` unless the call is a plain delegation another runner can take over (a durable
+        engine running the sub-agent as a run of its own): the default ``{"task": string}``
+        schema with valid arguments, and no session.
+        """
+        if self._custom_schema or self._session_id is not None:
+            return None
+        if not isinstance(arguments, dict) or set(arguments) != {"task"}:
+            return None
+        task = arguments["task"]
+        return (self.agent, self.name, task) if isinstance(task, str) else None
+
     async def execute(self, arguments: dict[str, Any], ctx: RunContext[Any]) -> ToolOutput:
         """Prompt the sub-agent with the task; its answer (or what went wrong) is the result."""
         if self._custom_schema:

@@ -218,6 +218,18 @@ class _DelegateTool:
             "additionalProperties": False,
         }
 
+    def delegation(self, arguments: object) -> tuple[Promptable, str, str] | None:
+        """The chosen agent, its name and the task, when ``arguments`` are valid; else ``None``.
+
+        (What :meth:`AgentTool.delegation <daimon.multiagent.AgentTool.delegation>` gives.)
+        """
+        if not isinstance(arguments, dict) or set(arguments) != {"agent", "task"}:
+            return None
+        key, task = arguments["agent"], arguments["task"]
+        if not isinstance(key, str) or key not in self._agents or not isinstance(task, str):
+            return None
+        return self._agents[key], key, task
+
     async def execute(self, arguments: dict[str, Any], ctx: RunContext[Any]) -> ToolOutput:
         """Run the chosen agent on the task; unknown agents get an error naming the known ones."""
         key = arguments.get("agent")

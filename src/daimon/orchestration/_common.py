@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
+from typing import Any, Final, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from daimon.core.cancel import CancelToken
 from daimon.core.chat import Usage
@@ -16,6 +17,7 @@ from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
 
 __all__ = (
+    "AgentCaller",
     "ContextBase",
     "END",
     "Promptable",
@@ -23,6 +25,7 @@ __all__ = (
     "START",
     "StepTiming",
     "Tally",
+    "agent_caller",
     "call",
     "callable_name",
     "render",
@@ -32,6 +35,16 @@ START: Final = "__start__"
 """A graph's entry (``add_edge(START, "first")``); in drawings, where workflow inputs come from."""
 END: Final = "__end__"
 """A graph's exit (``add_edge("last", END)``); in drawings, where a workflow's results go."""
+
+
+AgentCaller: TypeAlias = Callable[
+    [Promptable, str, CancelToken | None], Awaitable[AgentResponse | None]
+]
+"""Runs an agent a node prompts, in place of ``ctx.prompt``; ``None``: not this one."""
+
+agent_caller: ContextVar[AgentCaller | None] = ContextVar("daimon_agent_caller", default=None)
+"""Set by a runner that takes over the agents a flow's nodes prompt (``daimon.temporal`` runs
+each agent it serves as a workflow of its own); ``ctx.prompt`` asks it first."""
 
 
 @runtime_checkable
@@ -124,7 +137,11 @@ class ContextBase:
         """
         tell = self._tell
         stream = getattr(agent, "prompt_stream", None) if tell is not None else None
-        if tell is None or not callable(stream):
+        caller = agent_caller.get()
+        taken = await caller(agent, text, self.cancel) if caller is not None else None
+        if taken is not None:
+            response = taken
+        elif tell is None or not callable(stream):
             response = await agent.prompt(text, cancel=self.cancel)
         else:
             events = cast(AsyncIterator[StreamEvent], stream(text, cancel=self.cancel))

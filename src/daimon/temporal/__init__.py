@@ -29,7 +29,7 @@ from daimon.temporal._converter import (  # noqa: E402
 )
 from daimon.temporal._promptable import TemporalAgent  # noqa: E402
 from daimon.temporal._types import ActivityOptions, Decision, RunRequest, RunStatus  # noqa: E402
-from daimon.temporal._worker import connect, serving, worker  # noqa: E402
+from daimon.temporal._worker import TOKEN_HEARTBEAT, connect, serving, worker  # noqa: E402
 from daimon.temporal._workflow import WORKFLOW_NAME, AgentWorkflow  # noqa: E402
 
 __all__ = (
@@ -41,6 +41,7 @@ __all__ = (
     "RunFailedError",
     "RunRequest",
     "RunStatus",
+    "TOKEN_HEARTBEAT",
     "TemporalAgent",
     "TemporalRun",
     "WORKFLOW_NAME",

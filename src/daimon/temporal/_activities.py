@@ -16,14 +16,17 @@ from typing import Any, TypeVar, cast
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from daimon.agent import Agent
-from daimon.core.chat import ChatResponse, Usage
+from daimon.core.chat import ChatRequest, ChatResponse, Usage
 from daimon.core.codec import from_data, to_data
 from daimon.core.errors import ModelError
+from daimon.core.events import TextDelta
 from daimon.core.protocols import Model
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
+from daimon.kit.streaming import StreamAccumulator
 from daimon.models.retry import RetryingModel
+from daimon.orchestration._common import agent_caller
+from daimon.temporal._flow_agents import AgentWorkflows
 from daimon.temporal._registry import Served, lookup
 from daimon.temporal._types import ModelCallInput, PromptInput, ToolCallInput, ToolCallResult
 from daimon.tools import EndRun, RunContext
@@ -52,24 +55,62 @@ def _served(agent: str) -> Served:
 @activity.defn(name=MODEL_ACTIVITY)
 async def call_model(call: ModelCallInput) -> ChatResponse:
     """Call the agent's model once (Temporal retries what a provider marks retryable)."""
-    agent = _served(call.agent).agent
-    assert isinstance(agent, Agent)
+    served = _served(call.agent)
+    agent = served.runner
+    assert agent is not None
     model = _unretried(agent.model)
     try:
-        return await _heartbeating(model.generate(call.request), None)
+        if not served.stream_tokens:
+            return await _heartbeating(model.generate(call.request), None)
+        shown = _Shown()
+        return await _heartbeating(_streamed(model, call.request, shown), None, shown.details)
     except ModelError as exc:
         raise ApplicationError(
             str(exc), type=type(exc).__name__, non_retryable=not exc.retryable
         ) from exc
 
 
+class _Shown:
+    """The text a streamed model call has produced so far: its heartbeats' details."""
+
+    __slots__ = ("text",)
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def details(self) -> tuple[str]:
+        return (self.text,)
+
+
+async def _streamed(model: Model, request: ChatRequest, shown: _Shown) -> ChatResponse:
+    """Stream the call, heartbeating the text so far at each delta (the SDK throttles them).
+
+    A client reads the details of the call's pending activity (``TemporalRun.stream`` with
+    ``tokens=True``); the response the activity returns stays what the workflow records.
+    """
+    accumulator = StreamAccumulator()
+    async for event in model.generate_stream(request):
+        accumulator.add(event)
+        if isinstance(event, TextDelta) and event.text:
+            shown.text += event.text
+            activity.heartbeat(shown.text)
+    return accumulator.response()
+
+
 @activity.defn(name=PROMPT_ACTIVITY)
 async def run_promptable(call: PromptInput) -> AgentResponse[Any]:
-    """Run a team or flow to its answer in one activity (it cannot pause for approvals)."""
+    """Run a team or flow to its answer in one activity (it cannot pause for approvals).
+
+    The agents its nodes prompt that this worker serves run as workflows of their own
+    (:class:`~daimon.temporal._flow_agents.AgentWorkflows`).
+    """
     served = _served(call.agent).agent
-    response = await _heartbeating(
-        served.prompt(call.prompt, run_id=call.run_id, instructions=call.instructions), None
-    )
+    taken = agent_caller.set(AgentWorkflows.for_activity(call.options))
+    try:  # the context is copied into the task _heartbeating makes: set before it
+        work = served.prompt(call.prompt, run_id=call.run_id, instructions=call.instructions)
+        response = await _heartbeating(work, None)
+    finally:
+        agent_caller.reset(taken)
     return portable(response.require_finished("a team or flow on Temporal"))
 
 
@@ -87,8 +128,8 @@ def portable(response: AgentResponse[Any]) -> AgentResponse[Any]:
 async def call_tool(call: ToolCallInput) -> ToolCallResult:
     """Run one tool call through the agent's registry (validation, timeout) on a fresh context."""
     served = _served(call.agent)
-    agent = served.agent
-    assert isinstance(agent, Agent)
+    agent = served.runner
+    assert agent is not None
     reported: list[tuple[Usage, float]] = []
     ctx: RunContext[Any] = RunContext(
         run_id=call.run_id,
@@ -152,7 +193,7 @@ def _unretried(model: Model) -> Model:
 def _deps(served: Served, data: Any) -> Any:
     if data is None:
         return served.deps
-    deps_type = getattr(served.agent, "deps_type", None)
+    deps_type = getattr(served.runner, "deps_type", None)
     return data if deps_type is None else from_data(deps_type, data)
 
 
@@ -177,8 +218,15 @@ def _sum(reported: list[tuple[Usage, float]]) -> tuple[Usage | None, float]:
     return usage, sum(cost for _, cost in reported)
 
 
-async def _heartbeating(work: Awaitable[T], ctx: RunContext[Any] | None) -> T:
-    """Await ``work`` while heartbeating; a cancelled activity cancels it (and ``ctx.cancel``)."""
+async def _heartbeating(
+    work: Awaitable[T],
+    ctx: RunContext[Any] | None,
+    details: Callable[[], tuple[Any, ...]] | None = None,
+) -> T:
+    """Await ``work`` while heartbeating; a cancelled activity cancels it (and ``ctx.cancel``).
+
+    Each heartbeat carries ``details()`` when given (a streamed model call's text so far).
+    """
     task = asyncio.ensure_future(work)
     timeout = activity.info().heartbeat_timeout
     every = timeout.total_seconds() / 3 if timeout else 10.0
@@ -187,7 +235,7 @@ async def _heartbeating(work: Awaitable[T], ctx: RunContext[Any] | None) -> T:
             done, _ = await asyncio.wait({task}, timeout=every)
             if done:
                 return task.result()
-            activity.heartbeat()
+            activity.heartbeat(*(details() if details is not None else ()))
     except asyncio.CancelledError:
         if ctx is not None:
             ctx.cancel.cancel("the Temporal activity was cancelled")

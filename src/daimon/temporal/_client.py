@@ -22,6 +22,7 @@ from daimon.core.events import Done, StreamEvent
 from daimon.core.messages import Message
 from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse, ApprovalRequest
+from daimon.temporal._tokens import TokenTail
 from daimon.temporal._types import ActivityOptions, Decision, EventPage, RunRequest, RunStatus
 from daimon.temporal._workflow import WORKFLOW_NAME
 
@@ -162,13 +163,19 @@ class TemporalRun:
         """Cancel the run: a running tool's activity is cancelled, then the workflow."""
         await self.handle.cancel()
 
-    async def stream(self, poll: float = 0.05) -> AsyncIterator[StreamEvent]:
+    async def stream(
+        self, poll: float = 0.05, *, tokens: bool = False
+    ) -> AsyncIterator[StreamEvent]:
         """The run's events as the workflow records them, then ``Done`` with the response.
 
         The client polls the ``events`` query every ``poll`` seconds (queries add nothing to the
-        workflow's history); events arrive per model turn and per tool result.
+        workflow's history); events arrive per model turn and per tool result. With ``tokens``
+        (and workers started with ``stream_tokens``), each poll also reads the model call in
+        flight and yields its new text as ``TextDelta``; the turn's recorded text then comes
+        less what those deltas showed.
         """
         seen = 0
+        tail = TokenTail(self.handle) if tokens else None
         waiter = asyncio.ensure_future(self.result())
         try:
             while True:
@@ -176,9 +183,14 @@ class TemporalRun:
                 page: EventPage = await self.handle.query("events", seen, result_type=EventPage)
                 seen = page.start + len(page.events)
                 for event in page.events:
-                    yield event
+                    shown = tail.recorded(event) if tail is not None else event
+                    if shown is not None:
+                        yield shown
                 if finished:
                     break
+                if tail is not None:
+                    for delta in await tail.deltas():
+                        yield delta
                 await asyncio.wait({waiter}, timeout=poll)
             yield Done(response=waiter.result())
         finally:

@@ -30,7 +30,8 @@ class TemporalAgent:
     a paused response when the run waits for approval; ``resume`` decides the pending calls
     by the run's id and waits again. Serve it with ``daimon.server.create_app`` like an agent.
     ``client`` may be a Temporal address (``host:port``): it connects on first use, in the
-    event loop that uses it (what ``daimon temporal serve`` does).
+    event loop that uses it (what ``daimon temporal serve`` does). With ``tokens``,
+    ``prompt_stream`` shows the model calls' text as it comes (workers need ``stream_tokens``).
     """
 
     def __init__(
@@ -41,6 +42,7 @@ class TemporalAgent:
         task_queue: str,
         options: ActivityOptions | None = None,
         poll: float = 0.1,
+        tokens: bool = False,
     ) -> None:
         self._client: Client | None = client if isinstance(client, Client) else None
         self._address: str | None = client if isinstance(client, str) else None
@@ -49,6 +51,7 @@ class TemporalAgent:
         self.task_queue = task_queue
         self.options = options
         self.poll = poll
+        self.tokens = tokens
 
     async def client(self) -> Client:
         """The Temporal client (connected on first use when given an address)."""
@@ -97,7 +100,7 @@ class TemporalAgent:
     ) -> AsyncIterator[StreamEvent]:
         """Start a run and stream its events (see :meth:`TemporalRun.stream`)."""
         run = await self._start(input, session_id, history, instructions, run_id, deps)
-        async for event in run.stream(poll=self.poll):
+        async for event in run.stream(poll=self.poll, tokens=self.tokens):
             yield event
 
     async def resume(

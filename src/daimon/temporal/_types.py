@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from daimon.core.chat import ChatRequest, Usage
+from daimon.core.checkpoints import CheckpointState
 from daimon.core.errors import BuilderError
 from daimon.core.events import StreamEvent
 from daimon.core.messages import Message, ToolCall
@@ -26,7 +27,11 @@ __all__ = (
     "RunStatus",
     "ToolCallInput",
     "ToolCallResult",
+    "WORKFLOW_NAME",
 )
+
+WORKFLOW_NAME = "daimon.agent"
+"""The workflow type of a daimon run."""
 
 RunPhase = Literal["running", "awaiting_approval", "completed", "failed", "cancelled"]
 
@@ -79,11 +84,24 @@ class RunRequest:
     """JSON data: decoded as the agent's ``deps_type`` in the worker; else the worker's deps."""
     options: ActivityOptions = field(default_factory=ActivityOptions)
     continue_after: int = 5000
-    """History events after which a run waiting for approval continues as a new workflow run."""
+    """History events after which the run continues as a new workflow run (same workflow id):
+    at its next model call, or while it waits for approval. Temporal's own suggestion
+    (``is_continue_as_new_suggested``) triggers it too."""
     paused: AgentResponse | None = None  # no [Any]: the codec decodes plain classes
     """Set by continue-as-new: the paused run this workflow run carries on."""
+    resume: CheckpointState | None = None
+    """Set by continue-as-new: the checkpoint of the run in progress this workflow run goes on
+    from (taken between two turns: no call pending)."""
     events_before: int = 0
-    """Set by continue-as-new: stream events recorded by the earlier workflow runs."""
+    """Set by continue-as-new: stream events recorded before those in ``events``."""
+    events: tuple[StreamEvent, ...] = ()
+    """Set by continue-as-new: the newest stream events of the earlier workflow runs (at most
+    ``CARRIED_EVENTS``), so a polling client misses none of them."""
+    pausable: bool = True
+    """Whether the run may wait for approvals; a sub-agent's may not (as in a plain run, a
+    sub-agent that needs an approval fails with ``ApprovalRequiredError``)."""
+    calls_before: int = 0
+    """Set by continue-as-new: activities the earlier workflow runs called (ids go on from it)."""
     kind: Literal["temporal_run_request"] = field(default="temporal_run_request", init=False)
 
 
@@ -104,6 +122,8 @@ class PromptInput:
     prompt: str
     run_id: str
     instructions: str | None = None
+    options: ActivityOptions = field(default_factory=ActivityOptions)
+    """How the agents the flow's nodes prompt run their calls (each run a workflow)."""
     kind: Literal["temporal_prompt"] = field(default="temporal_prompt", init=False)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -18,7 +19,10 @@ from daimon.temporal._converter import data_converter
 from daimon.temporal._registry import register, unregister
 from daimon.temporal._workflow import AgentWorkflow, workflow_agent
 
-__all__ = ("connect", "serving", "worker")
+__all__ = ("TOKEN_HEARTBEAT", "connect", "serving", "worker")
+
+TOKEN_HEARTBEAT = 0.1
+"""Seconds between two heartbeats of a streamed model call, at most (``stream_tokens``)."""
 
 _PASSED_THROUGH = ("daimon", "docstring_parser", "fastjsonschema")
 
@@ -60,6 +64,7 @@ def worker(
     task_queue: str,
     deps: Any = None,
     fail_on_nondeterminism: bool = True,
+    stream_tokens: bool = False,
     **options: Any,
 ) -> Worker:
     """A Temporal ``Worker`` running ``agents``' workflows and their model and tool activities.
@@ -72,6 +77,10 @@ def worker(
         fail_on_nondeterminism: A run whose replay no longer matches its history (the agent
             changed between deploys) fails with the determinism error; with ``False`` its
             workflow task is retried instead, until a deploy that matches comes back.
+        stream_tokens: Stream each model call, its text so far in the activity's heartbeat
+            details, which ``TemporalRun.stream(tokens=True)`` reads before the call ends.
+            Heartbeats are then sent every ``TOKEN_HEARTBEAT`` seconds at most (unless
+            ``max_heartbeat_throttle_interval`` is given).
         options: Passed to ``temporalio.worker.Worker``.
     """
     if not isinstance(
@@ -79,7 +88,11 @@ def worker(
     ):
         raise BuilderError("the Temporal client must use daimon's data converter: use connect()")
     named = _by_name(agents)
-    register(task_queue, named, deps, workflow_agent)
+    register(task_queue, named, deps, workflow_agent, stream_tokens)
+    if stream_tokens:
+        throttle = timedelta(seconds=TOKEN_HEARTBEAT)
+        options.setdefault("max_heartbeat_throttle_interval", throttle)
+        options.setdefault("default_heartbeat_throttle_interval", throttle)
     # daimon's modules (and the libraries they load lazily) come from outside the sandbox:
     # they are the same code the plain run uses, and hold no per-run state of their own.
     restrictions = SandboxRestrictions.default.with_passthrough_modules(*_PASSED_THROUGH)
@@ -101,11 +114,14 @@ async def serving(
     *,
     task_queue: str,
     deps: Any = None,
+    stream_tokens: bool = False,
     **options: Any,
 ) -> AsyncIterator[Worker]:
     """Run a :func:`worker` for the block's duration."""
     named = _by_name(agents)
-    running = worker(client, named, task_queue=task_queue, deps=deps, **options)
+    running = worker(
+        client, named, task_queue=task_queue, deps=deps, stream_tokens=stream_tokens, **options
+    )
     try:
         async with running:
             yield running

@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import operator
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    FailureError,
+    is_cancelled_exception,
+)
 
 with workflow.unsafe.imports_passed_through():
     from daimon.agent import Agent
     from daimon.core.chat import ChatRequest, ChatResponse
+    from daimon.core.checkpoints import CheckpointState
     from daimon.core.codec import dumps
     from daimon.core.errors import DaimonError, ModelError
     from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd, ToolResult
@@ -35,8 +43,9 @@ with workflow.unsafe.imports_passed_through():
         TOOL_ACTIVITY,
         portable,
     )
-    from daimon.temporal._registry import lookup
+    from daimon.temporal._registry import lookup, served_name
     from daimon.temporal._types import (
+        WORKFLOW_NAME,
         ActivityOptions,
         Decision,
         EventPage,
@@ -50,9 +59,17 @@ with workflow.unsafe.imports_passed_through():
     )
     from daimon.tools import EndRun
 
-__all__ = ("AgentWorkflow", "ToActivities", "WORKFLOW_NAME", "workflow_agent")
+__all__ = (
+    "AgentWorkflow",
+    "CARRIED_EVENTS",
+    "RunCheckpoint",
+    "ToActivities",
+    "WORKFLOW_NAME",
+    "workflow_agent",
+)
 
-WORKFLOW_NAME = "daimon.agent"
+CARRIED_EVENTS = 1000
+"""Stream events a continue-as-new carries to the next workflow run (the newest ones)."""
 
 
 def _digest(value: object) -> str:
@@ -78,6 +95,7 @@ class ToActivities(Extension):
         """Call the model in an activity."""
         run = _current()
         run.ctx = ctx
+        run.continue_if_due(ctx)
         options = run.options
         call = ModelCallInput(agent=run.agent_name, request=request)
         try:
@@ -100,8 +118,17 @@ class ToActivities(Extension):
     async def wrap_tool_call(
         self, call: ToolCall, ctx: RunState, call_next: CallTool
     ) -> ToolOutput:
-        """Run the tool in an activity; its result, its usage, and an ``EndRun`` come back."""
+        """Run the tool in an activity; its result, its usage, and an ``EndRun`` come back.
+
+        A call that hands a task to an agent this worker serves (an ``AgentTool``, a
+        Supervisor's ``delegate``) runs that agent as a child workflow instead.
+        """
         run = _current()
+        child = run.delegation(call)
+        if child is not None:
+            output = await run.run_child(child, ctx)
+            run.record_tool(call, output)
+            return output
         options = run.options
         payload = ToolCallInput(
             agent=run.agent_name,
@@ -136,13 +163,46 @@ class ToActivities(Extension):
         return result.output
 
 
+class RunCheckpoint:
+    """The checkpoint store of a served agent inside its workflow: the run's newest snapshot.
+
+    It lives in the workflow's memory, not in a database (the workflow's history is what makes
+    it durable): the loop saves a snapshot after each step as it does with any store, and a
+    continue-as-new carries the newest one (daimon's codec, in the next run's input), from
+    which the loop picks the run up as it would after a crash. One instance serves every run;
+    each call acts for the current workflow's.
+    """
+
+    __slots__ = ()
+
+    async def save(self, state: CheckpointState) -> None:
+        """Keep ``state`` as the run's newest snapshot."""
+        _current().checkpoint = state
+
+    async def load(self, run_id: str) -> CheckpointState | None:
+        """The run's newest snapshot (carried over by a continue-as-new, or saved since)."""
+        saved = _current().checkpoint
+        return saved if saved is not None and saved.run_id == run_id else None
+
+    async def list_runs(self) -> list[str]:
+        """The current workflow's run, when it has a snapshot."""
+        saved = _current().checkpoint
+        return [] if saved is None else [saved.run_id]
+
+    async def delete(self, run_id: str) -> None:
+        """Forget the run's snapshot."""
+        run = _current()
+        if run.checkpoint is not None and run.checkpoint.run_id == run_id:
+            run.checkpoint = None
+
+
 def workflow_agent(agent: Agent[Any, Any]) -> Agent[Any, Any]:
-    """``agent`` as its workflow runs it: calls go to activities, no checkpoint store.
+    """``agent`` as its workflow runs it: calls go to activities, snapshots to the workflow.
 
     Built once per agent by the worker, outside the workflow sandbox. The workflow's history
-    is the run's checkpoint.
+    is the run's checkpoint; :class:`RunCheckpoint` keeps the snapshot a continue-as-new takes.
     """
-    return agent.replace(extensions=(*agent.extensions, ToActivities()), checkpoint=None)
+    return agent.replace(extensions=(*agent.extensions, ToActivities()), checkpoint=RunCheckpoint())
 
 
 def _current() -> AgentWorkflow:
@@ -162,7 +222,12 @@ class AgentWorkflow:
         self.deps: Any = None
         self.options = ActivityOptions()
         self.retry_policy = RetryPolicy()
+        self._agent: Agent[Any, Any] | None = None
         self._calls = 0
+        self._calls_at_start = 0
+        self._request: RunRequest | None = None
+        self.checkpoint: CheckpointState | None = None
+        """The run's newest snapshot (see :class:`RunCheckpoint`)."""
         self._phase: RunPhase = "running"
         self._pending: tuple[ApprovalRequest, ...] = ()
         self._decisions: dict[str, ApprovalDecision] = {}
@@ -188,7 +253,6 @@ class AgentWorkflow:
         run_id = request.run_id or workflow.info().workflow_id
         if agent is None:  # a team or flow: one activity
             return await self._prompt_activity(request, run_id)
-        self._events_before = request.events_before
         self._paused = request.paused
         response = request.paused or await agent.prompt(
             request.prompt,
@@ -196,21 +260,14 @@ class AgentWorkflow:
             instructions=request.instructions,
             history=request.history or None,
         )
+        if response.paused and not request.pausable:
+            response.require_finished(f"agent {request.agent!r}, delegated to,")
         while response.paused:
             self._pending = response.pending_approvals
             self._phase = "awaiting_approval"
-            if (
-                response is not request.paused  # this workflow run moved the run on
-                and workflow.info().get_current_history_length() >= request.continue_after
-            ):
+            if response is not request.paused and self._history_full():
                 # a long run sheds its history while it waits: the paused state is all it needs
-                workflow.continue_as_new(
-                    dataclasses.replace(
-                        request,
-                        paused=response,
-                        events_before=self._events_before + len(self._events),
-                    )
-                )
+                workflow.continue_as_new(self._next(paused=response))
             await workflow.wait_condition(self._all_decided)
             decisions = {p.id: self._decisions.pop(p.id) for p in self._pending}
             self._pending = ()
@@ -219,6 +276,11 @@ class AgentWorkflow:
         return response
 
     def _start(self, request: RunRequest) -> Agent[Any, Any] | None:
+        self._request = request
+        self.checkpoint = request.resume
+        self._events = list(request.events)
+        self._events_before = request.events_before
+        self._calls = self._calls_at_start = request.calls_before
         self.agent_name = request.agent
         self.deps = request.deps
         options = self.options = request.options
@@ -228,7 +290,8 @@ class AgentWorkflow:
             maximum_interval=_seconds(options.max_interval),
             maximum_attempts=options.max_attempts,
         )
-        return lookup(workflow.info().task_queue, request.agent).workflow_agent
+        self._agent = lookup(workflow.info().task_queue, request.agent).workflow_agent
+        return self._agent
 
     async def _prompt_activity(self, request: RunRequest, run_id: str) -> AgentResponse[Any]:
         call = PromptInput(
@@ -236,6 +299,7 @@ class AgentWorkflow:
             prompt=request.prompt,
             run_id=run_id,
             instructions=request.instructions,
+            options=self.options,
         )
         response: AgentResponse[Any] = await workflow.execute_activity(
             PROMPT_ACTIVITY,
@@ -248,6 +312,92 @@ class AgentWorkflow:
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
         return response
+
+    # -------------------------------------------------------------------- sub-agents
+
+    def delegation(self, call: ToolCall) -> _Child | None:
+        """The served agent ``call`` hands its task to, when the call is a plain delegation.
+
+        The tool says (``delegation``: an ``AgentTool`` or a Supervisor's ``delegate``); the
+        sub-agent must be served on this task queue (by the very object the tool holds).
+        """
+        tool = self._agent.tools.get(call.name) if self._agent is not None else None
+        delegate = getattr(tool, "delegation", None)
+        found = delegate(call.arguments) if callable(delegate) else None
+        if found is None:
+            return None
+        target, label, prompt = found
+        name = served_name(workflow.info().task_queue, target)
+        return None if name is None else _Child(name, label, prompt)
+
+    async def run_child(self, child: _Child, ctx: RunState) -> ToolOutput:
+        """Run the sub-agent as a child workflow; its answer, or the error the model reads.
+
+        Its usage and cost are added to this run's, as a plain run's sub-agent's are.
+        """
+        assert self._request is not None
+        request = RunRequest(
+            agent=child.agent,
+            prompt=child.prompt,
+            deps=self.deps,
+            options=self.options,
+            continue_after=self._request.continue_after,
+            pausable=False,
+        )
+        info = workflow.info()
+        try:
+            response: AgentResponse[Any] = await workflow.execute_child_workflow(
+                WORKFLOW_NAME,
+                request,
+                id=f"{info.workflow_id}-{self.activity_id('agent', request)}",
+                task_queue=info.task_queue,
+                result_type=AgentResponse,
+            )
+        except ChildWorkflowError as exc:
+            if is_cancelled_exception(exc):
+                raise
+            return _child_failed(child.label, exc)
+        ctx.report_usage(response.usage, response.cost)
+        return ToolOutput(content=response.text)
+
+    # ------------------------------------------------------------------ continue-as-new
+
+    def continue_if_due(self, ctx: RunState) -> None:
+        """Continue as a new workflow run, from the run's snapshot, when the history is full.
+
+        Called before each model call. It acts only when this workflow run has called an
+        activity (a fresh one never loops) and the newest snapshot is exactly the run's state
+        now (taken at the end of the last tool turn, nothing pending since): the next run
+        then makes this same model call, as a run resumed from its checkpoint would.
+        """
+        saved = self.checkpoint
+        if saved is None or self._calls == self._calls_at_start or not self._history_full():
+            return
+        if _is_state(saved, ctx):
+            workflow.continue_as_new(self._next(resume=saved))
+
+    def _history_full(self) -> bool:
+        info = workflow.info()
+        assert self._request is not None
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= self._request.continue_after
+        )
+
+    def _next(
+        self, *, paused: AgentResponse[Any] | None = None, resume: CheckpointState | None = None
+    ) -> RunRequest:
+        """The next workflow run's input: the run's state, the newest events, the counters."""
+        assert self._request is not None
+        kept = self._events[-CARRIED_EVENTS:]
+        return dataclasses.replace(
+            self._request,
+            paused=paused,
+            resume=resume,
+            events_before=self._events_before + len(self._events) - len(kept),
+            events=tuple(kept),
+            calls_before=self._calls,
+        )
 
     def activity_id(self, kind: str, value: object) -> str:
         """The next activity's id: its kind, its number in the run, its input's fingerprint."""
@@ -303,6 +453,16 @@ class AgentWorkflow:
                 pending_approvals=self._pending,
                 events=events,
             )
+        saved = self.checkpoint
+        if ctx is None and saved is not None:  # continued as new: the carried snapshot
+            return RunStatus(
+                phase=self._phase,
+                iteration=saved.iteration,
+                usage=saved.usage,
+                cost=saved.cost,
+                messages=saved.messages,
+                events=events,
+            )
         if ctx is None:
             return RunStatus(phase=self._phase, events=events)
         return RunStatus(
@@ -319,8 +479,8 @@ class AgentWorkflow:
     def events(self, after: int) -> EventPage:
         """The run's events from index ``after`` on (a client polls them to stream).
 
-        Indexes count from the run's start; after a continue-as-new the earlier workflow runs'
-        events are no longer held (a client that had not read them skips them).
+        Indexes count from the run's start; a continue-as-new carries the newest
+        ``CARRIED_EVENTS`` events over (a client further behind skips the older ones).
         """
         first = max(after - self._events_before, 0)
         return EventPage(start=self._events_before + first, events=tuple(self._events[first:]))
@@ -340,10 +500,44 @@ class AgentWorkflow:
         self._events.append(ToolResult(call_id=call.id, name=call.name, output=output))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Child:
+    """A sub-agent run: the served agent's name, the name the caller knows, the prompt."""
+
+    agent: str
+    label: str
+    prompt: str
+
+
+def _child_failed(label: str, exc: ChildWorkflowError) -> ToolOutput:
+    """What the calling model reads of a failed sub-agent (as ``run_sub_agent`` words it)."""
+    cause = exc.cause
+    if isinstance(cause, ApplicationError) and cause.type == "ApprovalRequiredError":
+        return ToolOutput.error(f"Error: {cause.message}")
+    what = f"{cause.type}: {cause.message}" if isinstance(cause, ApplicationError) else _cause(exc)
+    return ToolOutput.error(f"Error: agent {label!r} failed: {what}")
+
+
+def _is_state(saved: CheckpointState, ctx: RunState) -> bool:
+    """Whether ``saved`` is the run's state now: between turns, and nothing changed since."""
+    progress = saved.progress
+    return (
+        progress is not None
+        and progress.status == "running"
+        and not saved.pending_tool_calls
+        and not saved.completed_tool_results
+        and saved.iteration == ctx.iteration
+        and saved.cost == ctx.cost
+        and saved.usage == ctx.usage
+        and len(saved.messages) == len(ctx.messages)
+        and all(map(operator.is_, saved.messages, ctx.messages))
+    )
+
+
 def _seconds(value: float) -> timedelta:
     return timedelta(seconds=value)
 
 
-def _cause(exc: ActivityError) -> str:
+def _cause(exc: FailureError) -> str:
     cause = exc.cause
     return str(cause) if cause is not None else str(exc)
