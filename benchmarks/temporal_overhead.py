@@ -24,11 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
 import socket
-import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -36,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _temporal_dev import dev_server, summary
 
 from daimon import Agent, ChatRequest, ChatResponse, ToolCall, tool
 from daimon.core.events import ToolResult
@@ -61,36 +59,6 @@ def _model(request: ChatRequest) -> ChatResponse:
 
 
 agent = Agent(FunctionModel(_model), name="bench", tools=[stamp], max_iterations=TOOL_CALLS + 2)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start_server() -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    cli = str(Path(sys.executable).parent / "temporal")
-    ports = [str(_free_port()) for _ in range(3)]
-    command = [cli, "server", "start-dev", "--ip", "127.0.0.1", "--headless"]
-    command += ["--port", str(port), "--ui-port", ports[0], "--http-port", ports[1]]
-    command += ["--metrics-port", ports[2], "--log-level", "error"]
-    process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("the Temporal dev server did not start")
-
-
-def _summary(seconds: list[float]) -> dict[str, float]:
-    ordered = sorted(seconds)
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return {"p50_ms": statistics.median(ordered) * 1e3, "p99_ms": p99 * 1e3}
 
 
 async def _in_process(runs: int, calls: int) -> list[float]:
@@ -160,16 +128,16 @@ async def _stream_latency(client: Any, queue: str, runs: int, poll: float) -> li
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    server, address = _start_server()
-    try:
+    with dev_server() as server:
+        address = server.address
         client = await connect(address)
         queue = f"bench-{uuid.uuid4().hex}"
         results: dict[str, Any] = {}
         async with serving(client, [agent], task_queue=queue):
             await _temporal(client, queue, 5, 1)  # warm up
             for calls in (0, TOOL_CALLS):
-                results[f"in_process_{calls}_tools"] = _summary(await _in_process(args.runs, calls))
-                results[f"temporal_{calls}_tools"] = _summary(
+                results[f"in_process_{calls}_tools"] = summary(await _in_process(args.runs, calls))
+                results[f"temporal_{calls}_tools"] = summary(
                     await _temporal(client, queue, args.runs, calls)
                 )
             results["temporal_per_tool_call_ms"] = (
@@ -178,18 +146,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             ) / TOOL_CALLS
             results["temporal_runs_per_s"] = await _throughput(client, queue, args.concurrent)
             for poll in (0.01, 0.05):
-                results[f"stream_latency_poll_{int(poll * 1000)}ms"] = _summary(
+                results[f"stream_latency_poll_{int(poll * 1000)}ms"] = summary(
                     await _stream_latency(client, queue, args.runs // 2, poll)
                 )
         # after the worker: its sandbox hooks imports process-wide while a workflow task runs
         for calls in (0, TOOL_CALLS):
             broker = await _broker(args.runs, calls)
             if broker is not None:
-                results[f"redis_broker_{calls}_tools"] = _summary(broker)
+                results[f"redis_broker_{calls}_tools"] = summary(broker)
         return results
-    finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
 
 
 if __name__ == "__main__":

@@ -15,9 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import statistics
 import sys
 import time
 import uuid
@@ -28,7 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from temporal_workers import _start_server
+from _temporal_dev import dev_server, summary
 
 from daimon import Agent, ChatRequest
 from daimon.core.events import TextDelta
@@ -60,15 +57,9 @@ async def _latencies(client: Any, queue: str, runs: int, poll: float, tokens: bo
     return latencies
 
 
-def _summary(seconds: list[float]) -> dict[str, float]:
-    ordered = sorted(seconds)
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return {"p50_ms": statistics.median(ordered) * 1e3, "p99_ms": p99 * 1e3, "n": len(ordered)}
-
-
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    server, address = _start_server()
-    try:
+    with dev_server() as server:
+        address = server.address
         client = await connect(address)
         queue = f"bench-{uuid.uuid4().hex}"
         results: dict[str, Any] = {"pieces": PIECES, "gap_s": GAP, "poll_s": args.poll}
@@ -76,11 +67,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             await _latencies(client, queue, 2, args.poll, True)  # warm up
             for tokens in (True, False):
                 figures = await _latencies(client, queue, args.runs, args.poll, tokens)
-                results["tokens" if tokens else "recorded_turns_only"] = _summary(figures)
+                results["tokens" if tokens else "recorded_turns_only"] = summary(figures)
         return results
-    finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _temporal_dev import dev_server
 
 from daimon import Agent, ChatRequest, ChatResponse, ToolCall, tool
 from daimon.models import FunctionModel
@@ -47,32 +48,6 @@ def _model(request: ChatRequest) -> ChatResponse:
 
 
 agent = Agent(FunctionModel(_model), name="bench", tools=[stamp])
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start_server() -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    cli = str(Path(sys.executable).parent / "temporal")
-    command = [cli, "server", "start-dev", "--ip", "127.0.0.1", "--headless", "--port", str(port)]
-    for flag in ("--ui-port", "--http-port", "--metrics-port"):
-        command += [flag, str(_free_port())]
-    command += ["--log-level", "error"]
-    process = subprocess.Popen(
-        command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("the Temporal dev server did not start")
 
 
 async def _serve(address: str, queue: str) -> None:
@@ -109,8 +84,8 @@ async def _runs_per_second(client: Any, queue: str, runs: int) -> float:
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
-    server, address = _start_server()
-    try:
+    with dev_server() as server:
+        address = server.address
         client = await connect(address)
         results: dict[str, Any] = {"cpus": os.cpu_count(), "runs": args.runs}
         for count in args.workers:
@@ -137,9 +112,6 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     process.send_signal(signal.SIGKILL)
                     process.wait()
         return results
-    finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
 
 
 if __name__ == "__main__":
