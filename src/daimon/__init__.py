@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         ToolError,
         ToolExecutionError,
         ToolNotFoundError,
+        UnknownPausedRunError,
         UnsupportedContentError,
     )
     from daimon.core.events import (
@@ -211,6 +212,7 @@ _LAZY: dict[str, str] = {
     "ToolError": "daimon.core.errors",
     "ToolExecutionError": "daimon.core.errors",
     "ToolNotFoundError": "daimon.core.errors",
+    "UnknownPausedRunError": "daimon.core.errors",
     "ToolOutput": "daimon.core.tools",
     "ToolResult": "daimon.core.events",
     "ToolRetryPolicy": "daimon.tools",
@@ -306,6 +308,7 @@ __all__ = (
     "ToolResult",
     "ToolRetryPolicy",
     "ToolSpec",
+    "UnknownPausedRunError",
     "UnsupportedContentError",
     "Usage",
     "UsageEvent",

@@ -293,6 +293,29 @@ def test_bad_resumes_are_refused_and_the_paused_run_is_kept(live: Live) -> None:
     assert resumed[-1]["outcome"] == {"type": "success"} and calls.tool_args == [{"amount": 5}]
 
 
+def test_paused_runs_kept_are_bounded_the_oldest_forgotten(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from daimon._paused_runs import PausedRuns
+
+    monkeypatch.setattr("daimon.server._agui.PausedRuns", lambda: PausedRuns(1))
+    calls = Calls()
+    server = live({"bank": guarded(calls)})
+    first = agui(server, run_input("Send 5", thread="t-old"))
+    second = agui(server, run_input("Send 5", thread="t-new"))  # the first is forgotten
+
+    resume = [{"interruptId": first[-1]["outcome"]["interrupts"][0]["id"], "status": "resolved"}]
+    reply = server.client().post("/agui", json=run_input(None, thread="t-old", resume=resume))
+    assert reply.status_code == 409 and reply.json()["error"]["type"] == "not_paused"
+    assert "'bank' waits for thread 't-old'" in reply.json()["error"]["message"]
+    assert "is no longer kept" in reply.json()["error"]["message"]
+    assert calls.tool_args == []  # nothing ran unapproved
+
+    resume = [{"interruptId": second[-1]["outcome"]["interrupts"][0]["id"], "status": "resolved"}]
+    resumed = agui(server, run_input(None, thread="t-new", resume=resume))
+    assert resumed[-1]["outcome"] == {"type": "success"} and calls.tool_args == [{"amount": 5}]
+
+
 def test_a_supervisor_and_a_handoff_network_are_served_too(live: Live) -> None:
     server = live({"team": team(Calls()), "desk": desk()})
     events = agui(server, run_input("hello", thread="t-team"), path="/agui/team")

@@ -16,7 +16,6 @@ import pytest
 
 from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, tool
 from daimon.models import FunctionModel
-from daimon.server._client_tools import PausedRuns, UnknownCall
 
 from .conftest import TOKEN, Calls, LiveServer
 from .test_agui import agui, final_state, run_input
@@ -151,24 +150,6 @@ def test_chat_completions_refuse_bad_client_tools(live: Live) -> None:
     ]
     with pytest.raises(openai.BadRequestError, match="waits for tool call 'nope'"):
         client.chat.completions.create(model="trip", messages=unknown)
-
-
-# ------------------------------------------------------------------------------- the store
-
-
-def test_the_store_keeps_the_newest_runs_only() -> None:
-    from daimon.core.results import AgentResponse
-
-    store = PausedRuns(limit=2)
-    for n in range(3):
-        call = ToolCall(id=f"c{n}", name="t", arguments={})
-        store.keep("m", AgentResponse(text="", client_calls=(call,)), key=f"k{n}")
-    assert store.by_key("k0") is None and store.by_key("k2") is not None
-    with pytest.raises(UnknownCall):
-        store.take("m", ["c0"])
-    with pytest.raises(UnknownCall):  # another model's run
-        store.take("other", ["c1"])
-    assert store.take("m", ["c1"]).key == "k1"
 
 
 # ------------------------------------------------------------------------------- /v1/responses

@@ -74,7 +74,6 @@ import contextlib
 import json
 import re
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -121,6 +120,7 @@ from daimon._http_gate import (
     hosts_for,
     is_loopback,
 )
+from daimon._paused_runs import KEPT_PAUSED_RUNS, PausedRuns
 from daimon.a2a._convert import agent_card_for, interfaces_for
 from daimon.a2a._push import push_sender, webhook_check
 from daimon.core.cancel import CancelToken
@@ -128,6 +128,7 @@ from daimon.core.errors import ApprovalRequiredError, BuilderError, DaimonError,
 from daimon.core.events import Done, TextDelta
 from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
+from daimon.kit.checks import check_non_negative
 from daimon.kit.lifecycle import serve_until_cancelled
 from daimon.telemetry._asgi import TraceContextMiddleware
 from daimon.telemetry._propagation import join_trace
@@ -141,8 +142,8 @@ _SHOWN_CHARS = 40
 _IDLE_PAUSED_SECONDS = 300.0
 """After this long waiting for input, the SDK lets go of a task's in-memory state (a follow-up
 recreates it from the task store): the SDK keeps it forever by default."""
-DEFAULT_MAX_PAUSED = 1000
-"""How many runs waiting for approval a server keeps in memory by default."""
+DEFAULT_MAX_PAUSED = KEPT_PAUSED_RUNS
+"""How many runs waiting for approval a server keeps in memory by default (every front end's)."""
 _TRACE_KEYS = ("traceparent", "tracestate", "baggage")  # W3C trace context and baggage headers
 
 
@@ -206,11 +207,9 @@ class DaimonAgentExecutor(AgentExecutor):
     """
 
     def __init__(self, agent: Promptable, *, max_paused: int = DEFAULT_MAX_PAUSED) -> None:
-        if not (isinstance(max_paused, int) and max_paused >= 0):
-            raise BuilderError(f"max_paused must be a whole number >= 0, got {max_paused!r}")
         self.agent = agent
-        self.max_paused = max_paused
-        self._paused: OrderedDict[str, AgentResponse] = OrderedDict()
+        self.max_paused = check_non_negative("max_paused", max_paused)
+        self._paused = PausedRuns(max_paused)
         """Runs waiting for approvals, by task id: the task's next message decides them."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -236,17 +235,17 @@ class DaimonAgentExecutor(AgentExecutor):
         except InvalidParamsError as exc:  # only reached with a request handler of your own
             await updater.reject(updater.new_agent_message([Part(text=f"Error: {exc.message}")]))
             return
-        waiting = self._waiting(task)
         await updater.start_work()
         cancel = CancelToken()
         answer = _Answer(updater)
         try:
+            waiting = self._waiting(task)
             if waiting is None:
                 response = await self._run(context.get_user_input(), session_id, cancel, answer)
             else:
                 response = await self._resume(*waiting, context.message, cancel)
             if response.paused and response.state is not None and isinstance(self.agent, Resumable):
-                self._keep(task.id, response)
+                self._paused.keep(self.agent.name, response, task.id)
                 await updater.requires_input(_approvals_asked(updater, response))
                 return
             response.require_finished("an A2A task")
@@ -265,31 +264,33 @@ class DaimonAgentExecutor(AgentExecutor):
         await answer.whole(response.text)
         await updater.complete()
 
-    def _keep(self, task_id: str, response: AgentResponse) -> None:
-        self._paused[task_id] = response
-        while len(self._paused) > self.max_paused:
-            self._paused.popitem(last=False)
-
     def _waiting(self, task: Task) -> tuple[AgentResponse | str, list[str]] | None:
-        """The paused run ``task`` waits on, and its pending approval ids; ``None`` if none.
+        """The paused run ``task`` waits on (or its run id), and its pending approval ids.
+
+        ``None`` if the task waits for no approval.
 
         Raises:
-            DaimonError: (through the task's failure) The task waits for approval but its run
-                is gone: forgotten (more than ``max_paused`` waiting) or left by a server that
-                stopped, and the agent has no checkpoint to resume it from.
+            UnknownPausedRunError: The task waits for approval but its run is gone: forgotten
+                (more than ``max_paused`` waiting) or left by a server that stopped, and the
+                agent has no checkpoint to resume it from.
         """
-        kept = self._paused.pop(task.id, None)
+        kept = self._paused.get(self.agent.name, task.id)
         if kept is not None:
-            return kept, [a.id for a in kept.pending_approvals]
+            self._paused.forget(kept)
+            return kept.response, [a.id for a in kept.response.pending_approvals]
         asked = _asked(task)
         if asked is None:
             return None
         run_id, pending = asked
-        if getattr(self.agent, "checkpoint", None) is not None and isinstance(
-            self.agent, Resumable
-        ):
-            return run_id, pending
-        return _Forgotten(run_id), pending
+        if getattr(self.agent, "checkpoint", None) is None or not isinstance(self.agent, Resumable):
+            raise self._paused.unknown(
+                self.agent.name,
+                task.id,
+                f"task {task.id!r} (run {run_id})",
+                "give the agent a checkpoint to resume runs across restarts, or send the "
+                "request again as a new task",
+            )
+        return run_id, pending
 
     async def _run(
         self, text: str, session_id: str, cancel: CancelToken, answer: _Answer
@@ -313,28 +314,17 @@ class DaimonAgentExecutor(AgentExecutor):
         cancel: CancelToken,
     ) -> AgentResponse:
         """Continue a paused run with the decisions ``message`` carries."""
-        if isinstance(paused, _Forgotten):
-            raise DaimonError(
-                f"the run this task waited on ({paused}) is no longer kept: the server "
-                "restarted or more runs waited than it keeps; give the agent a checkpoint to "
-                "resume runs across restarts, or send the request again as a new task"
-            )
         assert isinstance(self.agent, Resumable)  # only their runs are kept paused
         return await self.agent.resume(paused, _decisions(message, pending), cancel=cancel)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Mark the task canceled (the SDK has already cancelled the running ``execute``)."""
-        if context.task_id is not None:
-            self._paused.pop(context.task_id, None)  # a run waiting for approvals ends here
+        kept = self._paused.get(self.agent.name, context.task_id or "")
+        if kept is not None:
+            self._paused.forget(kept)  # a run waiting for approvals ends here
         if context.task_id is None or context.context_id is None:
             return
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
-
-
-class _Forgotten(str):
-    """The run id of a paused run that can no longer be resumed."""
-
-    __slots__ = ()
 
 
 class _Answer:
@@ -645,6 +635,47 @@ def a2a_app(
         BuilderError: Off loopback without a token, an unusable token or allowed host, or a
             wildcard bind without ``url``.
     """
+    _, app = _served(
+        agent,
+        host=host,
+        port=port,
+        url=url,
+        token=token,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        max_body_bytes=max_body_bytes,
+        description=description,
+        task_store=task_store,
+        push_store=push_store,
+        legacy=legacy,
+        grpc_url=grpc_url,
+        max_paused=max_paused,
+    )
+    return app
+
+
+def _served(
+    agent: Promptable,
+    *,
+    host: str,
+    port: int,
+    url: str | None,
+    token: str | None,
+    allowed_hosts: Iterable[str],
+    allowed_origins: Iterable[str],
+    max_body_bytes: int,
+    description: str | None,
+    task_store: TaskStore | None,
+    push_store: PushNotificationConfigStore | None,
+    legacy: bool,
+    grpc_url: str | None,
+    max_paused: int,
+) -> tuple[_Service, ASGIApp]:
+    """What :func:`a2a_app` and :func:`serve_a2a` serve: the bindings' service, its HTTP app.
+
+    Raises:
+        BuilderError: See :func:`a2a_app`.
+    """
     check_exposure(host, token)
     service = _service(
         agent,
@@ -658,7 +689,7 @@ def a2a_app(
         legacy=legacy,
         max_paused=max_paused,
     )
-    return _http_app(
+    app = _http_app(
         service,
         host=host,
         port=port,
@@ -668,6 +699,7 @@ def a2a_app(
         max_body_bytes=max_body_bytes,
         legacy=legacy,
     )
+    return service, app
 
 
 def _http_app(
@@ -737,30 +769,24 @@ async def serve_a2a(
     import uvicorn
 
     check_exposure(host, token)
-    card_url = _card_url(host, port, url)
     if grpc_port is not None and grpc_url is None:
-        grpc_url = f"{_shown(urlsplit(card_url).hostname or host)}:{grpc_port}"
-    service = _service(
+        card_host = urlsplit(_card_url(host, port, url)).hostname or host
+        grpc_url = f"{_shown(card_host)}:{grpc_port}"
+    service, app = _served(
         agent,
-        url=card_url,
-        exposed=not is_loopback(host),
-        bearer=token is not None,
-        description=description,
-        task_store=task_store,
-        push_store=push_store,
-        grpc_url=grpc_url,
-        legacy=legacy,
-        max_paused=max_paused,
-    )
-    app = _http_app(
-        service,
         host=host,
         port=port,
+        url=url,
         token=token,
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
         max_body_bytes=max_body_bytes,
+        description=description,
+        task_store=task_store,
+        push_store=push_store,
         legacy=legacy,
+        grpc_url=grpc_url,
+        max_paused=max_paused,
     )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         ToolError,
         ToolExecutionError,
         ToolNotFoundError,
+        UnknownPausedRunError,
         UnsupportedContentError,
         VectorStoreError,
     )
@@ -226,6 +227,7 @@ _LAZY: dict[str, str] = {
     "ToolError": "daimon.core.errors",
     "ToolExecutionError": "daimon.core.errors",
     "ToolNotFoundError": "daimon.core.errors",
+    "UnknownPausedRunError": "daimon.core.errors",
     "ToolOutput": "daimon.core.tools",
     "ToolResult": "daimon.core.events",
     "ToolSpec": "daimon.core.tools",
@@ -328,6 +330,7 @@ __all__ = (
     "ToolOutput",
     "ToolResult",
     "ToolSpec",
+    "UnknownPausedRunError",
     "UnsupportedContentError",
     "Usage",
     "UsageEvent",

@@ -13,6 +13,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     ├── SerializationError            bad persisted or wire data (also a ValueError)
     │   └── CheckpointCorruptError
     ├── CheckpointConflictError       another writer saved the run first
+    ├── UnknownPausedRunError         a resume names a paused run not kept (also a LookupError)
     ├── ToolError                     a tool call went wrong
     │   ├── ToolExecutionError
     │   ├── ToolNotFoundError
@@ -87,6 +88,7 @@ __all__ = (
     "ToolError",
     "ToolExecutionError",
     "ToolNotFoundError",
+    "UnknownPausedRunError",
     "UnsupportedContentError",
     "VectorStoreError",
 )
@@ -188,6 +190,23 @@ class CheckpointConflictError(DaimonError):
         self.run_id = run_id
         self.expected = expected
         self.found = found
+
+
+class UnknownPausedRunError(DaimonError, LookupError):
+    """A resume names a paused run that is not kept: answered already, unknown, or forgotten.
+
+    Front ends keep paused runs in memory until they are resumed: a bounded number (the oldest
+    is forgotten first), and none across a restart.
+
+    Attributes:
+        owner: The served promptable the resume was for.
+        key: What the resume named: a client call id, a thread, a task id (``""``: nothing).
+    """
+
+    def __init__(self, owner: str, key: str, message: str) -> None:
+        super().__init__(message)
+        self.owner = owner
+        self.key = key
 
 
 class ToolError(DaimonError):

@@ -39,6 +39,7 @@ import re
 import uuid
 import warnings
 from collections.abc import AsyncIterable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -259,6 +260,38 @@ def _caller_trace(ctx: Any) -> contextlib.AbstractContextManager[None]:
 # ------------------------------------------------------------------------------ HTTP
 
 
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """The gate in front of an MCP endpoint (HTTP or WebSocket), checked when it is made.
+
+    Raises:
+        BuilderError: ``host`` is not a loopback address and no ``token`` is given, the token
+            is unusable, or ``max_bytes`` is not positive.
+    """
+
+    host: str
+    port: int | None
+    token: str | None
+    allowed_hosts: Iterable[str]
+    allowed_origins: Iterable[str]
+    max_bytes: int
+
+    def __post_init__(self) -> None:
+        check_exposure(self.host, self.token)
+        check_limit(self.max_bytes)  # before the SDK's own check, which raises ValueError
+
+    def around(self, app: ASGIApp) -> ASGIApp:
+        """``app`` behind daimon's HTTP gate, refusals in plain text."""
+        return HttpGate(
+            app,
+            hosts=hosts_for(self.host, self.port, self.allowed_hosts),
+            origins=self.allowed_origins,
+            token=self.token,
+            max_body_bytes=self.max_bytes,
+            errors="text",
+        )
+
+
 def mcp_http_app(
     agent: Promptable | MCPServer,
     *,
@@ -309,8 +342,7 @@ def mcp_http_app(
     """
     if retry_ms < 0:
         raise BuilderError(f"retry_ms must be 0 or more, got {retry_ms}")
-    check_exposure(host, token)
-    check_limit(max_body_bytes)  # before the SDK's own check, which raises ValueError
+    gate = Gate(host, port, token, allowed_hosts, allowed_origins, max_body_bytes)
     server = create_mcp_server(agent, expose_tools=expose_tools, expose_agent=expose_agent)
     # The gate in front is the one check of Host and Origin (the SDK's own cannot spell its
     # wildcards) and of the body size (the SDK's limit is set to the same).
@@ -325,14 +357,7 @@ def mcp_http_app(
         routes=[Route(path, endpoint=StreamableHTTPASGIApp(manager))],
         lifespan=lambda _app: manager.run(),
     )
-    return HttpGate(
-        app,
-        hosts=hosts_for(host, port, allowed_hosts),
-        origins=allowed_origins,
-        token=token,
-        max_body_bytes=max_body_bytes,
-        errors="text",
-    )
+    return gate.around(app)
 
 
 # ------------------------------------------------------------------------------ serving

@@ -32,17 +32,11 @@ from starlette.routing import WebSocketRoute
 from starlette.types import ASGIApp
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from daimon._http_gate import (
-    DEFAULT_MAX_BODY_BYTES,
-    HttpGate,
-    check_exposure,
-    check_limit,
-    hosts_for,
-)
+from daimon._http_gate import DEFAULT_MAX_BODY_BYTES
 from daimon.core.errors import BuilderError
 from daimon.core.protocols import Promptable
 from daimon.mcp._served import MCPServer
-from daimon.mcp._server import answer_malformed, create_mcp_server
+from daimon.mcp._server import Gate, answer_malformed, create_mcp_server
 
 __all__ = ("SUBPROTOCOL", "mcp_ws_app", "websocket_client")
 
@@ -75,8 +69,7 @@ def mcp_ws_app(
         BuilderError: ``host`` is not a loopback address and no ``token`` is given, the token
             is unusable, an allowed host can never match, or the limit is not positive.
     """
-    check_exposure(host, token)
-    check_limit(max_message_bytes)
+    gate = Gate(host, port, token, allowed_hosts, allowed_origins, max_message_bytes)
     if not path.startswith("/"):
         raise BuilderError(f"path must start with '/', got {path!r}")
     server = create_mcp_server(agent, expose_tools=expose_tools, expose_agent=expose_agent)
@@ -88,15 +81,7 @@ def mcp_ws_app(
         await websocket.accept(subprotocol=SUBPROTOCOL)
         await serve_socket(server, websocket, max_message_bytes)
 
-    app = Starlette(routes=[WebSocketRoute(path, endpoint)])
-    return HttpGate(
-        app,
-        hosts=hosts_for(host, port, allowed_hosts),
-        origins=allowed_origins,
-        token=token,
-        max_body_bytes=max_message_bytes,
-        errors="text",
-    )
+    return gate.around(Starlette(routes=[WebSocketRoute(path, endpoint)]))
 
 
 def _parsed(text: str) -> SessionMessage | Exception:

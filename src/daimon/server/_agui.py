@@ -32,6 +32,8 @@ answers every interrupt: ``status: "resolved"`` approves (unless ``payload`` is 
 followed (the tool's result, the answer) and ends like any run. A resume for a thread with no
 paused run is 409, one that leaves an interrupt unanswered or names an unknown one is 422, and a
 new run on a thread whose run waits for answers is 409: the paused run is kept in each case.
+Paused runs are kept in memory, the newest 1,000 (:mod:`daimon._paused_runs`, the store every
+front end shares): a resume of an older one, or of one kept before a restart, is that 409.
 
 Errors: a body that is not a ``RunAgentInput`` is 422 (400 for invalid JSON), an unknown agent
 404, all before the stream starts; a run that fails ends its stream with ``RUN_ERROR`` (``code``:
@@ -42,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,7 @@ from fastapi import Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
+from daimon._paused_runs import PausedRun, PausedRuns
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError
 from daimon.core.errors import TimeoutError as RunTimeoutError
@@ -76,45 +78,7 @@ from daimon.server._errors import error_response
 from daimon.server._settings import ServerSettings
 from daimon.server._sse import EventStreamResponse
 
-__all__ = ("Endpoint", "KEPT_PAUSES", "PausedRuns")
-
-KEPT_PAUSES = 1000
-"""Paused runs kept in memory, waiting for their resume (the oldest is forgotten past this)."""
-
-
-class PausedRuns:
-    """Runs waiting for their interrupts to be answered, by agent and thread (bounded)."""
-
-    def __init__(self, limit: int = KEPT_PAUSES) -> None:
-        self._limit = limit
-        self._runs: OrderedDict[tuple[str, str], AgentResponse[Any]] = OrderedDict()
-        self._shown: dict[tuple[str, str], frozenset[str]] = {}
-
-    def put(
-        self,
-        agent: str,
-        thread: str,
-        response: AgentResponse[Any],
-        shown: frozenset[str] = frozenset(),
-    ) -> None:
-        """Keep a paused run; ``shown``: the calls whose results its stream already sent."""
-        self._runs[(agent, thread)] = response
-        self._runs.move_to_end((agent, thread))
-        self._shown[(agent, thread)] = shown
-        while len(self._runs) > self._limit:
-            key, _ = self._runs.popitem(last=False)
-            self._shown.pop(key, None)
-
-    def shown(self, agent: str, thread: str) -> frozenset[str]:
-        """The calls whose results the paused run's stream already sent."""
-        return self._shown.get((agent, thread), frozenset())
-
-    def get(self, agent: str, thread: str) -> AgentResponse[Any] | None:
-        return self._runs.get((agent, thread))
-
-    def take(self, agent: str, thread: str) -> AgentResponse[Any] | None:
-        self._shown.pop((agent, thread), None)
-        return self._runs.pop((agent, thread), None)
+__all__ = ("Endpoint",)
 
 
 class _Refused(Exception):
@@ -162,7 +126,7 @@ class Endpoint:
             if (
                 waiting is not None
                 and _answers(given.body.messages)
-                and not waiting.pending_approvals
+                and not waiting.response.pending_approvals
             ):
                 return self._stream(given, self._continued(name, found, given, waiting))
             if waiting is not None:
@@ -248,7 +212,7 @@ class Endpoint:
                     response.pending_approvals, f"a promptable that cannot resume ({name!r})"
                 )
                 return [*run.close_text(), *run.update(status="failed"), *run.failed(paused)]
-            self.paused.put(name, thread, response, frozenset(shown or ()))
+            self.paused.keep(name, response, thread, frozenset(shown or ()))
         return run.finished(response)
 
     def _flow(self, name: str, flow: PromptableFlow, given: _Input) -> Any:
@@ -310,68 +274,56 @@ class Endpoint:
         return frames
 
     def _resumed(self, name: str, agent: Promptable, given: _Input) -> Any:
-        body = given.body
-        waiting = self.paused.get(name, body.thread_id)
+        thread = given.body.thread_id
+        waiting = self.paused.get(name, thread)
         if waiting is None:
-            raise _Refused(
-                409,
-                "not_paused",
-                f"thread {body.thread_id!r} of {name!r} has no paused run to resume: send a "
-                "run without 'resume'",
-            )
+            unknown = self.paused.unknown(name, thread, f"thread {thread!r}")
+            raise _Refused(409, "not_paused", f"{unknown}; send a run without 'resume'")
         if not isinstance(agent, Resumable):
             raise _Refused(409, "not_resumable", f"{name!r} cannot resume paused runs")
-        decisions = _decisions(waiting, body.resume or [])
-        shown = self.paused.shown(name, body.thread_id)
-        taken = self.paused.take(name, body.thread_id)
-        assert taken is waiting
+        paused = waiting.response
+        decisions = _decisions(paused, given.body.resume or [])
+        self.paused.forget(waiting)
         return self._after_pause(
-            name,
-            given,
-            waiting,
-            lambda token: agent.resume(waiting, decisions, cancel=token),
-            shown,
+            name, given, waiting, lambda token: agent.resume(paused, decisions, cancel=token)
         )
 
-    def _continued(
-        self, name: str, agent: Promptable, given: _Input, waiting: AgentResponse[Any]
-    ) -> Any:
+    def _continued(self, name: str, agent: Promptable, given: _Input, waiting: PausedRun) -> Any:
         """The thread's paused run, continued with the front-end tools' results."""
-        results = _results(waiting, given.body.messages)
-        shown = self.paused.shown(name, given.body.thread_id)
-        taken = self.paused.take(name, given.body.thread_id)
-        assert taken is waiting
+        paused = waiting.response
+        results = _results(paused, given.body.messages)
+        self.paused.forget(waiting)
         client_tools = given.client_tools or None
 
         def resume(token: CancelToken) -> Awaitable[AgentResponse[Any]]:
             resumed: Awaitable[AgentResponse[Any]] = agent.resume(  # type: ignore[attr-defined]
-                waiting, results=results, client_tools=client_tools, cancel=token
+                paused, results=results, client_tools=client_tools, cancel=token
             )
             return resumed
 
-        return self._after_pause(name, given, waiting, resume, shown)
+        return self._after_pause(name, given, waiting, resume)
 
     def _after_pause(
         self,
         name: str,
         given: _Input,
-        waiting: AgentResponse[Any],
+        waiting: PausedRun,
         resume: Callable[[CancelToken], Awaitable[AgentResponse[Any]]],
-        shown: frozenset[str],
     ) -> Any:
         """The events of a paused run continued: the conversation so far, then what followed.
 
-        Results the paused run's stream sent already (``shown``) are not sent again.
+        Results the paused run's stream sent already (``waiting.shown``) are not sent again.
         """
         body = given.body
         memory = self.served.memory(name)
+        paused, shown = waiting.response, waiting.shown
 
         async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
             run = _run(given, agent_state(name))
             run.model(self.served.describe(name)["model"])
             # The conversation so far, the paused call included: the results below answer it.
             earlier = await memory.get_messages(body.thread_id) if memory is not None else []
-            history = messages_snapshot(body.thread_id, [*earlier, *waiting.messages])
+            history = messages_snapshot(body.thread_id, [*earlier, *paused.messages])
             yield _frames([*run.start(), history])
             try:
                 response = await resume(token)
@@ -382,7 +334,7 @@ class Endpoint:
                 return
             added = [
                 m
-                for m in response.messages[len(waiting.messages) :]
+                for m in response.messages[len(paused.messages) :]
                 if m.role is not Role.TOOL or m.tool_call_id not in shown
             ]
             events = run.replay(added)

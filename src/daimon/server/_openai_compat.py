@@ -41,8 +41,9 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from daimon._paused_runs import PausedRuns
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import ApprovalRequiredError
+from daimon.core.errors import ApprovalRequiredError, UnknownPausedRunError
 from daimon.core.events import Done, TextDelta, UsageEvent
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
 from daimon.core.protocols import Promptable
@@ -50,9 +51,7 @@ from daimon.core.results import AgentResponse
 from daimon.server._agents import ServedAgents
 from daimon.server._client_tools import (
     NoClientTools,
-    PausedRuns,
     RunStart,
-    UnknownCall,
     spec,
     takes_client_tools,
     text_with_calls,
@@ -120,10 +119,11 @@ def _read_request(body: ChatCompletionRequest, agent: Promptable, paused: Paused
     results = {m.tool_call_id: _text(m) for m in answers}
     where = [f"messages[{first + i}].tool_call_id" for i in range(len(answers))]
     try:
-        found = paused.take(body.model, results, where)
-    except UnknownCall as exc:
-        param = where[list(results).index(exc.call_id)] if exc.call_id in results else "messages"
+        found = paused.waiting_for(body.model, results, where)
+    except UnknownPausedRunError as exc:
+        param = where[list(results).index(exc.key)] if exc.key in results else "messages"
         raise _BadConversation(str(exc), param, "tool_call_not_found") from None
+    paused.forget(found)
     return RunStart("", [], None, specs, found.response, results)
 
 

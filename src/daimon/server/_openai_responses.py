@@ -49,8 +49,9 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 from starlette.responses import Response
 
+from daimon._paused_runs import PausedRuns
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import ApprovalRequiredError
+from daimon.core.errors import ApprovalRequiredError, UnknownPausedRunError
 from daimon.core.errors import TimeoutError as RunTimeoutError
 from daimon.core.events import Done, TextDelta, UsageEvent
 from daimon.core.messages import ContentPart, ImagePart, Message, Role, TextPart, ToolCall
@@ -60,9 +61,7 @@ from daimon.core.tools import ToolSpec
 from daimon.server._agents import ServedAgents
 from daimon.server._client_tools import (
     NoClientTools,
-    PausedRuns,
     RunStart,
-    UnknownCall,
     spec,
     takes_client_tools,
 )
@@ -489,17 +488,17 @@ def _continued(body: ResponsesRequest, paused: PausedRuns) -> RunStart | None:
     }
     where = [f"input[{first + n}].call_id" for n in range(len(outputs))]
     try:
-        found = paused.take(body.model, results, where)
-    except UnknownCall as exc:
-        param = where[list(results).index(exc.call_id)] if exc.call_id in results else "input"
+        found = paused.waiting_for(body.model, results, where)
+    except UnknownPausedRunError as exc:
+        param = where[list(results).index(exc.key)] if exc.key in results else "input"
         raise _BadRequest(str(exc), param, "tool_call_not_found") from None
     previous = body.previous_response_id
-    if previous is not None and found.key != previous:
-        paused.keep(found.model, found.response, found.key)  # not this request's to take
+    if previous is not None and found.key != previous:  # not this request's to take
         raise _BadRequest(
             f"the function call outputs answer response {found.key!r}, not {previous!r}",
             "previous_response_id",
         )
+    paused.forget(found)
     return RunStart("", [], body.instructions, _client_tools(body), found.response, results)
 
 
@@ -733,7 +732,7 @@ class _Routes:
                         "previous_response_id",
                         "previous_response_not_found",
                     )
-                _check_answered(self.paused, body.previous_response_id)
+                _check_answered(self.paused, previous.body["model"], body.previous_response_id)
                 earlier = previous.conversation
             conversation = _conversation(body, earlier)
         except _BadRequest as exc:
@@ -847,9 +846,9 @@ _DOCUMENTED[404] = {
 }
 
 
-def _check_answered(paused: PausedRuns, previous_id: str) -> None:
+def _check_answered(paused: PausedRuns, model: str, previous_id: str) -> None:
     """Refuse to go on from a response whose function calls wait for their outputs."""
-    waiting = paused.by_key(previous_id)
+    waiting = paused.get(model, previous_id)
     if waiting is not None:
         call_id = waiting.response.client_calls[0].id
         raise _BadRequest(f"No tool output found for function call {call_id}.", "input")
