@@ -73,6 +73,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.KnowledgeBaseError: (DaimonError, ValueError),
     errors.ClientToolError: (errors.BuilderError,),
     errors.EmptyDocumentError: (errors.KnowledgeBaseError,),
+    errors.UnknownPausedRunError: (DaimonError, LookupError),
 }
 
 
