@@ -5,7 +5,11 @@ Usage (from the repository root, with daimon's own environment):
     benchmarks/peers/setup.sh                      # once: one virtualenv per peer
     .venv/bin/python benchmarks/peers/run.py [--rounds 3] [--only floor,daimon,agno]
         [--metrics run,stream] [--tool async|sync] [--import-samples 5]
-        [--json results/peers.json]
+        [--json results/peers.json] [--daimon-src OTHER/src]
+
+``--daimon-src`` measures daimon from another source tree (``git worktree add --detach /tmp/x
+<commit>``), for before/after figures beside the peers; a ``PYTHONPATH`` of the caller's is
+ignored, since every cell starts from a clean environment.
 
 Every (metric, framework) cell runs in a fresh interpreter of that framework's own virtualenv
 (``benchmarks/.venvs/<name>``; floor and daimon use this interpreter). Within a round, each metric
@@ -98,6 +102,10 @@ def imports_of(name: str) -> dict[str, str]:
     return found
 
 
+DAIMON_SRC = ""
+"""Another ``src`` directory to measure daimon from (``--daimon-src``); empty: the installed one."""
+
+
 def cell(name: str, metric: str, tool: str, statement: str = "") -> dict[str, Any]:
     python = python_for(name)
     assert python is not None
@@ -106,6 +114,8 @@ def cell(name: str, metric: str, tool: str, statement: str = "") -> dict[str, An
         args.append(statement)
     env = {**os.environ, **OFFLINE_ENV, "BENCH_TOOL": tool, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTHONPATH", None)
+    if name == "daimon" and DAIMON_SRC:
+        env["PYTHONPATH"] = DAIMON_SRC
     out = subprocess.run(args, capture_output=True, text=True, env=env, check=False, cwd=HERE)
     at = out.stdout.rfind("RESULT {")  # a framework's own output may precede it on its line
     if out.returncode != 0 or at < 0:
@@ -129,6 +139,9 @@ def prepare(names: list[str]) -> None:
             "quiet=1))"
         )
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.pop("PYTHONPATH", None)
+        if DAIMON_SRC:
+            env["PYTHONPATH"] = DAIMON_SRC
         subprocess.run([sys.executable, "-c", code], env=env, check=True)
     for name in names:
         cell(name, "import", "async", imports_of(name)["IMPORTS"])
@@ -217,7 +230,10 @@ def main() -> None:
         "--import-samples", type=int, default=5, help="import cells per framework and round"
     )
     parser.add_argument("--json", type=Path, help="default: benchmarks/results/peers-<time>.json")
+    parser.add_argument("--daimon-src", help="measure daimon from this src directory")
     args = parser.parse_args()
+    global DAIMON_SRC
+    DAIMON_SRC = os.path.abspath(args.daimon_src) if args.daimon_src else ""
     wanted = args.only.split(",") if args.only else list(FRAMEWORKS)
     names = [n for n in FRAMEWORKS if n in wanted and python_for(n) is not None]
     missing = [n for n in wanted if n not in names]
