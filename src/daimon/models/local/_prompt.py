@@ -27,6 +27,7 @@ __all__ = (
     "ChatTemplate",
     "NO_TOOL",
     "Output",
+    "RESULTS_STYLE",
     "build_output",
     "chat_messages",
     "decision_messages",
@@ -40,6 +41,10 @@ CALL_CLOSE = "</tool_call>"
 _PROVIDER = "local"
 _DEFAULT_SYSTEM = "You are a helpful assistant."
 _USE_RESULTS = "Answer my question with these results, repeating the numbers or facts they give."
+_FAILED_NOTE = "The tool failed: answer without it."
+_FOLD_NOTE = "Answer with this result."
+"""The line after folded results: without it the model explains how to compute (15 of 20
+answers held the value on llama.cpp; with it 19)."""
 _CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
     " + '<|im_end|>' + '\n'}}{% endfor %}"
@@ -99,33 +104,60 @@ def _raise_template_error(message: str) -> None:
 
 
 # ---------------------------------------------------------------------------- messages
+RESULTS_STYLE = "fold"
+"""How tool results reach the model: ``"fold"`` (into the question they answer) or ``"turn"``
+(the call as the model wrote it, then a user message with the results); measured in
+docs/benchmarks.md."""
+
+
 def chat_messages(request: ChatRequest, tools: Sequence[Any]) -> list[dict[str, str]]:
     """``role``/``content`` messages for the template; ``tools`` are the offered ToolSpecs.
 
-    Tool calls are written back as the model writes them, and tool results become a user
-    message naming each tool (small models' templates know only system/user/assistant).
+    Small models' templates know only system/user/assistant, so tool results are written into
+    user text. Folded (the default), each result is added to the question it answers as
+    ``tool(arguments) = result`` and the call itself is left out: a tiny model copies a value
+    from the question far more often than from a turn of its own.
     """
     wire: list[dict[str, str]] = []
+    calls: dict[str, ToolCall] = {}
     results: list[str] = []
+    answered: list[bool] = []  # a True for each result that is not an error
+    question = -1  # index in ``wire`` of the last user message
 
     def flush() -> None:
-        if results:
-            results.append(_USE_RESULTS)
-            wire.append({"role": "user", "content": "\n".join(results)})
-            results.clear()
+        if not results:
+            return
+        if RESULTS_STYLE != "fold":
+            wire.append({"role": "user", "content": "\n".join([*results, _USE_RESULTS])})
+        else:
+            note = _FOLD_NOTE if answered else _FAILED_NOTE
+            lines = "\n".join([*results, note])
+            if question >= 0:
+                asked = wire[question]["content"]
+                wire[question] = {"role": "user", "content": f"{asked}\n\n{lines}"}
+            else:
+                wire.append({"role": "user", "content": lines})
+        results.clear()
+        answered.clear()
 
     for message in request.messages:
         if message.role is Role.TOOL:
-            label = "error" if message.is_error else "result"
-            results.append(f"Tool {message.name or 'tool'} {label}: {message.text}")
+            results.append(_result_line(message, calls.get(message.tool_call_id or "")))
+            if not message.is_error:
+                answered.append(True)
             continue
         flush()
         _text_only(message)
         if message.role is Role.ASSISTANT and message.tool_calls:
-            calls = "".join(_call_text(call) for call in message.tool_calls)
-            wire.append({"role": "assistant", "content": message.text + calls})
-        else:
-            wire.append({"role": message.role.value, "content": message.text})
+            calls.update((call.id, call) for call in message.tool_calls)
+            if RESULTS_STYLE == "fold":
+                continue
+            text = message.text + "".join(_call_text(call) for call in message.tool_calls)
+            wire.append({"role": "assistant", "content": text})
+            continue
+        if message.role is Role.USER:
+            question = len(wire)
+        wire.append({"role": message.role.value, "content": message.text})
     flush()
     if tools:
         listing = _tool_listing(tools)
@@ -134,6 +166,26 @@ def chat_messages(request: ChatRequest, tools: Sequence[Any]) -> list[dict[str, 
         else:
             wire.insert(0, {"role": "system", "content": _DEFAULT_SYSTEM + "\n\n" + listing})
     return wire
+
+
+def _result_line(message: Message, call: ToolCall | None) -> str:
+    name = message.name or (call.name if call else "tool")
+    if RESULTS_STYLE != "fold":
+        return f"Tool {name} {'error' if message.is_error else 'result'}: {message.text}"
+    arguments = _arguments_text(call.arguments) if call else ""
+    if message.is_error:
+        return f"{name}({arguments}) failed: {message.text}"
+    return f"{name}({arguments}) = {message.text}"
+
+
+def _arguments_text(arguments: Mapping[str, Any] | str) -> str:
+    """The values of a call's arguments, plain (``17 * 23``, not ``{"expression": ...}``)."""
+    if isinstance(arguments, str):  # arguments that were not valid JSON, as the model wrote them
+        return arguments
+    return ", ".join(
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        for value in arguments.values()
+    )
 
 
 def _text_only(message: Message) -> None:
@@ -197,11 +249,13 @@ def decision_messages(question: str, tools: Sequence[Any]) -> list[dict[str, str
         f"- {spec.name}: {(spec.description.strip().splitlines() or [''])[0]}" for spec in tools
     )
     system = (
-        "You choose the tool that answers the user's message.\n"
-        f"Tools:\n{listing}\n- {NO_TOOL}: no tool is needed (greetings, general knowledge, "
-        "writing).\nReply with the tool's name only."
+        f"Pick the tool for the message.\n{listing}\n"
+        f"- {NO_TOOL}: a greeting, general knowledge or writing: no tool.\nReply with one name."
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": f"Message: {question}"},
+    ]
 
 
 # ---------------------------------------------------------------------------- output shape
