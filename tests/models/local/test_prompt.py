@@ -140,7 +140,7 @@ def test_results_as_a_turn_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None
     wire = chat_messages(request, request.tools)
     assert [m["role"] for m in wire] == ["system", "user", "assistant", "user"]
     assert wire[2]["content"] == (
-        f'{CALL_OPEN}{{"name": "calculator", "arguments": {{"expression": "\\"1\\" + 0"}}}}'
+        f'{CALL_OPEN}{{"arguments": {{"expression": "\\"1\\" + 0"}}, "name": "calculator"}}'
         f"{CALL_CLOSE}"
     )
     assert wire[3]["content"].startswith("Tool calculator result: 3\nAnswer my question with")
@@ -189,6 +189,9 @@ def test_the_call_schema_pins_the_tool_name() -> None:
     one = Output(tools=(("calculator", calculator.spec.parameters),), text=False)
     schema = one.call_schema()
     assert schema["properties"]["name"] == {"const": "calculator"}
+    # Arguments come first (both grammars keep this order): after `"name": "lookup"` the model
+    # copied "lookup" into the lookup tool's own `name` argument, 12 times of 12.
+    assert list(schema["properties"]) == ["arguments", "name"]
     assert schema["properties"]["arguments"]["required"] == ["expression"]
     two = Output(tools=(("a", {}), ("b", {})), text=False).call_schema()
     assert [o["properties"]["name"]["const"] for o in two["anyOf"]] == ["a", "b"]

@@ -196,7 +196,7 @@ def _text_only(message: Message) -> None:
 
 
 def _call_text(call: ToolCall) -> str:
-    body = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
+    body = json.dumps({"arguments": call.arguments, "name": call.name}, ensure_ascii=False)
     return f"{CALL_OPEN}{body}{CALL_CLOSE}"
 
 
@@ -229,7 +229,7 @@ def _tool_listing(tools: Sequence[Any]) -> str:
         )
         lines.append(f"- {spec.name}: {without_examples(spec.description)} Arguments: {args}")
     lines.append(
-        f'To call a tool, reply with only {CALL_OPEN}{{"name": "<tool>", "arguments": {{...}}}}'
+        f'To call a tool, reply with only {CALL_OPEN}{{"arguments": {{...}}, "name": "<tool>"}}'
         f"{CALL_CLOSE}. If no tool fits, answer in plain text."
     )
     return "\n".join(lines)
@@ -284,10 +284,10 @@ class Output:
             {
                 "type": "object",
                 "properties": {
-                    "name": {"const": name},
                     "arguments": _object_schema(parameters),
+                    "name": {"const": name},
                 },
-                "required": ["name", "arguments"],
+                "required": ["arguments", "name"],
                 "additionalProperties": False,
             }
             for name, parameters in self.tools
