@@ -2,10 +2,12 @@
 
 daimon renders the prompt itself with the model's own chat template (from the GGUF file), with
 Jinja2's autoescaping off, so the text reaches the model byte for byte as written. Tools are
-listed in the system message; a call is ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
-and the runtime's sampler is held to that shape by a grammar daimon builds from the tools' JSON
-Schemas. When a request lets the model choose, the grammar also allows a plain-text answer, so a
-question no tool fits gets an answer rather than a forced call.
+listed in the system message; a call is ``<tool_call>{"arguments": {...}, "name": ...}</tool_call>``
+(arguments first: a tiny model copies the tool's name into an argument called ``name``) and the
+runtime's sampler is held to that shape by a grammar daimon builds from the tools' JSON Schemas.
+When a request lets the model choose, it is first asked which tool fits, or none
+(:func:`decision_messages`); "none" gets a plain-text answer under a grammar that cannot open a
+call. Tool results are written into the question they answer (:func:`chat_messages`).
 """
 
 from __future__ import annotations
@@ -279,7 +281,7 @@ class Output:
         object.__setattr__(self, "constrained", constrained)
 
     def call_schema(self) -> dict[str, Any]:
-        """The JSON Schema of one call: ``{"name": <tool>, "arguments": {...}}``."""
+        """The JSON Schema of one call: ``{"arguments": {...}, "name": <tool>}``, in that order."""
         options = [
             {
                 "type": "object",
