@@ -140,7 +140,7 @@ def test_results_as_a_turn_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None
     wire = chat_messages(request, request.tools)
     assert [m["role"] for m in wire] == ["system", "user", "assistant", "user"]
     assert wire[2]["content"] == (
-        f'{CALL_OPEN}{{"arguments": {{"expression": "\\"1\\" + 0"}}, "name": "calculator"}}'
+        f'{CALL_OPEN}{{"name": "calculator", "arguments": {{"expression": "\\"1\\" + 0"}}}}'
         f"{CALL_CLOSE}"
     )
     assert wire[3]["content"].startswith("Tool calculator result: 3\nAnswer my question with")
@@ -182,20 +182,49 @@ def test_structured_output_replaces_free_text() -> None:
         messages=[Message.user("q")], response_format=ResponseFormat(name="r", schema=schema)
     )
     output = build_output(request, None)
-    assert output.json_schema == schema and not output.text and output.constrained
+    assert output.json_schema == {**schema, "type": "object"}
+    assert not output.text and output.constrained
+    # Free strings in the answer are held like a call's: one short plain line.
+    named = {"type": "object", "properties": {"city": {"type": "string"}, "code": {"enum": ["x"]}}}
+    request = ChatRequest(
+        messages=[Message.user("q")], response_format=ResponseFormat(name="r", schema=named)
+    )
+    properties = build_output(request, None).json_schema["properties"]  # type: ignore[index]
+    assert properties["city"] == {"type": "string", "pattern": _PLAIN_STRING}
+    assert properties["code"] == {"enum": ["x"]}
 
 
 def test_the_call_schema_pins_the_tool_name() -> None:
     one = Output(tools=(("calculator", calculator.spec.parameters),), text=False)
     schema = one.call_schema()
     assert schema["properties"]["name"] == {"const": "calculator"}
-    # Arguments come first (both grammars keep this order): after `"name": "lookup"` the model
-    # copied "lookup" into the lookup tool's own `name` argument, 12 times of 12.
-    assert list(schema["properties"]) == ["arguments", "name"]
+    assert list(schema["properties"]) == ["name", "arguments"]
+    # A tool with an argument called `name` gets its arguments first (both grammars keep the
+    # order): after `"name": "lookup"` the model copied "lookup" into it, 12 times of 12.
+    named = Output(tools=(("lookup", lookup.spec.parameters),), text=False).call_schema()
+    assert list(named["properties"]) == ["arguments", "name"]
+    assert named["properties"]["name"] == {"const": "lookup"}
     assert schema["properties"]["arguments"]["required"] == ["expression"]
     two = Output(tools=(("a", {}), ("b", {})), text=False).call_schema()
     assert [o["properties"]["name"]["const"] for o in two["anyOf"]] == ["a", "b"]
     assert two["anyOf"][0]["properties"]["arguments"] == {"type": "object", "properties": {}}
+
+
+def test_a_call_is_written_back_in_its_grammar_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    from daimon.models.local import _prompt
+
+    monkeypatch.setattr(_prompt, "RESULTS_STYLE", "turn")
+    call = ToolCall(id="c0", name="lookup", arguments={"name": "Ann"})
+    request = ChatRequest(
+        messages=[Message.user("q"), Message.assistant(tool_calls=[call])], tools=[lookup.spec]
+    )
+    assistant = chat_messages(request, ())[-1]["content"]
+    assert (
+        assistant == f'{CALL_OPEN}{{"arguments": {{"name": "Ann"}}, "name": "lookup"}}{CALL_CLOSE}'
+    )
+    text, calls = parse_output(assistant, Output(tools=(("lookup", lookup.spec.parameters),)))
+    assert text == ""
+    assert calls == [("lookup", '{"name": "Ann"}')]
 
 
 def test_the_lark_grammar_allows_a_call_or_text() -> None:
@@ -231,6 +260,14 @@ def test_the_gbnf_grammar_is_valid_for_llama_cpp() -> None:
     )
     assert structured.splitlines()[0] == "root ::= answer-json"
     grammar_module.LlamaGrammar.from_string(structured, verbose=False)
+    # A JSON string's characters exclude control characters (the converter allowed raw newlines).
+    strings = gbnf_grammar(
+        Output(json_schema={"type": "object", "properties": {"a": {"type": "string"}}}, text=False),
+        grammar_module.SchemaConverter,
+    )
+    char = next(line for line in strings.splitlines() if line.startswith("char ::="))
+    assert char.startswith('char ::= [^"\\\\\\x7F\\x00-\\x1F] |'), char
+    grammar_module.LlamaGrammar.from_string(strings, verbose=False)
 
 
 def _output(*names: str) -> Output:

@@ -24,7 +24,7 @@ import os
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
 from daimon.core.errors import BuilderError, MissingDependencyError, ModelError
@@ -162,6 +162,10 @@ class LocalModel(AsyncClosing):
         BuilderError: The model file is missing or not a GGUF file, the runtime is unknown, or a
             setting is invalid.
     """
+
+    supports_json_schema: ClassVar[bool] = True
+    """Agents with an ``output_type`` ask for JSON (``response_format``), which the grammar holds
+    to the schema, rather than offering a ``final_result`` tool the decision may pass over."""
 
     __slots__ = (
         "_baselines",

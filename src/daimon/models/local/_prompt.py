@@ -2,9 +2,10 @@
 
 daimon renders the prompt itself with the model's own chat template (from the GGUF file), with
 Jinja2's autoescaping off, so the text reaches the model byte for byte as written. Tools are
-listed in the system message; a call is ``<tool_call>{"arguments": {...}, "name": ...}</tool_call>``
-(arguments first: a tiny model copies the tool's name into an argument called ``name``) and the
-runtime's sampler is held to that shape by a grammar daimon builds from the tools' JSON Schemas.
+listed in the system message; a call is ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
+(arguments first when the tool has an argument called ``name``: a tiny model copied the tool's
+name into it), and the runtime's sampler is held to that shape by a grammar daimon builds from
+the tools' JSON Schemas.
 When a request lets the model choose, it is first asked which tool fits, or none
 (:func:`decision_messages`); "none" gets a plain-text answer under a grammar that cannot open a
 call. Tool results are written into the question they answer (:func:`chat_messages`).
@@ -198,7 +199,9 @@ def _text_only(message: Message) -> None:
 
 
 def _call_text(call: ToolCall) -> str:
-    body = json.dumps({"arguments": call.arguments, "name": call.name}, ensure_ascii=False)
+    arguments = call.arguments
+    keys = arguments if isinstance(arguments, Mapping) else {}
+    body = json.dumps(_call_properties(call.name, arguments, keys), ensure_ascii=False)
     return f"{CALL_OPEN}{body}{CALL_CLOSE}"
 
 
@@ -231,7 +234,7 @@ def _tool_listing(tools: Sequence[Any]) -> str:
         )
         lines.append(f"- {spec.name}: {without_examples(spec.description)} Arguments: {args}")
     lines.append(
-        f'To call a tool, reply with only {CALL_OPEN}{{"arguments": {{...}}, "name": "<tool>"}}'
+        f'To call a tool, reply with only {CALL_OPEN}{{"name": "<tool>", "arguments": {{...}}}}'
         f"{CALL_CLOSE}. If no tool fits, answer in plain text."
     )
     return "\n".join(lines)
@@ -281,20 +284,40 @@ class Output:
         object.__setattr__(self, "constrained", constrained)
 
     def call_schema(self) -> dict[str, Any]:
-        """The JSON Schema of one call: ``{"arguments": {...}, "name": <tool>}``, in that order."""
-        options = [
-            {
-                "type": "object",
-                "properties": {
-                    "arguments": _object_schema(parameters),
-                    "name": {"const": name},
-                },
-                "required": ["arguments", "name"],
-                "additionalProperties": False,
-            }
-            for name, parameters in self.tools
-        ]
+        """The JSON Schema of one call: ``{"name": <tool>, "arguments": {...}}``.
+
+        The arguments come first for a tool with an argument called ``name``
+        (see :func:`_call_properties`).
+        """
+        options = []
+        for name, parameters in self.tools:
+            schema = _object_schema(parameters)
+            properties = _call_properties({"const": name}, schema, schema["properties"])
+            options.append(
+                {
+                    "type": "object",
+                    "properties": properties,
+                    "required": ["name", "arguments"],
+                    "additionalProperties": False,
+                }
+            )
         return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def _call_properties(name: Any, arguments: Any, keys: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's two keys in the order the model writes them.
+
+    ``name`` comes first, unless the tool has an argument called ``name`` too (``keys``: the
+    arguments, or their schemas, by name).
+
+    After ``"name": "lookup"`` SmolLM2 copied "lookup" into the lookup tool's own ``name``
+    argument 12 times of 12; written first, the argument was right 11 times. Arguments first
+    for every tool broke the calculator's expression when it was the only tool
+    (``"17 * 23,"``), so the order changes only where the names collide.
+    """
+    if "name" in keys:
+        return {"arguments": arguments, "name": name}
+    return {"name": name, "arguments": arguments}
 
 
 _PLAIN_STRING = r'^[0-9A-Za-z(+\-\u00c0-\u024f][^\x00-\x1f\x7f{}<>"\\]{0,79}$'
@@ -333,6 +356,10 @@ def build_output(request: ChatRequest, choice: str | None) -> Output:
     ``"required"`` (a call of any tool) or a tool's name (that call only).
     """
     schema = request.response_format.schema if request.response_format is not None else None
+    if schema is not None and "properties" in schema:
+        # Its free strings are held like a call's (see _PLAIN_STRING): asked for a city's name,
+        # SmolLM2 wrote a paragraph into it until max_tokens cut the JSON short.
+        schema = _object_schema(schema)
     if not request.tools or choice in (None, "none"):
         return Output(json_schema=schema, text=schema is None, no_calls=bool(request.tools))
     tools = tuple((spec.name, spec.parameters) for spec in request.tools)
@@ -386,11 +413,24 @@ def gbnf_grammar(output: Output, converter: Any) -> str:
         branches.append("text")
         extra.append(r"text ::= [^<\x20\t\n] [^\x00]*")
     rules = [
-        line
+        _json_char(line)
         for line in schema_rules.format_grammar().splitlines()
         if line and not line.startswith("root ::=")
     ]
     return "\n".join([f"root ::= {' | '.join(branches)}", *extra, *rules]) + "\n"
+
+
+_LAX_CHAR = 'char ::= [^"\\\\]'
+_JSON_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F]'
+
+
+def _json_char(rule: str) -> str:
+    """``rule`` with the converter's string character barred from control characters.
+
+    llama-cpp-python's ``SchemaConverter`` lets a JSON string hold raw newlines, which JSON does
+    not allow: SmolLM2 wrote a paragraph inside ``"name"`` and the answer did not parse.
+    """
+    return _JSON_CHAR + rule[len(_LAX_CHAR) :] if rule.startswith(_LAX_CHAR) else rule
 
 
 # ---------------------------------------------------------------------------- parsing
