@@ -7,6 +7,7 @@ busy machine slows the first but hardly the second. Run one runtime per process:
     python benchmarks/local_speed.py mistralrs --dtype F16 --grammar
     RAYON_NUM_THREADS=2 python benchmarks/local_speed.py mistralrs
     python benchmarks/local_speed.py llama --grammar
+    python benchmarks/local_speed.py mistralrs --isq Q8_0     # requantized on load
 
 Prints one JSON line: load seconds, and per request the prompt and completion tokens, wall and
 CPU seconds; then tokens per CPU second for the whole (prompt + completion).
@@ -40,7 +41,7 @@ def _mistralrs(args: argparse.Namespace) -> tuple[float, Any]:
         quantized_filename=path.name,
         dtype=getattr(mistralrs.ModelDType, args.dtype),
     )
-    runner = mistralrs.Runner(which=which, max_seqs=1)
+    runner = mistralrs.Runner(which=which, max_seqs=1, in_situ_quant=args.isq)
     load = time.perf_counter() - start
 
     def ask(text: str) -> tuple[int, int]:
@@ -97,6 +98,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64, help="tokens generated per request")
     parser.add_argument("--dtype", default="Auto", help="mistral.rs activation dtype")
     parser.add_argument("--grammar", action="store_true", help="constrain the output")
+    parser.add_argument("--isq", help="mistral.rs: requantize the weights on load (Q8_0, Q4K)")
     args = parser.parse_args()
     load, ask = (_mistralrs if args.runtime == "mistralrs" else _llama)(args)
     runs = []

@@ -42,6 +42,7 @@ from daimon import (
 )
 from daimon.cli.demo import calculator
 from daimon.core import BuilderError, MissingDependencyError, Model, ModelError
+from daimon.tools import tool
 
 if TYPE_CHECKING:
     from daimon.models.local import LocalModel
@@ -202,7 +203,7 @@ async def test_the_calibrated_decision_picks_the_tool_and_forces_its_call(
     fake.reply = (
         '<tool_call>{"name": "calculator", "arguments": {"expression": "2 * 3"}}</tool_call>'
     )
-    model = LocalModel(runtime="fake")
+    model = LocalModel(runtime="fake", tool_decision="calibrated")
     events = await _events(model.generate_stream(_request("2*3?", tools=[calculator.spec])))
     kinds = [type(e) for e in events]
     assert kinds == [ToolCallStart, ToolCallDelta, ToolCallEnd, UsageEvent, Done]
@@ -221,11 +222,37 @@ async def test_the_likeliest_decision_reads_the_scores_as_they_are(
     # The scores that the calibrated decision turns into a call: read raw, "none" wins.
     fake.labels = {"calculator": -3.0, "none": -1.0}
     fake.baseline = {"calculator": -6.0, "none": -0.5}
-    model = LocalModel(runtime="fake", tool_decision="likeliest")
+    model = LocalModel(runtime="fake")  # likeliest is the default
     response = await model.generate(_request("Hello!", tools=[calculator.spec]))
     assert response.text == "Paris." and not response.has_tool_calls
-    _, output = fake.prompts[-1]
-    assert output.text and not output.tools
+    prompt, output = fake.prompts[-1]
+    assert output.text and not output.tools and output.no_calls
+    assert "<tool_call>" not in prompt, "a plain answer is asked for without any tool listed"
+    # The same scores with the calculator likelier: its call is forced.
+    fake.labels = {"calculator": -1.0, "none": -3.0}
+    fake.reply = '<tool_call>{"name": "calculator", "arguments": {"expression": "1"}}</tool_call>'
+    response = await model.generate(_request("1?", tools=[calculator.spec]))
+    assert [call.name for call in response.message.tool_calls] == ["calculator"]
+
+
+async def test_the_call_prompt_lists_every_tool_and_the_grammar_only_the_chosen_one(
+    fake: type[FakeRuntime],
+) -> None:
+    from daimon.models.local import LocalModel
+
+    @tool
+    def lookup(name: str) -> str:
+        """Look up a colleague in the staff directory."""
+        return name
+
+    fake.labels = {"calculator": -1.0, "lookup": -2.0, "none": -3.0}
+    fake.reply = '<tool_call>{"name": "calculator", "arguments": {"expression": "1"}}</tool_call>'
+    model = LocalModel(runtime="fake")
+    await model.generate(_request("1?", tools=[calculator.spec, lookup.spec]))
+    prompt, output = fake.prompts[-1]
+    assert [name for name, _ in output.tools] == ["calculator"] and not output.text
+    # Measured: with only the chosen tool listed the model wrote worse arguments (benchmarks.md).
+    assert "- calculator:" in prompt and "- lookup:" in prompt
 
 
 async def test_the_grammar_decision_offers_a_call_or_text_in_one_pass(
@@ -256,7 +283,10 @@ async def test_after_a_round_of_tools_the_bundled_model_answers_in_text(
     prompt, output = fake.prompts[-1]
     # Text only, held by a grammar to text that does not open another call.
     assert output.text and not output.tools and output.no_calls and output.constrained
-    assert "Tool calculator result: 2" in prompt
+    # The result reaches the model inside its question, the call beside it; no call to copy.
+    turn = "<|im_start|>user\n1+1?\n\ncalculator(1+1) = 2\nAnswer with this result.<|im_end|>\n"
+    assert turn in prompt
+    assert "<tool_call>" not in prompt and prompt.endswith(turn + "<|im_start|>assistant\n")
 
 
 def test_runtime_selection(weights: None) -> None:
@@ -376,8 +406,16 @@ async def test_json_schema_output_is_valid(model: LocalModel) -> None:
     assert isinstance(data["population"], int)
 
 
+async def test_a_greeting_gets_a_plain_answer_not_a_tool_call(model: LocalModel) -> None:
+    # No forcing: the model decides (likeliest) that no tool fits, and answers.
+    agent = Agent(model, tools=[calculator], max_tokens=24, max_iterations=2)
+    response = await agent.prompt("Hello, who are you?")
+    assert not [call for m in response.messages for call in m.tool_calls]
+    assert response.iterations == 1 and response.text.strip()
+
+
 async def test_the_agent_calls_the_tool_and_answers(model: LocalModel) -> None:
-    # No forcing: the model decides (calibrated), then answers in text after one round.
+    # No forcing: the model decides (likeliest), then answers in text after one round.
     agent = Agent(model, tools=[calculator], max_tokens=48, max_iterations=3)
     response = await agent.prompt("What is 17 times 23?")
     calls = [call for m in response.messages for call in m.tool_calls]

@@ -48,6 +48,23 @@ def test_a_synthetic_file(tmp_path: Path) -> None:
     )
     meta = read_metadata(path)
     assert (meta.chat_template, meta.bos_token, meta.eos_token) == ("{{ 'x' }}", "<s>", "</s>")
+    assert meta.file_type is None
+
+
+@pytest.mark.parametrize(("file_type", "options"), [(3, {"in_situ_quant": "Q8_0"}), (2, {})])
+def test_mistralrs_requantizes_q4_1_only(
+    tmp_path: Path, file_type: int, options: dict[str, str]
+) -> None:
+    from daimon.models.local._runtimes import Settings, _mistralrs_options
+
+    path = tmp_path / "m.gguf"
+    path.write_bytes(_gguf(_u32("general.file_type", file_type)))
+    assert read_metadata(path).file_type == file_type
+    settings = Settings(path=path, n_ctx=512, n_threads=1, seed=0, options={})
+    assert _mistralrs_options(settings) == {"max_seqs": 1, "prefix_cache_n": 4, **options}
+    # The caller's options win: ``in_situ_quant=None`` keeps the file's own weights.
+    kept = Settings(path=path, n_ctx=512, n_threads=1, seed=0, options={"in_situ_quant": None})
+    assert _mistralrs_options(kept)["in_situ_quant"] is None
 
 
 def test_a_file_without_template_or_tokens(tmp_path: Path) -> None:
@@ -81,3 +98,4 @@ def test_the_bundled_smollm2() -> None:
     meta = read_metadata(bundled_model_path())
     assert meta.chat_template is not None and "<|im_start|>" in meta.chat_template
     assert (meta.bos_token, meta.eos_token) == ("<|im_start|>", "<|im_end|>")
+    assert meta.file_type == 3  # Q4_1: mistral.rs requantizes it to Q8_0

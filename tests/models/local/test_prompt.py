@@ -77,38 +77,81 @@ def test_template_errors_are_model_errors() -> None:
         refusing.render([])
 
 
-def test_tools_are_listed_in_the_system_message_and_results_fold_into_user_turns() -> None:
-    call = ToolCall(id="c1", name="calculator", arguments={"expression": '"1" + 2'})
-    request = ChatRequest(
+def _asked_and_answered(*results: tuple[str, bool]) -> ChatRequest:
+    """A question, the calculator called once per result, and the results."""
+    calls = [
+        ToolCall(id=f"c{i}", name="calculator", arguments={"expression": f'"1" + {i}'})
+        for i in range(len(results))
+    ]
+    return ChatRequest(
         messages=[
             Message.system("Be brief."),
             Message.user("q"),
-            Message.assistant(tool_calls=[call]),
-            Message.tool("c1", "3", name="calculator"),
+            Message.assistant(tool_calls=calls),
+            *(
+                Message.tool(f"c{i}", text, name="calculator", is_error=error)
+                for i, (text, error) in enumerate(results)
+            ),
         ],
         tools=[calculator.spec],
     )
+
+
+def test_tools_are_listed_in_the_system_message_and_results_fold_into_the_question() -> None:
+    request = _asked_and_answered(("3", False))
     wire = chat_messages(request, request.tools)
-    assert [m["role"] for m in wire] == ["system", "user", "assistant", "user"]
+    assert [m["role"] for m in wire] == ["system", "user"]
     assert wire[0]["content"].startswith("Be brief.\n\nYou can call these tools:\n- calculator:")
     assert "expression (string): The arithmetic to compute" in wire[0]["content"]
-    assert wire[2]["content"] == (
-        f'{CALL_OPEN}{{"name": "calculator", "arguments": {{"expression": "\\"1\\" + 2"}}}}'
-        f"{CALL_CLOSE}"
-    )
-    assert wire[3]["content"].startswith("Tool calculator result: 3\nAnswer my question with")
+    # The call is not shown as a turn of the model's: its arguments and result join the question.
+    assert wire[1]["content"] == 'q\n\ncalculator("1" + 0) = 3\nAnswer with this result.'
     # Without tools offered, nothing is listed and no system message is added.
     assert chat_messages(ChatRequest(messages=[Message.user("q")]), ()) == [
         {"role": "user", "content": "q"}
     ]
 
 
+def test_several_results_and_errors_fold_in_order() -> None:
+    request = _asked_and_answered(("3", False), ("no such number", True))
+    content = chat_messages(request, ())[-1]["content"]
+    assert content == (
+        'q\n\ncalculator("1" + 0) = 3\ncalculator("1" + 1) failed: no such number\n'
+        "Answer with this result."
+    )
+    # A later question starts a new turn; the earlier one keeps its results.
+    later = ChatRequest(messages=[*request.messages, Message.assistant("4"), Message.user("r")])
+    wire = chat_messages(later, ())
+    assert [m["role"] for m in wire] == ["system", "user", "assistant", "user"]
+    assert wire[1]["content"] == content and wire[3]["content"] == "r"
+
+
+def test_a_result_without_its_question_or_call_still_reaches_the_model() -> None:
+    orphan = ChatRequest(messages=[Message.tool("zz", "42", name="calculator")])
+    assert chat_messages(orphan, ()) == [
+        {"role": "user", "content": "calculator() = 42\nAnswer with this result."}
+    ]
+
+
+def test_results_as_a_turn_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    from daimon.models.local import _prompt
+
+    monkeypatch.setattr(_prompt, "RESULTS_STYLE", "turn")
+    request = _asked_and_answered(("3", False))
+    wire = chat_messages(request, request.tools)
+    assert [m["role"] for m in wire] == ["system", "user", "assistant", "user"]
+    assert wire[2]["content"] == (
+        f'{CALL_OPEN}{{"name": "calculator", "arguments": {{"expression": "\\"1\\" + 0"}}}}'
+        f"{CALL_CLOSE}"
+    )
+    assert wire[3]["content"].startswith("Tool calculator result: 3\nAnswer my question with")
+
+
 def test_the_decision_question_names_every_tool_and_none() -> None:
     system, user = decision_messages("What is 2+2?", [calculator.spec, lookup.spec])
     assert "- calculator: Evaluate an arithmetic" in system["content"]
     assert "- lookup: Look up a colleague." in system["content"]
-    assert "- none:" in system["content"]
-    assert user == {"role": "user", "content": "What is 2+2?"}
+    assert "- none: a greeting" in system["content"]
+    assert user == {"role": "user", "content": "Message: What is 2+2?"}
 
 
 @pytest.mark.parametrize(
@@ -139,17 +182,49 @@ def test_structured_output_replaces_free_text() -> None:
         messages=[Message.user("q")], response_format=ResponseFormat(name="r", schema=schema)
     )
     output = build_output(request, None)
-    assert output.json_schema == schema and not output.text and output.constrained
+    assert output.json_schema == {**schema, "type": "object"}
+    assert not output.text and output.constrained
+    # Free strings in the answer are held like a call's: one short plain line.
+    named = {"type": "object", "properties": {"city": {"type": "string"}, "code": {"enum": ["x"]}}}
+    request = ChatRequest(
+        messages=[Message.user("q")], response_format=ResponseFormat(name="r", schema=named)
+    )
+    properties = build_output(request, None).json_schema["properties"]  # type: ignore[index]
+    assert properties["city"] == {"type": "string", "pattern": _PLAIN_STRING}
+    assert properties["code"] == {"enum": ["x"]}
 
 
 def test_the_call_schema_pins_the_tool_name() -> None:
     one = Output(tools=(("calculator", calculator.spec.parameters),), text=False)
     schema = one.call_schema()
     assert schema["properties"]["name"] == {"const": "calculator"}
+    assert list(schema["properties"]) == ["name", "arguments"]
+    # A tool with an argument called `name` gets its arguments first (both grammars keep the
+    # order): after `"name": "lookup"` the model copied "lookup" into it, 12 times of 12.
+    named = Output(tools=(("lookup", lookup.spec.parameters),), text=False).call_schema()
+    assert list(named["properties"]) == ["arguments", "name"]
+    assert named["properties"]["name"] == {"const": "lookup"}
     assert schema["properties"]["arguments"]["required"] == ["expression"]
     two = Output(tools=(("a", {}), ("b", {})), text=False).call_schema()
     assert [o["properties"]["name"]["const"] for o in two["anyOf"]] == ["a", "b"]
     assert two["anyOf"][0]["properties"]["arguments"] == {"type": "object", "properties": {}}
+
+
+def test_a_call_is_written_back_in_its_grammar_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    from daimon.models.local import _prompt
+
+    monkeypatch.setattr(_prompt, "RESULTS_STYLE", "turn")
+    call = ToolCall(id="c0", name="lookup", arguments={"name": "Ann"})
+    request = ChatRequest(
+        messages=[Message.user("q"), Message.assistant(tool_calls=[call])], tools=[lookup.spec]
+    )
+    assistant = chat_messages(request, ())[-1]["content"]
+    assert (
+        assistant == f'{CALL_OPEN}{{"arguments": {{"name": "Ann"}}, "name": "lookup"}}{CALL_CLOSE}'
+    )
+    text, calls = parse_output(assistant, Output(tools=(("lookup", lookup.spec.parameters),)))
+    assert text == ""
+    assert calls == [("lookup", '{"name": "Ann"}')]
 
 
 def test_the_lark_grammar_allows_a_call_or_text() -> None:
@@ -185,6 +260,14 @@ def test_the_gbnf_grammar_is_valid_for_llama_cpp() -> None:
     )
     assert structured.splitlines()[0] == "root ::= answer-json"
     grammar_module.LlamaGrammar.from_string(structured, verbose=False)
+    # A JSON string's characters exclude control characters (the converter allowed raw newlines).
+    strings = gbnf_grammar(
+        Output(json_schema={"type": "object", "properties": {"a": {"type": "string"}}}, text=False),
+        grammar_module.SchemaConverter,
+    )
+    char = next(line for line in strings.splitlines() if line.startswith("char ::="))
+    assert char.startswith('char ::= [^"\\\\\\x7F\\x00-\\x1F] |'), char
+    grammar_module.LlamaGrammar.from_string(strings, verbose=False)
 
 
 def _output(*names: str) -> Output:
@@ -274,13 +357,10 @@ def test_free_strings_cannot_open_with_punctuation() -> None:
         assert not pattern.match(bad), bad
 
 
-def test_a_label_scores_the_candidate_tokens_that_begin_it() -> None:
-    import math
-
+def test_a_label_scores_its_own_first_token_only() -> None:
     from daimon.models.local._runtimes import label_scores
 
-    candidates = [("n", math.log(0.5)), ("look", math.log(0.2)), ("l", math.log(0.1)), ("x", 0.0)]
-    scores = label_scores(candidates, ["calculator", "lookup", "none"])
-    assert scores[0] == -50.0
-    assert scores[1] == pytest.approx(math.log(0.3))
-    assert scores[2] == pytest.approx(math.log(0.5))
+    # Tokens 7 ("n") and 9 ("l") begin labels too, but only each label's own first token counts:
+    # llama.cpp reads it that way, so both runtimes choose alike.
+    candidates = [(7, -0.7), (5, -1.6), (9, -2.3), (3, -0.1)]
+    assert label_scores(candidates, [4, 5, 3]) == [-50.0, -1.6, -0.1]

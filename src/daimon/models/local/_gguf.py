@@ -35,6 +35,7 @@ _TEMPLATE = "tokenizer.chat_template"
 _TOKENS = "tokenizer.ggml.tokens"
 _BOS = "tokenizer.ggml.bos_token_id"
 _EOS = "tokenizer.ggml.eos_token_id"
+_FILE_TYPE = "general.file_type"
 
 
 class GGUFError(ValueError):
@@ -51,6 +52,8 @@ class GGUFMetadata:
     """The beginning-of-sequence token's text ("" if unknown)."""
     eos_token: str
     """The end-of-sequence token's text ("" if unknown)."""
+    file_type: int | None = None
+    """How most weights are quantized (llama.cpp's ``LLAMA_FTYPE``: 3 is Q4_1), if stated."""
 
 
 def read_metadata(path: str | Path) -> GGUFMetadata:
@@ -80,7 +83,12 @@ def read_metadata(path: str | Path) -> GGUFMetadata:
         chat_template=template if isinstance(template, str) else None,
         bos_token=_token(tokens, values.get(_BOS)),
         eos_token=_token(tokens, values.get(_EOS)),
+        file_type=_int(values.get(_FILE_TYPE)),
     )
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _token(tokens: list[str], index: object) -> str:

@@ -3,9 +3,12 @@
 daimon renders the prompt itself with the model's own chat template (from the GGUF file), with
 Jinja2's autoescaping off, so the text reaches the model byte for byte as written. Tools are
 listed in the system message; a call is ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
-and the runtime's sampler is held to that shape by a grammar daimon builds from the tools' JSON
-Schemas. When a request lets the model choose, the grammar also allows a plain-text answer, so a
-question no tool fits gets an answer rather than a forced call.
+(arguments first when the tool has an argument called ``name``: a tiny model copied the tool's
+name into it), and the runtime's sampler is held to that shape by a grammar daimon builds from
+the tools' JSON Schemas.
+When a request lets the model choose, it is first asked which tool fits, or none
+(:func:`decision_messages`); "none" gets a plain-text answer under a grammar that cannot open a
+call. Tool results are written into the question they answer (:func:`chat_messages`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = (
     "ChatTemplate",
     "NO_TOOL",
     "Output",
+    "RESULTS_STYLE",
     "build_output",
     "chat_messages",
     "decision_messages",
@@ -40,6 +44,10 @@ CALL_CLOSE = "</tool_call>"
 _PROVIDER = "local"
 _DEFAULT_SYSTEM = "You are a helpful assistant."
 _USE_RESULTS = "Answer my question with these results, repeating the numbers or facts they give."
+_FAILED_NOTE = "The tool failed: answer without it."
+_FOLD_NOTE = "Answer with this result."
+"""The line after folded results: without it the model explains how to compute (15 of 20
+answers held the value on llama.cpp; with it 19)."""
 _CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
     " + '<|im_end|>' + '\n'}}{% endfor %}"
@@ -99,33 +107,60 @@ def _raise_template_error(message: str) -> None:
 
 
 # ---------------------------------------------------------------------------- messages
+RESULTS_STYLE = "fold"
+"""How tool results reach the model: ``"fold"`` (into the question they answer) or ``"turn"``
+(the call as the model wrote it, then a user message with the results); measured in
+docs/benchmarks.md."""
+
+
 def chat_messages(request: ChatRequest, tools: Sequence[Any]) -> list[dict[str, str]]:
     """``role``/``content`` messages for the template; ``tools`` are the offered ToolSpecs.
 
-    Tool calls are written back as the model writes them, and tool results become a user
-    message naming each tool (small models' templates know only system/user/assistant).
+    Small models' templates know only system/user/assistant, so tool results are written into
+    user text. Folded (the default), each result is added to the question it answers as
+    ``tool(arguments) = result`` and the call itself is left out: a tiny model copies a value
+    from the question far more often than from a turn of its own.
     """
     wire: list[dict[str, str]] = []
+    calls: dict[str, ToolCall] = {}
     results: list[str] = []
+    answered: list[bool] = []  # a True for each result that is not an error
+    question = -1  # index in ``wire`` of the last user message
 
     def flush() -> None:
-        if results:
-            results.append(_USE_RESULTS)
-            wire.append({"role": "user", "content": "\n".join(results)})
-            results.clear()
+        if not results:
+            return
+        if RESULTS_STYLE != "fold":
+            wire.append({"role": "user", "content": "\n".join([*results, _USE_RESULTS])})
+        else:
+            note = _FOLD_NOTE if answered else _FAILED_NOTE
+            lines = "\n".join([*results, note])
+            if question >= 0:
+                asked = wire[question]["content"]
+                wire[question] = {"role": "user", "content": f"{asked}\n\n{lines}"}
+            else:
+                wire.append({"role": "user", "content": lines})
+        results.clear()
+        answered.clear()
 
     for message in request.messages:
         if message.role is Role.TOOL:
-            label = "error" if message.is_error else "result"
-            results.append(f"Tool {message.name or 'tool'} {label}: {message.text}")
+            results.append(_result_line(message, calls.get(message.tool_call_id or "")))
+            if not message.is_error:
+                answered.append(True)
             continue
         flush()
         _text_only(message)
         if message.role is Role.ASSISTANT and message.tool_calls:
-            calls = "".join(_call_text(call) for call in message.tool_calls)
-            wire.append({"role": "assistant", "content": message.text + calls})
-        else:
-            wire.append({"role": message.role.value, "content": message.text})
+            calls.update((call.id, call) for call in message.tool_calls)
+            if RESULTS_STYLE == "fold":
+                continue
+            text = message.text + "".join(_call_text(call) for call in message.tool_calls)
+            wire.append({"role": "assistant", "content": text})
+            continue
+        if message.role is Role.USER:
+            question = len(wire)
+        wire.append({"role": message.role.value, "content": message.text})
     flush()
     if tools:
         listing = _tool_listing(tools)
@@ -136,6 +171,26 @@ def chat_messages(request: ChatRequest, tools: Sequence[Any]) -> list[dict[str, 
     return wire
 
 
+def _result_line(message: Message, call: ToolCall | None) -> str:
+    name = message.name or (call.name if call else "tool")
+    if RESULTS_STYLE != "fold":
+        return f"Tool {name} {'error' if message.is_error else 'result'}: {message.text}"
+    arguments = _arguments_text(call.arguments) if call else ""
+    if message.is_error:
+        return f"{name}({arguments}) failed: {message.text}"
+    return f"{name}({arguments}) = {message.text}"
+
+
+def _arguments_text(arguments: Mapping[str, Any] | str) -> str:
+    """The values of a call's arguments, plain (``17 * 23``, not ``{"expression": ...}``)."""
+    if isinstance(arguments, str):  # arguments that were not valid JSON, as the model wrote them
+        return arguments
+    return ", ".join(
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        for value in arguments.values()
+    )
+
+
 def _text_only(message: Message) -> None:
     if not isinstance(message.content, str) and any(
         isinstance(part, ImagePart) for part in message.content
@@ -144,7 +199,9 @@ def _text_only(message: Message) -> None:
 
 
 def _call_text(call: ToolCall) -> str:
-    body = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
+    arguments = call.arguments
+    keys = arguments if isinstance(arguments, Mapping) else {}
+    body = json.dumps(_call_properties(call.name, arguments, keys), ensure_ascii=False)
     return f"{CALL_OPEN}{body}{CALL_CLOSE}"
 
 
@@ -197,11 +254,13 @@ def decision_messages(question: str, tools: Sequence[Any]) -> list[dict[str, str
         f"- {spec.name}: {(spec.description.strip().splitlines() or [''])[0]}" for spec in tools
     )
     system = (
-        "You choose the tool that answers the user's message.\n"
-        f"Tools:\n{listing}\n- {NO_TOOL}: no tool is needed (greetings, general knowledge, "
-        "writing).\nReply with the tool's name only."
+        f"Pick the tool for the message.\n{listing}\n"
+        f"- {NO_TOOL}: a greeting, general knowledge or writing: no tool.\nReply with one name."
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": f"Message: {question}"},
+    ]
 
 
 # ---------------------------------------------------------------------------- output shape
@@ -225,20 +284,40 @@ class Output:
         object.__setattr__(self, "constrained", constrained)
 
     def call_schema(self) -> dict[str, Any]:
-        """The JSON Schema of one call: ``{"name": <tool>, "arguments": {...}}``."""
-        options = [
-            {
-                "type": "object",
-                "properties": {
-                    "name": {"const": name},
-                    "arguments": _object_schema(parameters),
-                },
-                "required": ["name", "arguments"],
-                "additionalProperties": False,
-            }
-            for name, parameters in self.tools
-        ]
+        """The JSON Schema of one call: ``{"name": <tool>, "arguments": {...}}``.
+
+        The arguments come first for a tool with an argument called ``name``
+        (see :func:`_call_properties`).
+        """
+        options = []
+        for name, parameters in self.tools:
+            schema = _object_schema(parameters)
+            properties = _call_properties({"const": name}, schema, schema["properties"])
+            options.append(
+                {
+                    "type": "object",
+                    "properties": properties,
+                    "required": ["name", "arguments"],
+                    "additionalProperties": False,
+                }
+            )
         return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def _call_properties(name: Any, arguments: Any, keys: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's two keys in the order the model writes them.
+
+    ``name`` comes first, unless the tool has an argument called ``name`` too (``keys``: the
+    arguments, or their schemas, by name).
+
+    After ``"name": "lookup"`` SmolLM2 copied "lookup" into the lookup tool's own ``name``
+    argument 12 times of 12; written first, the argument was right 11 times. Arguments first
+    for every tool broke the calculator's expression when it was the only tool
+    (``"17 * 23,"``), so the order changes only where the names collide.
+    """
+    if "name" in keys:
+        return {"arguments": arguments, "name": name}
+    return {"name": name, "arguments": arguments}
 
 
 _PLAIN_STRING = r'^[0-9A-Za-z(+\-\u00c0-\u024f][^\x00-\x1f\x7f{}<>"\\]{0,79}$'
@@ -277,6 +356,10 @@ def build_output(request: ChatRequest, choice: str | None) -> Output:
     ``"required"`` (a call of any tool) or a tool's name (that call only).
     """
     schema = request.response_format.schema if request.response_format is not None else None
+    if schema is not None and "properties" in schema:
+        # Its free strings are held like a call's (see _PLAIN_STRING): asked for a city's name,
+        # SmolLM2 wrote a paragraph into it until max_tokens cut the JSON short.
+        schema = _object_schema(schema)
     if not request.tools or choice in (None, "none"):
         return Output(json_schema=schema, text=schema is None, no_calls=bool(request.tools))
     tools = tuple((spec.name, spec.parameters) for spec in request.tools)
@@ -330,11 +413,24 @@ def gbnf_grammar(output: Output, converter: Any) -> str:
         branches.append("text")
         extra.append(r"text ::= [^<\x20\t\n] [^\x00]*")
     rules = [
-        line
+        _json_char(line)
         for line in schema_rules.format_grammar().splitlines()
         if line and not line.startswith("root ::=")
     ]
     return "\n".join([f"root ::= {' | '.join(branches)}", *extra, *rules]) + "\n"
+
+
+_LAX_CHAR = 'char ::= [^"\\\\]'
+_JSON_CHAR = 'char ::= [^"\\\\\\x7F\\x00-\\x1F]'
+
+
+def _json_char(rule: str) -> str:
+    """``rule`` with the converter's string character barred from control characters.
+
+    llama-cpp-python's ``SchemaConverter`` lets a JSON string hold raw newlines, which JSON does
+    not allow: SmolLM2 wrote a paragraph inside ``"name"`` and the answer did not parse.
+    """
+    return _JSON_CHAR + rule[len(_LAX_CHAR) :] if rule.startswith(_LAX_CHAR) else rule
 
 
 # ---------------------------------------------------------------------------- parsing

@@ -12,7 +12,6 @@ one request at a time, with the model's lock held.
 from __future__ import annotations
 
 import json
-import math
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,6 +21,7 @@ from typing import Any, Protocol, cast
 
 from daimon.core.errors import ModelError
 from daimon.core.optional import require
+from daimon.models.local._gguf import GGUFError, read_metadata
 from daimon.models.local._prompt import Output, gbnf_grammar, lark_grammar
 
 __all__ = (
@@ -89,18 +89,32 @@ _TOP = 100
 """Candidate tokens asked for when scoring labels (every token a label can begin with)."""
 
 
-def label_scores(candidates: Sequence[tuple[str, float]], labels: Sequence[str]) -> list[float]:
-    """Each label's log-probability: that of the candidate tokens that begin it, added up.
+def label_scores(candidates: Sequence[tuple[int, float]], firsts: Sequence[int]) -> list[float]:
+    """Each label's log-probability: that of its first token among ``candidates``.
 
-    ``candidates`` are (token text, log-probability) pairs.
+    ``candidates`` are (token id, log-probability) pairs; ``firsts`` the first token of each
+    label as the tokenizer writes it.
     """
-    scores: list[float] = []
-    for label in labels:
-        total = sum(
-            math.exp(logprob) for text, logprob in candidates if text and label.startswith(text)
-        )
-        scores.append(math.log(total) if total > 0 else _UNLIKELY)
-    return scores
+    scores = dict(candidates)
+    return [scores.get(token, _UNLIKELY) for token in firsts]
+
+
+_REQUANTIZE = {3: "Q8_0"}
+"""GGUF file types (``general.file_type``) mistral.rs requantizes on load, and to what: its CPU
+has no SIMD kernel for Q4_1 (a scalar dot product took 84 % of the time, five times
+llama.cpp's CPU per token); as Q8_0 it runs about as fast as llama.cpp (docs/benchmarks.md)."""
+
+
+def _mistralrs_options(settings: Settings) -> dict[str, Any]:
+    """``mistralrs.Runner``'s keyword arguments: daimon's defaults, then the caller's."""
+    options: dict[str, Any] = {"max_seqs": 1, "prefix_cache_n": 4}
+    try:
+        file_type = read_metadata(settings.path).file_type
+    except (GGUFError, OSError):
+        file_type = None  # the runtime reports the file's fault itself
+    if file_type in _REQUANTIZE:
+        options["in_situ_quant"] = _REQUANTIZE[file_type]
+    return {**options, **settings.options}
 
 
 class MistralRsRuntime:
@@ -108,7 +122,8 @@ class MistralRsRuntime:
 
     The GGUF file carries the tokenizer, so nothing is fetched (``HF_HUB_OFFLINE`` is set). Its
     CPU kernels use ``RAYON_NUM_THREADS`` threads, set from ``n_threads`` unless already set;
-    its log level is ``RUST_LOG`` (``error`` unless set).
+    its log level is ``RUST_LOG`` (``error`` unless set). Q4_1 weights are requantized to Q8_0
+    on load (``runtime_options={"in_situ_quant": None}`` keeps them as they are).
     """
 
     name = "mistralrs"
@@ -126,7 +141,7 @@ class MistralRsRuntime:
             quantized_model_id=str(settings.path.parent),
             quantized_filename=settings.path.name,
         )
-        options = {"max_seqs": 1, "prefix_cache_n": 4, **settings.options}
+        options = _mistralrs_options(settings)
         try:
             self._runner = self._mistralrs.Runner(which=which, **options)
         except BaseException as exc:
@@ -177,8 +192,9 @@ class MistralRsRuntime:
         self, prompt: str, messages: Sequence[Mapping[str, str]], labels: Sequence[str]
     ) -> list[float]:
         # A grammar allows only the labels, so the candidates mistral.rs reports are the tokens
-        # that begin one (renormalized among themselves). Unconstrained, the labels lie beyond
-        # its top 100 and all scored alike: the decision was always the first tool.
+        # that begin one (unconstrained, the labels lay beyond its top 100). Each label is read
+        # from its own first token, as llama.cpp reads it: the grammar renormalizes all scores
+        # alike, so the choice is the same on both runtimes.
         grammar = "start: " + " | ".join(json.dumps(label) for label in labels) + "\n"
         request = self._mistralrs.ChatCompletionRequest(
             model="default",
@@ -193,10 +209,8 @@ class MistralRsRuntime:
         response = self._runner.send_chat_completion_request(request)
         content = response.choices[0].logprobs.content
         candidates = content[0].top_logprobs if content else []
-        return label_scores(
-            [(self._runner.detokenize_text([top.token], False), top.logprob) for top in candidates],
-            labels,
-        )
+        firsts = [self._runner.tokenize_text(label, False, None)[0] for label in labels]
+        return label_scores([(top.token, top.logprob) for top in candidates], firsts)
 
     def count_tokens(self, text: str) -> int:
         return len(self._runner.tokenize_text(text, False, None))
