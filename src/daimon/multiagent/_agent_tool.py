@@ -20,7 +20,7 @@ from daimon.core import (
 from daimon.cost import SpendRecord
 from daimon.tools import RunContext
 
-__all__ = ("AgentTool", "SessionId", "run_sub_agent")
+__all__ = ("AgentTool", "SessionId", "run_sub_agent", "sub_agent_failed")
 
 SessionId = str | Callable[[RunContext[Any]], str | None] | None
 """A sub-agent's session: none (each call is a fresh conversation), a fixed id, or a function of
@@ -220,8 +220,12 @@ async def run_sub_agent(
 
 
 def _failed(label: str, exc: Exception) -> ToolOutput:
-    message = str(exc)
+    return sub_agent_failed(label, type(exc).__name__, str(exc))
+
+
+def sub_agent_failed(label: str, kind: str, message: str) -> ToolOutput:
+    """What the calling model reads when sub-agent ``label`` failed with a ``kind`` error."""
     if len(message) > _MAX_ERROR_CHARS:
         message = message[:_MAX_ERROR_CHARS] + "... (truncated)"
-    what = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    what = f"{kind}: {message}" if message else kind
     return ToolOutput.error(f"Error: agent {label!r} failed: {what}")

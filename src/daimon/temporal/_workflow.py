@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
     from daimon.core.tools import ToolOutput
     from daimon.extensions import CallModel, CallTool, Extension
+    from daimon.multiagent._agent_tool import sub_agent_failed
     from daimon.state import RunState
     from daimon.temporal._activities import (
         MODEL_ACTIVITY,
@@ -512,10 +513,11 @@ class _Child:
 def _child_failed(label: str, exc: ChildWorkflowError) -> ToolOutput:
     """What the calling model reads of a failed sub-agent (as ``run_sub_agent`` words it)."""
     cause = exc.cause
-    if isinstance(cause, ApplicationError) and cause.type == "ApprovalRequiredError":
+    if not isinstance(cause, ApplicationError):
+        return ToolOutput.error(f"Error: agent {label!r} failed: {_cause(exc)}")
+    if cause.type == "ApprovalRequiredError":
         return ToolOutput.error(f"Error: {cause.message}")
-    what = f"{cause.type}: {cause.message}" if isinstance(cause, ApplicationError) else _cause(exc)
-    return ToolOutput.error(f"Error: agent {label!r} failed: {what}")
+    return sub_agent_failed(label, cause.type or "ApplicationError", cause.message)
 
 
 def _is_state(saved: CheckpointState, ctx: RunState) -> bool:
