@@ -41,8 +41,12 @@ __all__ = ("GrpcBroker", "GrpcBrokerError")
 
 R = TypeVar("R")
 
-# Reconnect quickly after the service restarts (gRPC's default backoff grows to two minutes).
+# Reconnect quickly after the service restarts (gRPC's default backoff grows to two minutes),
+# and give each handle connections of its own: from gRPC's process-wide pool, a handle opened
+# after an outage inherited another handle's reconnect backoff (up to 1.2 s) and its first call
+# ran out of a short timeout although the service was back.
 _CHANNEL_OPTIONS = (
+    ("grpc.use_local_subchannel_pool", 1),
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
