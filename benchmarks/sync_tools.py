@@ -9,8 +9,7 @@ round in an order that rotates each round (so load spreads over all of them):
 
 - **hop**: µs per ``await`` of one call of a trivial function (``add(2, 3)``) through each
   mechanism: inline, ``asyncio.to_thread``, ``run_in_executor`` on a dedicated one-thread pool,
-  daimon's tool threads, and a worker that spins instead of sleeping (a reference only: it keeps
-  a core busy);
+  daimon's tool threads (woken on the loop's core, and on the kernel's choice of core);
 - **run**: µs per daimon ReAct run (model -> ``add`` -> model, the ``run`` cell of
   ``benchmarks/peers``) with the tool as ``async def``, as ``def`` through each mechanism
   (``to_thread`` is what daimon did before), and with an adaptive prototype that goes inline
@@ -25,10 +24,8 @@ import asyncio
 import contextvars
 import functools
 import os
-import queue
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -38,13 +35,14 @@ from typing import Any
 import daimon
 from daimon.models import FunctionModel
 from daimon.tools import FunctionTool
-from daimon.tools._threads import run_in_thread
+from daimon.tools._threads import ToolThreads, run_in_thread
 
 sys.path.insert(0, str(Path(__file__).parent / "peers"))
 os.environ["BENCH_TOOL"] = "sync"  # the floor's tool: a plain def, called inline
 from adapters import floor  # type: ignore[import-not-found]
 
 _DEDICATED = ThreadPoolExecutor(1, thread_name_prefix="bench-dedicated")
+_UNPLACED = ToolThreads(wake_on_loop_core=False)  # daimon's pool, the kernel choosing the core
 
 
 def add(a: int, b: int) -> int:
@@ -65,35 +63,16 @@ def _dedicated(function: Callable[..., Any], *args: Any) -> Awaitable[Any]:
     return asyncio.get_running_loop().run_in_executor(_DEDICATED, context.run, function, *args)
 
 
-class _Spinner:
-    """A worker that polls its queue instead of sleeping on it: quickest to wake, a busy core."""
-
-    def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.stop = False
-        threading.Thread(target=self._work, daemon=True).start()
-
-    def _work(self) -> None:
-        while not self.stop:
-            try:
-                loop, future, function, args = self.jobs.get_nowait()
-            except queue.Empty:
-                continue
-            loop.call_soon_threadsafe(future.set_result, function(*args))
-
-    def __call__(self, function: Callable[..., Any], *args: Any) -> Awaitable[Any]:
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self.jobs.put((loop, future, function, args))
-        return future
-
-
 async def _inline(function: Callable[..., Any], *args: Any) -> Any:
     return function(*args)
 
 
 def _pool(function: Callable[..., Any], *args: Any) -> Awaitable[Any]:
     return run_in_thread(function, args, {})
+
+
+def _unplaced(function: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+    return _UNPLACED.submit(function, args, {})
 
 
 async def _time_hop(hop: Callable[..., Awaitable[Any]], calls: int) -> float:
@@ -122,6 +101,13 @@ class _DedicatedTool(FunctionTool[Any, Any]):
 
     async def _run_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return await _dedicated(functools.partial(self._call, *args, **kwargs))
+
+
+class _UnplacedTool(FunctionTool[Any, Any]):
+    """daimon's tool threads without waking the worker on the loop's core (before session 8)."""
+
+    async def _run_sync(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return await _UNPLACED.submit(self._call, args, kwargs)
 
 
 class _AdaptiveTool(FunctionTool[Any, Any]):
@@ -161,6 +147,7 @@ def _agents() -> dict[str, Callable[[], Awaitable[str]]]:
     tools: dict[str, Any] = {
         "async def": FunctionTool(add_async, name="add"),
         "def, daimon's tool threads (default)": FunctionTool(add, name="add"),
+        "def, tool threads, the kernel's choice of core": _UnplacedTool(add, name="add"),
         "def, inline=True": FunctionTool(add, name="add", inline=True),
         "def, asyncio.to_thread (before)": _ToThreadTool(add, name="add"),
         "def, dedicated 1-thread executor": _DedicatedTool(add, name="add"),
@@ -240,16 +227,16 @@ def _table(title: str, unit: str, results: dict[str, list[float]], base: str | N
 
 
 async def _main(rounds: int, calls: int, runs: int) -> None:
-    spinner = _Spinner()
     hops: dict[str, Callable[..., Awaitable[Any]]] = {
         "inline (on the loop's thread)": _inline,
         "asyncio.to_thread": asyncio.to_thread,
         "run_in_executor, dedicated 1-thread pool": _dedicated,
         "daimon's tool threads": _pool,
+        "daimon's tool threads, the kernel's choice of core": _unplaced,
     }
     agents = _agents()
     batches = {"4 sync calls, 4 hops": _four_hops, "4 sync calls, 1 hop": _one_hop}
-    hop_us: dict[str, list[float]] = {label: [] for label in [*hops, "spinning worker"]}
+    hop_us: dict[str, list[float]] = {label: [] for label in hops}
     run_us: dict[str, list[float]] = {label: [] for label in agents}
     batch_us: dict[str, list[float]] = {label: [] for label in batches}
     loads = [os.getloadavg()]
@@ -260,10 +247,7 @@ async def _main(rounds: int, calls: int, runs: int) -> None:
             run_us[label].append(await _time_run(agents[label], runs))
         for label in _rotated(list(batches), round_):
             batch_us[label].append(await _time_batch(batches[label], calls))
-        # Last, so its busy core does not slow the others down.
-        hop_us["spinning worker"].append(await _time_hop(spinner, calls))
         loads.append(os.getloadavg())
-    spinner.stop = True
     _table("Hop: one call of add(2, 3)", "µs per call", hop_us, None)
     _table("Run: one ReAct run, model -> add -> model", "µs per run", run_us, "async def")
     _table("Batch: one turn's four sync calls", "µs per turn", batch_us, None)
