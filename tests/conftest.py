@@ -100,20 +100,42 @@ async def redis_prefix(redis_url: str) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def kill_redis_clients(redis_url: str) -> Callable[[str], Awaitable[int]]:
-    """Kills Redis connections by name, from another client (the server keeps running).
+def kill_redis_mid_command(redis_url: str) -> Callable[[str, Awaitable[object]], Awaitable[object]]:
+    """Kills a Redis connection while the server holds its write command (the server keeps running).
 
-    ``await kill_redis_clients(name)`` returns how many connections named ``name`` it killed.
+    ``await kill_redis_mid_command(name, command)`` pauses the server's writes, starts
+    ``command``, waits until the connection named ``name`` is blocked in it, kills that
+    connection from another client, lifts the pause and returns what ``command`` returns (or
+    raises what it raises). The killed command never ran: a retry of it is safe. (An idle
+    connection killed between commands proves nothing: redis-py 8.2 notices it on checkout and
+    reconnects before sending.)
     """
+    import asyncio
+
     import redis.asyncio as aioredis
 
-    async def kill(name: str) -> int:
+    async def blocked_connection(killer: aioredis.Redis, name: str) -> int:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            for client in await killer.client_list():
+                if client.get("name") == name and "b" in client.get("flags", ""):
+                    return int(client["id"])
+            await asyncio.sleep(0.005)
+        raise AssertionError(f"no connection named {name!r} blocked in a write within 5 s")
+
+    async def kill(name: str, command: Awaitable[object]) -> object:
         killer = aioredis.Redis.from_url(redis_url)
         try:
-            ids = [c["id"] for c in await killer.client_list() if c.get("name") == name]
-            for client_id in ids:
-                await killer.client_kill_filter(_id=client_id)
-            return len(ids)
+            await killer.execute_command("CLIENT", "PAUSE", 5000, "WRITE")
+            task = asyncio.ensure_future(command)
+            try:
+                await killer.client_kill_filter(_id=await blocked_connection(killer, name))
+            except BaseException:
+                task.cancel()
+                raise
+            finally:
+                await killer.execute_command("CLIENT", "UNPAUSE")
+            return await task
         finally:
             await killer.aclose()
 
