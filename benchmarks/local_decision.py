@@ -1,15 +1,20 @@
 """The local model's two weak steps, measured apart: choosing a tool, and using its result.
 
-Runs the bundled SmolLM2 on one runtime over the 34 tasks of ``evals/local/tools.yaml``::
+Runs the bundled SmolLM2 on one runtime over the 34 tuning tasks of ``evals/local/tools.yaml``
+(``--dataset heldout``: the 26 of ``evals/local/heldout.yaml``, never used to tune anything)::
 
-    python benchmarks/local_decision.py llama decide likeliest calibrated grammar
+    python benchmarks/local_decision.py llama decide similarity likeliest calibrated grammar
+    python benchmarks/local_decision.py mistralrs decide similarity likeliest --dataset heldout
+    python benchmarks/local_decision.py mistralrs match --thresholds 0.10,0.15,0.20
     python benchmarks/local_decision.py llama decide scores+yesno --wording first
     python benchmarks/local_decision.py mistralrs answer --results fold
     python benchmarks/local_decision.py mistralrs answer --results turn
 
 ``decide`` asks each task's question with both tools offered and counts how often each decision
-rule picks the task's kind (calculator, lookup, or no tool): ``calibrated``, ``likeliest`` and
-``grammar`` are ``LocalModel(tool_decision=...)``; ``scores`` reads the label scores once per
+rule picks the task's kind (calculator, lookup, or no tool): ``similarity``, ``calibrated``,
+``likeliest`` and ``grammar`` are ``LocalModel(tool_decision=...)``; ``match`` is the similarity
+rule alone (the embedding model, no chat model: the runtime is not used) at each of
+``--thresholds``; ``scores`` reads the label scores once per
 question and applies every rule that reads them (``calibrated``, ``likeliest``, and with
 ``scores+yesno`` also ``yesno``: each tool asked about on its own, "needed? Yes/No", raw and
 calibrated), under the decision wording ``--wording``.
@@ -42,11 +47,37 @@ def _kind(scenario: dict[str, Any]) -> str:
     return next((kind for kind in KINDS[:2] if kind in tags), "none")
 
 
-def _scenarios() -> list[dict[str, Any]]:
+def _scenarios(dataset: str) -> list[dict[str, Any]]:
     import yaml
 
-    tasks: list[dict[str, Any]] = yaml.safe_load((ROOT / "evals/local/tools.yaml").read_text())
+    path = ROOT / "evals" / "local" / f"{dataset}.yaml"
+    tasks: list[dict[str, Any]] = yaml.safe_load(path.read_text())
     return tasks
+
+
+def _match(scenarios: list[dict[str, Any]], thresholds: list[float]) -> list[dict[str, Any]]:
+    """The similarity rule at each threshold: each question embedded once."""
+    from evals.local.agent import calculator, lookup
+
+    from daimon.models.local._similarity import ToolMatcher
+
+    tools = [calculator.spec, lookup.spec]
+    started = time.perf_counter()
+    matcher = ToolMatcher()
+    matcher.choose("warm-up", tools)  # loads the model and embeds the tools
+    warm = time.perf_counter()
+    scores: list[list[float]] = []
+    for scenario in scenarios:  # the cosines themselves, so every threshold reads them once
+        scores.append(matcher.scores(scenario["input"], tools))
+    per_question_ms = round((time.perf_counter() - warm) * 1000 / len(scenarios), 2)
+    rows = []
+    for threshold in thresholds:
+        picks = [
+            tools[row.index(max(row))].name if max(row) >= threshold else "none" for row in scores
+        ]
+        rows.append({"rule": "similarity", "threshold": threshold, **_tally(scenarios, picks)})
+    rows.append({"load_seconds": round(warm - started, 2), "ms_per_question": per_question_ms})
+    return rows
 
 
 async def _decide(runtime: str, rule: str, scenarios: list[dict[str, Any]]) -> dict[str, Any]:
@@ -351,10 +382,12 @@ LOOKUP_ARGS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("runtime", choices=["mistralrs", "llama"])
-    parser.add_argument("part", choices=["decide", "call", "answer"])
+    parser.add_argument("part", choices=["decide", "match", "call", "answer"])
     parser.add_argument("--list-chosen", action="store_true", help="list only the forced tool")
     parser.add_argument("rules", nargs="*", default=["calibrated"], help="decision rules")
     parser.add_argument("--only", help="tasks whose name starts with this")
+    parser.add_argument("--dataset", choices=["tools", "heldout"], default="tools")
+    parser.add_argument("--thresholds", default="0.10,0.12,0.15,0.18,0.20", help="for match")
     parser.add_argument(
         "--results", choices=["fold", "turn"], help="how tool results are written (answer)"
     )
@@ -369,7 +402,13 @@ def main() -> None:
         from daimon.models.local import _prompt
 
         _prompt._FOLD_NOTE = args.note
-    scenarios = [s for s in _scenarios() if not args.only or s["name"].startswith(args.only)]
+    tasks = _scenarios(args.dataset)
+    scenarios = [s for s in tasks if not args.only or s["name"].startswith(args.only)]
+    if args.part == "match":
+        thresholds = [float(t) for t in args.thresholds.split(",")]
+        for row in _match(scenarios, thresholds):
+            print(json.dumps({"dataset": args.dataset, **row}), flush=True)
+        return
     if args.list_chosen:
         import daimon.models.local
 

