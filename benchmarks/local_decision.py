@@ -81,7 +81,7 @@ def _match(scenarios: list[dict[str, Any]], thresholds: list[float]) -> list[dic
 
 
 async def _decide(runtime: str, rule: str, scenarios: list[dict[str, Any]]) -> dict[str, Any]:
-    """One decision rule, through ``LocalModel.generate`` (the choice and the call)."""
+    """One decision rule as ``LocalModel`` applies it (``grammar``: through ``generate``)."""
     from evals.local.agent import calculator, lookup
 
     from daimon import ChatRequest, Message
@@ -95,8 +95,11 @@ async def _decide(runtime: str, rule: str, scenarios: list[dict[str, Any]]) -> d
         request = ChatRequest(
             messages=[Message.user(scenario["input"])], tools=tools, temperature=0
         )
-        response = await model.generate(request)
-        picks.append(response.message.tool_calls[0].name if response.has_tool_calls else "none")
+        if rule == "grammar":  # the choice is made while the answer is written
+            response = await model.generate(request)
+            picks.append(response.message.tool_calls[0].name if response.has_tool_calls else "none")
+        else:  # the choice alone: a call the model then fails to finish still counts as chosen
+            picks.append(model._decide(model._load_locked(), request))
     await model.aclose()
     return {"rule": rule, **_tally(scenarios, picks), "seconds": _since(started), "picks": picks}
 
