@@ -17,7 +17,7 @@ from daimon.models.local._prompt import NO_TOOL, without_examples
 if TYPE_CHECKING:
     from daimon.core.tools import ToolSpec
 
-__all__ = ("THRESHOLD", "Embedder", "ToolMatcher", "tool_text")
+__all__ = ("Embedder", "THRESHOLD", "ToolMatcher", "tool_text")
 
 THRESHOLD = 0.15
 """The least cosine between a question and a tool's description that picks the tool.
