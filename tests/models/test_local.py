@@ -330,7 +330,7 @@ def test_runtime_selection(weights: None) -> None:
         infer_model("local:smollm2?threads=2")
     with pytest.raises(BuilderError, match="tool_decision must be one of"):
         LocalModel(tool_decision="vote")
-    for threshold in (1.5, -2, "high"):
+    for threshold in (1.5, -2, "high", True, float("nan")):
         with pytest.raises(BuilderError, match="similarity_threshold must be a cosine"):
             LocalModel(similarity_threshold=threshold)  # type: ignore[arg-type]
 
