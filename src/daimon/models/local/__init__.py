@@ -209,10 +209,11 @@ class LocalModel(AsyncClosing):
             raise BuilderError(
                 f"tool_decision must be one of {', '.join(_DECISIONS)}, got {tool_decision!r}"
             )
-        number = isinstance(similarity_threshold, (int, float)) and not isinstance(
-            similarity_threshold, bool
-        )
-        if not (number and -1 <= similarity_threshold <= 1):
+        if (
+            isinstance(similarity_threshold, bool)
+            or not isinstance(similarity_threshold, int | float)
+            or not -1 <= similarity_threshold <= 1
+        ):
             raise BuilderError(
                 f"similarity_threshold must be a cosine, from -1 to 1, got {similarity_threshold!r}"
             )
