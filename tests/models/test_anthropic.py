@@ -146,7 +146,9 @@ def decode_messages_request(body: dict[str, Any]) -> ChatRequest:
             messages.append(Message.user(content))
         elif all(b["type"] == "tool_result" for b in content):
             messages += [
-                Message.tool(b["tool_use_id"], b["content"], is_error=b.get("is_error", False))
+                Message.tool(
+                    b["tool_use_id"], b.get("content", ""), is_error=b.get("is_error", False)
+                )
                 for b in content
             ]
         else:
@@ -587,6 +589,29 @@ class TestAnthropicModel(ModelConformance):
         body = wire_server.last.body
         assert "description" not in body["tools"][0]
         assert [b["type"] for b in body["messages"][0]["content"]] == ["image"]
+
+    async def test_empty_tool_results(self, model: Model, wire_server: WireServer) -> None:
+        """An empty result goes without content; an empty failure says that it failed (the
+        API refuses a tool_result with is_error and no content)."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        calls = [ToolCall(id="c1", name="f"), ToolCall(id="c2", name="f")]
+        messages = (
+            Message.user("go"),
+            Message.assistant("", calls),
+            Message.tool("c1", ""),
+            Message.tool("c2", "", is_error=True),
+        )
+        await model.generate(ChatRequest(messages=messages))
+        results = _strip_cache_control(wire_server.last.body["messages"][2]["content"])
+        assert results == [
+            {"type": "tool_result", "tool_use_id": "c1"},
+            {
+                "type": "tool_result",
+                "tool_use_id": "c2",
+                "content": "Error: the tool failed without a message.",
+                "is_error": True,
+            },
+        ]
 
 
 # ---------------------------------------------------------------- configuration

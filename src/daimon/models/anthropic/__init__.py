@@ -27,8 +27,10 @@ Mapping notes:
   (:attr:`Message.reasoning <daimon.core.messages.Message.reasoning>`, streamed as
   :class:`~daimon.core.events.ReasoningEvent`) and go back unchanged ahead of its text and
   ``tool_use`` blocks, as the API requires of a tool-use turn with extended thinking on.
-* Empty fields are left out: a tool without a docstring goes without ``description``, and
-  empty text parts of a user message are dropped (the API refuses empty text blocks).
+* Empty fields are left out: a tool without a docstring goes without ``description``, an
+  empty tool result without ``content``, and empty text parts of a user message are dropped
+  (the API refuses empty text blocks). A failed tool's empty result says that it failed, as
+  the API refuses an error without content.
 * ``settings`` are sent as extra JSON fields of the request body (``top_k``, ``thinking``,
   ``metadata``, ...), except ``timeout``, ``extra_headers`` and ``extra_query``, which are
   options of the call (``timeout`` in seconds for this call alone). An ``output_config``

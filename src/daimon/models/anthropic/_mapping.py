@@ -249,14 +249,17 @@ def _tool_result(message: Message) -> dict[str, Any]:
                 content.append({"type": "text", "text": stand_in(part)})
             else:
                 content.append(_part(part))
-    block: dict[str, Any] = {
-        "type": "tool_result",
-        "tool_use_id": message.tool_call_id or "",
-        "content": content,
-    }
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
+    if content:
+        block["content"] = content
     if message.is_error:
         block["is_error"] = True
+        block.setdefault("content", _SILENT_FAILURE)  # the API wants an error to say something
     return block
+
+
+_SILENT_FAILURE = "Error: the tool failed without a message."
+"""What a failed tool's result says when it said nothing."""
 
 
 def _part(part: TextPart | ImagePart | AudioPart | DocumentPart) -> dict[str, Any]:
