@@ -24,11 +24,13 @@ from daimon import (
     Usage,
 )
 from daimon.core.errors import UnsupportedContentError
+from daimon.core.events import Done
 from daimon.core.messages import (
     AudioPart,
     CachePoint,
     DocumentPart,
     ImagePart,
+    Reasoning,
     TextPart,
     ToolCall,
 )
@@ -38,6 +40,7 @@ from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.anthropic import AnthropicModel
 from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks, sample_request
+from daimon.tools import tool
 
 DATA = Path(__file__).parent.parent / "data" / "caching"
 EPHEMERAL = {"type": "ephemeral"}
@@ -143,7 +146,9 @@ def decode_messages_request(body: dict[str, Any]) -> ChatRequest:
             messages.append(Message.user(content))
         elif all(b["type"] == "tool_result" for b in content):
             messages += [
-                Message.tool(b["tool_use_id"], b["content"], is_error=b.get("is_error", False))
+                Message.tool(
+                    b["tool_use_id"], b.get("content", ""), is_error=b.get("is_error", False)
+                )
                 for b in content
             ]
         else:
@@ -156,7 +161,9 @@ def decode_messages_request(body: dict[str, Any]) -> ChatRequest:
     return ChatRequest(
         messages=tuple(messages),
         tools=tuple(
-            ToolSpec(name=t["name"], description=t["description"], parameters=t["input_schema"])
+            ToolSpec(
+                name=t["name"], description=t.get("description", ""), parameters=t["input_schema"]
+            )
             for t in body.get("tools") or []
         ),
         temperature=body.get("temperature"),
@@ -524,6 +531,87 @@ class TestAnthropicModel(ModelConformance):
             cache_write_tokens=2051,
             requests=1,
         )
+
+    # ------------------------------------------------------------ extended thinking
+    @pytest.mark.parametrize("stream", [False, True], ids=["prompt", "prompt_stream"])
+    async def test_thinking_goes_back_unchanged_before_its_tool_use(
+        self, model: Model, wire_server: WireServer, stream: bool
+    ) -> None:
+        """A tool-use turn with extended thinking: the next request holds its thinking block
+        (signature and all) and its redacted thinking block unchanged, before text and tool_use."""
+        first = json.loads((FIXTURES / "anthropic_message_thinking_tool_use.json").read_text())
+        answer = self._text("Sunny in Paris.")
+        if stream:
+            wire_server.reply_sse(_sse_file(FIXTURES / "anthropic_stream_thinking_tool_use.sse"))
+            wire_server.reply_sse(self.encode_stream(answer))
+        else:
+            wire_server.reply_json(first)
+            wire_server.reply_json(self.encode_response(answer))
+
+        @tool
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            return f"sunny in {city}"
+
+        thinking = {"type": "enabled", "budget_tokens": 2048}
+        agent = Agent(model, tools=[get_weather], model_settings={"thinking": thinking})
+        if stream:
+            events = [e async for e in agent.prompt_stream("Weather in Paris?")]
+            done = events[-1]
+            assert isinstance(done, Done) and done.response is not None
+            assert done.response.text == "Sunny in Paris."
+        else:
+            assert (await agent.prompt("Weather in Paris?")).text == "Sunny in Paris."
+        sent = wire_server.requests[-1].body
+        assert sent["thinking"] == thinking
+        assert sent["messages"][1] == {"role": "assistant", "content": first["content"]}
+
+    async def test_thinking_of_another_provider_stays_home(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        wire_server.reply_json(self.encode_response(self._text()))
+        other = Reasoning(provider="bedrock", text="hm", data={"reasoningText": {"text": "hm"}})
+        history = (Message.user("a"), Message.assistant("b", reasoning=[other]), Message.user("c"))
+        await model.generate(ChatRequest(messages=history))
+        assert wire_server.last.body["messages"][1]["content"] == [{"type": "text", "text": "b"}]
+
+    # ------------------------------------------------------------ empty fields
+    async def test_empty_fields_are_left_out(self, model: Model, wire_server: WireServer) -> None:
+        """A tool without a docstring has no description; empty text parts are dropped."""
+
+        @tool
+        def ping() -> str:
+            return "pong"
+
+        wire_server.reply_json(self.encode_response(self._text()))
+        parts = [TextPart(text=""), ImagePart(url="https://example.com/cat.png")]
+        await model.generate(ChatRequest(messages=(Message.user(parts),), tools=(ping.spec,)))
+        body = wire_server.last.body
+        assert "description" not in body["tools"][0]
+        assert [b["type"] for b in body["messages"][0]["content"]] == ["image"]
+
+    async def test_empty_tool_results(self, model: Model, wire_server: WireServer) -> None:
+        """An empty result goes without content; an empty failure says that it failed (the
+        API refuses a tool_result with is_error and no content)."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        calls = [ToolCall(id="c1", name="f"), ToolCall(id="c2", name="f")]
+        messages = (
+            Message.user("go"),
+            Message.assistant("", calls),
+            Message.tool("c1", ""),
+            Message.tool("c2", "", is_error=True),
+        )
+        await model.generate(ChatRequest(messages=messages))
+        results = _strip_cache_control(wire_server.last.body["messages"][2]["content"])
+        assert results == [
+            {"type": "tool_result", "tool_use_id": "c1"},
+            {
+                "type": "tool_result",
+                "tool_use_id": "c2",
+                "content": "Error: the tool failed without a message.",
+                "is_error": True,
+            },
+        ]
 
 
 # ---------------------------------------------------------------- configuration

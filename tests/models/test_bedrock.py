@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import pytest
 
 from daimon import (
+    Agent,
     BuilderError,
     ChatRequest,
     ChatResponse,
@@ -33,11 +34,13 @@ from daimon import (
     Usage,
 )
 from daimon.core.errors import UnsupportedContentError
+from daimon.core.events import Done
 from daimon.core.messages import (
     AudioPart,
     CachePoint,
     DocumentPart,
     ImagePart,
+    Reasoning,
     Role,
     TextPart,
     ToolCall,
@@ -55,6 +58,7 @@ from daimon.testing.models import (
     iter_chunks,
     sample_request,
 )
+from daimon.tools import tool
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DATA = Path(__file__).parent.parent / "data" / "caching"
@@ -226,7 +230,7 @@ def decode_converse_request(body: dict[str, Any]) -> ChatRequest:
         tools=tuple(
             ToolSpec(
                 name=t["toolSpec"]["name"],
-                description=t["toolSpec"]["description"],
+                description=t["toolSpec"].get("description", ""),
                 parameters=t["toolSpec"]["inputSchema"]["json"],
             )
             for t in tools
@@ -271,7 +275,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.mark.usefixtures("aws_env")
 class TestBedrockModel(ModelConformance):
     provider: ClassVar[str] = "bedrock"
-    served_model: ClassVar[str] = "anthropic.claude-test-v1:0"
+    served_model: ClassVar[str] = "anthropic.claude-sonnet-4-5-20250929-v1:0"
 
     def make_model(self, base_url: str) -> Model:
         return BedrockModel(self.served_model, region="us-east-1", base_url=base_url)
@@ -558,8 +562,10 @@ class TestBedrockModel(ModelConformance):
         ("model_id", "cache", "system", "tools"),
         [
             ("amazon.nova-pro-v1:0", None, True, False),
+            ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", None, True, True),
             ("meta.llama3-3-70b-instruct-v1:0", None, False, False),
-            ("anthropic.claude-test-v1:0", "off", False, False),
+            ("anthropic.claude-v2", None, False, False),
+            ("anthropic.claude-sonnet-4-5-20250929-v1:0", "off", False, False),
         ],
     )
     async def test_where_caching_applies(
@@ -570,7 +576,8 @@ class TestBedrockModel(ModelConformance):
         system: bool,
         tools: bool,
     ) -> None:
-        """Nova caches system and messages, not tools; other models none; "off" turns it off."""
+        """Nova caches system and messages, not tools; Claude all three; models AWS does not
+        document as caching (Llama, Claude 2) get no cache points; "off" turns it off."""
         wire_server.reset()
         model = BedrockModel(
             model_id, region="us-east-1", base_url=wire_server.url, prompt_cache=cache
@@ -774,6 +781,105 @@ class TestBedrockModel(ModelConformance):
         assert (response.usage.input_tokens, response.usage.cached_tokens) == (223 + 1024, 1024)
         assert response.usage.output_tokens == 61
         assert response.model == self.served_model
+
+    # ------------------------------------------------------------ reasoning
+    @pytest.mark.parametrize("stream", [False, True], ids=["prompt", "prompt_stream"])
+    async def test_reasoning_goes_back_unchanged_before_its_tool_use(
+        self, model: Model, wire_server: WireServer, stream: bool
+    ) -> None:
+        """Claude's reasoningContent (text with signature, redacted bytes) comes back on the
+        next request unchanged, before the turn's text and toolUse blocks."""
+        first = json.loads((FIXTURES / "bedrock_converse_thinking_tool_use.json").read_text())
+        answer = self._text("Sunny in Paris.")
+        if stream:
+            documented = (FIXTURES / "bedrock_converse_stream_thinking_tool_use.json").read_text()
+            events = [
+                StreamMessage(event=next(iter(e)), data=next(iter(e.values())))
+                for e in json.loads(documented)
+            ]
+            wire_server.reply(ScriptedReply(events=events, headers=EVENT_STREAM))
+            wire_server.reply(
+                ScriptedReply(events=self.encode_stream(answer), headers=EVENT_STREAM)
+            )
+        else:
+            wire_server.reply_json(first)
+            wire_server.reply_json(self.encode_response(answer))
+
+        @tool
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            return f"sunny in {city}"
+
+        thinking = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+        agent = Agent(model, tools=[get_weather], model_settings=thinking)
+        if stream:
+            events_out = [e async for e in agent.prompt_stream("Weather in Paris?")]
+            done = events_out[-1]
+            assert isinstance(done, Done) and done.response is not None
+            assert done.response.text == "Sunny in Paris."
+        else:
+            assert (await agent.prompt("Weather in Paris?")).text == "Sunny in Paris."
+        sent = wire_server.requests[-1].body
+        assert sent["additionalModelRequestFields"] == thinking
+        assert sent["messages"][1] == {
+            "role": "assistant",
+            "content": first["output"]["message"]["content"],
+        }
+
+    async def test_reasoning_of_another_provider_stays_home(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        wire_server.reply_json(self.encode_response(self._text()))
+        other = Reasoning(provider="anthropic", data={"type": "thinking", "signature": "x"})
+        history = (Message.user("a"), Message.assistant("b", reasoning=[other]), Message.user("c"))
+        await model.generate(ChatRequest(messages=history))
+        assert wire_server.last.body["messages"][1]["content"] == [{"text": "b"}]
+
+    # ------------------------------------------------------------ empty fields
+    async def test_a_tool_without_a_docstring(self, model: Model, wire_server: WireServer) -> None:
+        """Converse wants a description of at least one character: botocore's own parameter
+        validation lets the request through because the empty description is left out."""
+
+        @tool
+        def ping() -> str:
+            return "pong"
+
+        wire_server.reply_json(self.encode_response(self._text()))
+        await model.generate(ChatRequest(messages=_PROMPT.messages, tools=(ping.spec,)))
+        assert wire_server.last.body["toolConfig"]["tools"][0] == {
+            "toolSpec": {"name": "ping", "inputSchema": {"json": dict(ping.spec.parameters)}}
+        }
+
+
+@pytest.mark.parametrize(
+    ("model_id", "caches"),
+    [
+        ("anthropic.claude-3-7-sonnet-20250219-v1:0", True),
+        ("anthropic.claude-3-5-haiku-20241022-v1:0", True),
+        ("us.anthropic.claude-sonnet-4-20250514-v1:0", True),
+        ("global.anthropic.claude-opus-4-5-20251101-v1:0", True),
+        ("anthropic.claude-haiku-4-5-20251001-v1:0", True),
+        (
+            "arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-opus-4-1-20250805-v1:0",
+            True,
+        ),
+        ("amazon.nova-micro-v1:0", True),
+        ("us.amazon.nova-premier-v1:0", True),
+        ("anthropic.claude-v2", False),
+        ("anthropic.claude-v2:1", False),
+        ("anthropic.claude-instant-v1", False),
+        ("anthropic.claude-3-haiku-20240307-v1:0", False),
+        ("anthropic.claude-3-5-sonnet-20240620-v1:0", False),
+        ("anthropic.claude-3-5-sonnet-20241022-v2:0", False),
+        ("meta.llama3-3-70b-instruct-v1:0", False),
+        ("mistral.mistral-large-2407-v1:0", False),
+    ],
+)
+def test_caching_is_on_by_default_only_for_models_aws_documents(
+    model_id: str, caches: bool
+) -> None:
+    model = BedrockModel(model_id, region="us-east-1")
+    assert model.prompt_cache == ("auto" if caches else "off")
 
 
 # ---------------------------------------------------------------- embeddings

@@ -22,8 +22,15 @@ Mapping notes:
 * Media: images (bytes, ``data:`` or web URL), PDFs (bytes or URL) and inline text documents;
   tool results carry images and documents (audio becomes a text stand-in). Audio in a user
   message is refused with :class:`~daimon.core.errors.UnsupportedContentError` before sending.
-* Thinking blocks (``settings={"thinking": ...}``) are not kept in the conversation: with
-  extended thinking on, a tool-use turn sent back without them is refused by the API.
+* Thinking (``settings={"thinking": ...}``): ``thinking`` blocks (with their signatures) and
+  ``redacted_thinking`` blocks ride on the assistant message
+  (:attr:`Message.reasoning <daimon.core.messages.Message.reasoning>`, streamed as
+  :class:`~daimon.core.events.ReasoningEvent`) and go back unchanged ahead of its text and
+  ``tool_use`` blocks, as the API requires of a tool-use turn with extended thinking on.
+* Empty fields are left out: a tool without a docstring goes without ``description``, an
+  empty tool result without ``content``, and empty text parts of a user message are dropped
+  (the API refuses empty text blocks). A failed tool's empty result says that it failed, as
+  the API refuses an error without content.
 * ``settings`` are sent as extra JSON fields of the request body (``top_k``, ``thinking``,
   ``metadata``, ...), except ``timeout``, ``extra_headers`` and ``extra_query``, which are
   options of the call (``timeout`` in seconds for this call alone). An ``output_config``

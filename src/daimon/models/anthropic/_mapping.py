@@ -23,10 +23,12 @@ from daimon.core.messages import (
     DocumentPart,
     ImagePart,
     Message,
+    Reasoning,
     Role,
     TextPart,
     ToolCall,
 )
+from daimon.core.tools import ToolSpec
 from daimon.kit.media import (
     CacheMode,
     b64,
@@ -38,6 +40,7 @@ from daimon.kit.media import (
 )
 from daimon.kit.sdk_support import cache_exclusive_usage, stop_reason
 from daimon.kit.streaming import PendingToolCall
+from daimon.models.anthropic import _thinking
 
 __all__ = (
     "EPHEMERAL",
@@ -101,10 +104,7 @@ def request_body(
         else:
             body["system"] = system
     if request.tools:
-        tools = [
-            {"name": s.name, "description": s.description, "input_schema": dict(s.parameters)}
-            for s in request.tools
-        ]
+        tools = [_tool(spec) for spec in request.tools]
         if marks.auto:
             tools[-1]["cache_control"] = dict(EPHEMERAL)
         body["tools"] = tools
@@ -118,6 +118,14 @@ def request_body(
             "format": {"type": "json_schema", "schema": dict(request.response_format.schema)}
         }
     return body
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    """A tool definition; a tool without a description goes without the field."""
+    tool: dict[str, Any] = {"name": spec.name, "input_schema": dict(spec.parameters)}
+    if spec.description:
+        tool["description"] = spec.description
+    return tool
 
 
 EPHEMERAL: Mapping[str, str] = {"type": "ephemeral"}
@@ -213,12 +221,13 @@ def _user_content(message: Message, marks: _Marks) -> Any:
             if marks.hand and blocks:
                 blocks[-1]["cache_control"] = dict(EPHEMERAL)
             continue
-        blocks.append(_part(part))
+        if not isinstance(part, TextPart) or part.text:  # the API refuses empty text blocks
+            blocks.append(_part(part))
     return blocks
 
 
 def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+    blocks = _thinking.to_wire(message)  # first: thinking comes before what it led to
     if message.text:
         blocks.append({"type": "text", "text": message.text})
     for call in message.tool_calls:
@@ -240,14 +249,17 @@ def _tool_result(message: Message) -> dict[str, Any]:
                 content.append({"type": "text", "text": stand_in(part)})
             else:
                 content.append(_part(part))
-    block: dict[str, Any] = {
-        "type": "tool_result",
-        "tool_use_id": message.tool_call_id or "",
-        "content": content,
-    }
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
+    if content:
+        block["content"] = content
     if message.is_error:
         block["is_error"] = True
+        block.setdefault("content", _SILENT_FAILURE)  # the API wants an error to say something
     return block
+
+
+_SILENT_FAILURE = "Error: the tool failed without a message."
+"""What a failed tool's result says when it said nothing."""
 
 
 def _part(part: TextPart | ImagePart | AudioPart | DocumentPart) -> dict[str, Any]:
@@ -293,8 +305,11 @@ def response_from_wire(data: Mapping[str, Any]) -> ChatResponse:
     """A :class:`ChatResponse` from a ``message`` object."""
     text: list[str] = []
     calls: list[ToolCall] = []
+    reasoning: list[Reasoning] = []
     for block in data.get("content") or ():
-        if block.get("type") == "text":
+        if _thinking.is_thinking(block):
+            reasoning.append(_thinking.reasoning_from_block(block))
+        elif block.get("type") == "text":
             text.append(block.get("text") or "")
         elif block.get("type") == "tool_use":
             arguments = block.get("input")
@@ -308,7 +323,7 @@ def response_from_wire(data: Mapping[str, Any]) -> ChatResponse:
                 )
             )
     return ChatResponse(
-        message=Message.assistant("".join(text), calls),
+        message=Message.assistant("".join(text), calls, reasoning=reasoning),
         stop_reason=stop_reason(_STOP_REASONS, data.get("stop_reason"), has_calls=bool(calls)),
         usage=_usage(data.get("usage")),
         model=data.get("model") or None,
@@ -332,10 +347,20 @@ class EventDecoder:
     A stream that ends before ``message_stop`` was cut short.
     """
 
-    __slots__ = ("_calls", "_model", "_saw_calls", "_stop", "_stopped", "_tool_count", "_usage")
+    __slots__ = (
+        "_calls",
+        "_model",
+        "_saw_calls",
+        "_stop",
+        "_stopped",
+        "_thinking",
+        "_tool_count",
+        "_usage",
+    )
 
     def __init__(self) -> None:
         self._calls: dict[int, PendingToolCall] = {}
+        self._thinking = _thinking.ThinkingStream()
         self._tool_count = 0
         self._model: str | None = None
         self._usage: dict[str, Any] = {}
@@ -346,30 +371,13 @@ class EventDecoder:
     def feed(self, event: Mapping[str, Any]) -> Iterator[StreamEvent]:
         """The events one stream event carries."""
         kind = event.get("type")
+        index = event.get("index", 0)
         if kind == "content_block_delta":
-            delta = event.get("delta") or {}
-            if delta.get("type") == "text_delta" and delta.get("text"):
-                yield TextDelta(text=delta["text"])
-            elif delta.get("type") == "input_json_delta" and delta.get("partial_json"):
-                call = self._calls.get(event.get("index", 0))
-                if call is not None:
-                    yield call.add(delta["partial_json"])
+            yield from self._delta(index, event.get("delta") or {})
         elif kind == "content_block_start":
-            block = event.get("content_block") or {}
-            if block.get("type") == "tool_use":
-                call = PendingToolCall(
-                    id=block.get("id") or "", name=block.get("name") or "", index=self._tool_count
-                )
-                self._tool_count += 1
-                self._saw_calls = True
-                self._calls[event.get("index", 0)] = call
-                yield call.start()
-            elif block.get("type") == "text" and block.get("text"):
-                yield TextDelta(text=block["text"])
+            yield from self._block_start(index, event.get("content_block") or {})
         elif kind == "content_block_stop":
-            call = self._calls.pop(event.get("index", 0), None)
-            if call is not None:
-                yield call.end()
+            yield from self._block_stop(index)
         elif kind == "message_start":
             message = event.get("message") or {}
             self._model = message.get("model") or None
@@ -379,9 +387,41 @@ class EventDecoder:
             self._merge_usage(event.get("usage"))
         elif kind == "message_stop":
             self._stopped = True
-            for index in sorted(self._calls):
-                yield self._calls[index].end()
+            for open_index in sorted(self._calls):
+                yield self._calls[open_index].end()
             self._calls.clear()
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        if delta.get("type") == "text_delta" and delta.get("text"):
+            yield TextDelta(text=delta["text"])
+        elif delta.get("type") == "input_json_delta" and delta.get("partial_json"):
+            call = self._calls.get(index)
+            if call is not None:
+                yield call.add(delta["partial_json"])
+        else:
+            self._thinking.add(index, delta)
+
+    def _block_start(self, index: int, block: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        if block.get("type") == "tool_use":
+            call = PendingToolCall(
+                id=block.get("id") or "", name=block.get("name") or "", index=self._tool_count
+            )
+            self._tool_count += 1
+            self._saw_calls = True
+            self._calls[index] = call
+            yield call.start()
+        elif block.get("type") == "text" and block.get("text"):
+            yield TextDelta(text=block["text"])
+        elif _thinking.is_thinking(block):
+            self._thinking.start(index, block)
+
+    def _block_stop(self, index: int) -> Iterator[StreamEvent]:
+        call = self._calls.pop(index, None)
+        if call is not None:
+            yield call.end()
+        thought = self._thinking.stop(index)
+        if thought is not None:
+            yield thought
 
     def _merge_usage(self, usage: Mapping[str, Any] | None) -> None:
         # message_delta counts are cumulative; a field it leaves out keeps message_start's value.

@@ -17,8 +17,15 @@ Mapping notes:
   :class:`~daimon.core.errors.UnsupportedContentError` before sending. Tool results carry images
   and documents; audio there becomes a text stand-in.
 * Prompt caching: ``cachePoint`` blocks after the system blocks, the tools (Claude) and the last
-  turn (``prompt_cache="auto"``, the default for Claude and Nova); hand-placed
+  turn (``prompt_cache="auto"``, the default for the models AWS documents as caching: Claude 3.5
+  Haiku, 3.7 Sonnet, Claude 4 and later, Nova Micro, Lite, Pro and Premier); hand-placed
   :class:`~daimon.core.messages.CachePoint` parts replace them.
+* Reasoning (``settings={"thinking": ...}`` for Claude): ``reasoningContent`` blocks (text with
+  its signature, or redacted content) ride on the assistant message
+  (:attr:`Message.reasoning <daimon.core.messages.Message.reasoning>`, streamed as
+  :class:`~daimon.core.events.ReasoningEvent`) and go back unchanged ahead of its text and
+  ``toolUse`` blocks, as Claude requires of a tool-use turn with extended thinking on.
+* A tool without a docstring goes without ``description`` (Converse wants it non-empty).
 * ``tool_choice="none"``: Converse has no such mode, so the tools are left out; when the
   conversation already holds tool calls Converse requires the tool specs, and the model decides.
   ``"required"`` and a tool name work on the models that support them (Claude, Nova).
@@ -62,6 +69,7 @@ from daimon.models.bedrock._mapping import (
     MERGED_FIELDS,
     RETRYABLE_ERRORS,
     EventDecoder,
+    caches_prompts,
     request_params,
     response_from_wire,
 )
@@ -222,8 +230,8 @@ class BedrockModel(_Bedrock):
         prompt_cache: ``"auto"`` places ``cachePoint`` blocks after the system prompt, the tools
             (Claude only) and the conversation so far, unless the request holds hand-placed
             :class:`~daimon.core.messages.CachePoint` parts (then those); ``"off"`` sends none.
-            Default: ``"auto"`` for Claude and Nova models (the ones Bedrock caches), else
-            ``"off"``.
+            Default: ``"auto"`` for the models AWS documents as caching (Claude 3.5 Haiku,
+            3.7 Sonnet and Claude 4 on; Nova Micro, Lite, Pro and Premier), else ``"off"``.
     """
 
     supports_json_schema: ClassVar[bool] = False
@@ -244,10 +252,9 @@ class BedrockModel(_Bedrock):
         client: Any = None,
         prompt_cache: CacheMode | None = None,
     ) -> None:
-        name = model_name.lower()
-        self._cache_tools = "claude" in name
+        self._cache_tools = "claude" in model_name.lower()
         if prompt_cache is None:
-            prompt_cache = "auto" if self._cache_tools or "nova" in name else "off"
+            prompt_cache = "auto" if caches_prompts(model_name) else "off"
         self.prompt_cache: CacheMode = cache_mode(prompt_cache)
         super().__init__(
             model_name,

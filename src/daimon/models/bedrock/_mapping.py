@@ -26,16 +26,20 @@ from daimon.core.messages import (
     DocumentPart,
     MediaPart,
     Message,
+    Reasoning,
     Role,
     TextPart,
     ToolCall,
 )
+from daimon.core.tools import ToolSpec
 from daimon.kit.media import CacheMode, has_cache_points, inline, stand_in, unsupported
 from daimon.kit.sdk_support import cache_exclusive_usage, stop_reason
 from daimon.kit.streaming import PendingToolCall
+from daimon.models.bedrock import _reasoning
 
 __all__ = (
     "CACHE_POINT",
+    "caches_prompts",
     "ERROR_STATUS",
     "EventDecoder",
     "MERGED_FIELDS",
@@ -109,6 +113,24 @@ _FORMATS = {
 CACHE_POINT: Mapping[str, Any] = {"cachePoint": {"type": "default"}}
 """A Converse prompt-cache checkpoint block."""
 
+_CACHING_MODELS = re.compile(
+    r"\b(?:"
+    r"anthropic\.claude-(?:opus|sonnet|haiku)-\d"  # Claude Opus/Sonnet 4 and Haiku 4.5 on
+    r"|anthropic\.claude-3-7-sonnet"
+    r"|anthropic\.claude-3-5-haiku"
+    r"|amazon\.nova-(?:micro|lite|pro|premier)"
+    r")",
+    re.IGNORECASE,
+)
+"""The models AWS documents as taking prompt-cache checkpoints (Bedrock user guide, "Prompt
+caching", supported models), matched in a model id, inference-profile id or ARN. Claude 3.5
+Sonnet v2 caches only for accounts of its preview, so it is not among them."""
+
+
+def caches_prompts(model_id: str) -> bool:
+    """Whether Bedrock documents prompt caching for ``model_id``."""
+    return _CACHING_MODELS.search(model_id) is not None
+
 
 def request_params(
     request: ChatRequest, *, cache: CacheMode = "off", cache_tools: bool = False
@@ -135,18 +157,7 @@ def request_params(
     if inference:
         params["inferenceConfig"] = inference
     if request.tools and not (request.tool_choice == "none" and not _uses_tools(messages)):
-        tool_config: dict[str, Any] = {
-            "tools": [
-                {
-                    "toolSpec": {
-                        "name": spec.name,
-                        "description": spec.description,
-                        "inputSchema": {"json": dict(spec.parameters)},
-                    }
-                }
-                for spec in request.tools
-            ]
-        }
+        tool_config: dict[str, Any] = {"tools": [_tool(spec) for spec in request.tools]}
         if auto and cache_tools:
             tool_config["tools"].append(dict(CACHE_POINT))
         choice = _tool_choice(request.tool_choice)
@@ -160,6 +171,14 @@ def request_params(
             "textFormat": {"type": "json_schema", "structure": {"jsonSchema": schema}}
         }
     return params
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    """A ``toolSpec``; without a description when there is none (Converse wants 1+ characters)."""
+    tool: dict[str, Any] = {"name": spec.name, "inputSchema": {"json": dict(spec.parameters)}}
+    if spec.description:
+        tool["description"] = spec.description
+    return {"toolSpec": tool}
 
 
 def _uses_tools(messages: Sequence[Mapping[str, Any]]) -> bool:
@@ -211,7 +230,7 @@ def messages_to_wire(
             else:
                 _append(turns, "user", _user_blocks(content, cache_points))
         elif message.role is Role.ASSISTANT:
-            blocks: list[dict[str, Any]] = []
+            blocks = _reasoning.to_wire(message)  # first: reasoning comes before what it led to
             if message.text:
                 blocks.append({"text": message.text})
             for call in message.tool_calls:
@@ -327,8 +346,11 @@ def response_from_wire(data: Mapping[str, Any], *, model: str) -> ChatResponse:
     message = (data.get("output") or {}).get("message") or {}
     text: list[str] = []
     calls: list[ToolCall] = []
+    reasoning: list[Reasoning] = []
     for block in message.get("content") or ():
-        if "text" in block:
+        if "reasoningContent" in block:
+            reasoning.append(_reasoning.reasoning_from_block(block["reasoningContent"]))
+        elif "text" in block:
             text.append(block["text"] or "")
         elif "toolUse" in block:
             use = block["toolUse"]
@@ -342,7 +364,7 @@ def response_from_wire(data: Mapping[str, Any], *, model: str) -> ChatResponse:
                 )
             )
     return ChatResponse(
-        message=Message.assistant("".join(text), calls),
+        message=Message.assistant("".join(text), calls, reasoning=reasoning),
         stop_reason=stop_reason(_STOP_REASONS, data.get("stopReason"), has_calls=bool(calls)),
         usage=_usage(data.get("usage")),
         model=model,
@@ -367,11 +389,21 @@ class EventDecoder:
     was cut short.
     """
 
-    __slots__ = ("_calls", "_count", "_model", "_stop", "_stopped", "_usage", "received")
+    __slots__ = (
+        "_calls",
+        "_count",
+        "_model",
+        "_reasoning",
+        "_stop",
+        "_stopped",
+        "_usage",
+        "received",
+    )
 
     def __init__(self, *, model: str) -> None:
         self._model = model
         self._calls: dict[int, PendingToolCall] = {}
+        self._reasoning = _reasoning.ReasoningStream()
         self._count = 0
         self._stop: str | None = None
         self._stopped = False
@@ -392,6 +424,8 @@ class EventDecoder:
                 call = self._calls.get(body.get("contentBlockIndex", 0))
                 if call is not None and piece:
                     yield call.add(piece)
+            elif "reasoningContent" in delta:
+                self._reasoning.add(body.get("contentBlockIndex", 0), delta["reasoningContent"])
         elif "contentBlockStart" in event:
             body = event["contentBlockStart"]
             use = (body.get("start") or {}).get("toolUse")
@@ -403,9 +437,13 @@ class EventDecoder:
                 self._calls[body.get("contentBlockIndex", 0)] = call
                 yield call.start()
         elif "contentBlockStop" in event:
-            call = self._calls.pop(event["contentBlockStop"].get("contentBlockIndex", 0), None)
+            index = event["contentBlockStop"].get("contentBlockIndex", 0)
+            call = self._calls.pop(index, None)
             if call is not None:
                 yield call.end()
+            thought = self._reasoning.stop(index)
+            if thought is not None:
+                yield thought
         elif "messageStop" in event:
             self._stop = event["messageStop"].get("stopReason")
             self._stopped = True
