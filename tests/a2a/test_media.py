@@ -9,11 +9,15 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import ListTasksRequest, Message, Part, Role, SendMessageRequest, TaskState
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
+from starlette.applications import Starlette
 
 from daimon import Agent, ChatRequest, ChatResponse
-from daimon.a2a import a2a_app
+from daimon.a2a import DaimonAgentExecutor, a2a_app, agent_card
 from daimon.core.errors import BuilderError
 from daimon.core.messages import AudioPart, DocumentPart, ImagePart
 from daimon.kit.media import DEFAULT_FILE_TYPES
@@ -192,3 +196,25 @@ def test_malformed_file_limits_are_refused() -> None:
         a2a_app(agent, file_types=["png"])
     with pytest.raises(BuilderError, match="max_file_bytes must be a positive integer"):
         a2a_app(agent, max_file_bytes=0)
+
+
+async def test_the_executor_with_a_handler_of_your_own_rejects_a_file_it_does_not_take() -> None:
+    seen: list[Any] = []
+    agent = _looking_agent(seen)
+
+    def app(port: int) -> Starlette:
+        card = agent_card(agent, url=f"http://127.0.0.1:{port}/")
+        executor = DaimonAgentExecutor(agent, file_types=["image/png"])
+        handler = DefaultRequestHandler(executor, InMemoryTaskStore(), card)
+        routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")]
+        return Starlette(routes=routes)
+
+    async with serving(app) as base:
+        refused = await _answer(base, _send(Part(raw=b"%PDF", media_type="application/pdf")))
+        taken = await _answer(base, _send(Part(raw=PNG, media_type="image/png")))
+    assert refused.status.state == TaskState.TASK_STATE_REJECTED
+    assert refused.status.message.parts[0].text.startswith(
+        "Error: message.parts[0]: application/pdf files are not accepted"
+    )
+    assert taken.status.state == TaskState.TASK_STATE_COMPLETED
+    assert seen == [(ImagePart(data=PNG, media_type="image/png"),)]
