@@ -50,8 +50,11 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 
+from daimon import Agent, ChatRequest, ChatResponse
 from daimon.a2a import serve_a2a
 from daimon.core.errors import BuilderError
+from daimon.core.messages import ImagePart, TextPart
+from daimon.models import FunctionModel
 
 from .conftest import Gate, free_port, streaming_agent
 
@@ -60,6 +63,7 @@ BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
 VERSIONS = ["1.0", "0.3"]
 COMBINATIONS = [(b, v) for b in BINDINGS for v in VERSIONS]
 TOKEN = "binding-secret"
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))  # every byte value, so a mangled one shows
 
 
 @contextlib.asynccontextmanager
@@ -310,6 +314,26 @@ async def test_errors_carry_the_spec_codes(binding: str, version: str) -> None:
         archive = Part(raw=b"PK\x03\x04", media_type="application/zip", filename="a.zip")
         with pytest.raises(ContentTypeNotSupportedError):
             await _events(client, _message("", "", archive))
+
+
+@pytest.mark.parametrize(("binding", "version"), COMBINATIONS)
+async def test_an_image_reaches_the_model_over_each_binding_and_version(
+    binding: str, version: str
+) -> None:
+    seen: list[Any] = []
+
+    def look(request: ChatRequest) -> ChatResponse:
+        seen.append(request.messages[-1].content)
+        return ChatResponse.reply("seen")
+
+    picture = Part(raw=PNG, media_type="image/png", filename="a.png")
+    async with (
+        everywhere(Agent(FunctionModel(look), name="looker")) as (_, card),
+        sdk_client(card, binding, version, streaming=False) as client,
+    ):
+        events = await _events(client, _message("", "", Part(text="what is it?"), picture))
+    assert events[-1].task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert seen == [(TextPart(text="what is it?"), ImagePart(data=PNG, media_type="image/png"))]
 
 
 @pytest.mark.parametrize(("binding", "version"), COMBINATIONS)
