@@ -35,6 +35,7 @@ from daimon import Agent, ChatRequest, ChatResponse, ToolCall, tool
 from daimon import Role as ChatRole
 from daimon.a2a import DaimonAgentExecutor, a2a_app, agent_card, serve_a2a
 from daimon.core.errors import BuilderError
+from daimon.kit.media import DEFAULT_FILE_TYPES
 from daimon.models import FunctionModel
 from daimon.multiagent import HandoffNetwork
 from daimon.orchestration import WorkflowBuilder, workflow_node
@@ -92,8 +93,9 @@ async def test_the_card_is_at_the_well_known_path() -> None:
         (f"{base}/", "JSONRPC", "0.3"),
         (f"{base}/", "HTTP+JSON", "0.3"),
     ]
-    assert card["capabilities"]["extendedAgentCard"] is True
-    assert card["defaultInputModes"] == ["text/plain"]
+    # no token: no extended card (the spec has it require authentication)
+    assert card["capabilities"].get("extendedAgentCard", False) is False
+    assert card["defaultInputModes"] == ["text/plain", *DEFAULT_FILE_TYPES]
 
 
 async def test_the_sdk_client_streams_gets_and_completes_tasks() -> None:

@@ -56,6 +56,7 @@ __all__ = ("RemoteA2AAgent",)
 MAX_CARD_BYTES = 1024 * 1024
 _POLL_SECONDS = 0.5
 _CANCEL_SECONDS = 5.0
+_TLS_SCHEMES = frozenset({"grpcs", "https"})  # a card's gRPC URL behind TLS
 _TERMINAL = frozenset(
     {
         TaskState.TASK_STATE_COMPLETED,
@@ -617,23 +618,25 @@ def _version_rank(interface: AgentInterface) -> tuple[int, int, int]:
 
 
 def _channels(url: str, token: str | None, headers: Mapping[str, str]) -> Callable[[str], Any]:
-    """Makes the gRPC channel for a card's gRPC ``host:port``: TLS when the card URL is https.
+    """Makes the gRPC channel for a card's gRPC URL (``grpc://host:port``, or a bare address).
 
-    The token goes to a gRPC endpoint on the card URL's host only (as over HTTP, never to
-    another host a card names).
+    A bare ``host:port`` is what older servers name. TLS when the URL is ``grpcs://`` or
+    ``https://`` (a bare address: when the card URL is https). The token goes to a gRPC endpoint
+    on the card URL's host only (as over HTTP, never to another host a card names).
     """
 
     def channel(target: str) -> Any:
         grpc = require("grpc", extra="grpc")
         aio = require("grpc.aio", extra="grpc")
 
-        where = target.split("://", 1)[-1].rstrip("/")
-        own_host = urlsplit(f"//{where}").hostname == urlsplit(url).hostname
+        given = urlsplit(target if "://" in target else f"//{target}")
+        where = given.netloc
+        own_host = given.hostname == urlsplit(url).hostname
         metadata = [(k.lower(), v) for k, v in headers.items()]
         if token is not None and own_host:
             metadata.append(("authorization", f"Bearer {token}"))
         interceptors = _grpc_metadata(metadata)
-        if urlsplit(url).scheme == "https":
+        if (given.scheme or urlsplit(url).scheme) in _TLS_SCHEMES:
             credentials = grpc.ssl_channel_credentials()
             return aio.secure_channel(where, credentials, interceptors=interceptors)
         return aio.insecure_channel(where, interceptors=interceptors)

@@ -6,7 +6,7 @@ from daimon.a2a import _sdk  # noqa: F401  # isort: skip - first: names the extr
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from a2a.helpers import get_data_parts
 from a2a.types import (
@@ -107,10 +107,10 @@ def interfaces_for(
 ) -> list[AgentInterface]:
     """The interfaces a daimon server offers, best first: each binding at 1.0, then at 0.3.
 
-    JSON-RPC is at ``url``, HTTP+JSON (REST) under it, gRPC at ``grpc_url`` (``host:port``)
-    when given. A 1.0 client picks the 1.0 entry of a binding it speaks; a 0.3 client reads the
-    card's 0.3 fields (``url``, ``preferredTransport``, ``additionalInterfaces``), which the
-    SDK fills from the 0.3 entries.
+    JSON-RPC is at ``url``, HTTP+JSON (REST) under it, gRPC at ``grpc_url`` (an absolute URL
+    such as ``grpc://host:port``) when given. A 1.0 client picks the 1.0 entry of a binding it
+    speaks; a 0.3 client reads the card's 0.3 fields (``url``, ``preferredTransport``,
+    ``additionalInterfaces``), which the SDK fills from the 0.3 entries.
     """
     bindings = [(TransportProtocol.JSONRPC, url), (TransportProtocol.HTTP_JSON, url)]
     if grpc_url is not None:
@@ -131,17 +131,21 @@ def agent_card_for(
     version: str,
     tools: Iterable[ToolSpec],
     bearer: bool,
+    input_modes: Sequence[str] = _TEXT,
     push: bool = True,
-    extended: bool = True,
 ) -> AgentCard:
-    """The card of a served daimon agent: its interfaces, text in and out, streaming."""
+    """The card of a served daimon agent: its interfaces, what it takes, text out, streaming.
+
+    The authenticated extended card is declared with ``bearer`` only: the spec has that
+    operation require authentication.
+    """
     skills = [
         AgentSkill(
             id=name,
             name=name,
             description=description,
             tags=["agent"],
-            input_modes=list(_TEXT),
+            input_modes=list(input_modes),
             output_modes=list(_TEXT),
         ),
         *(
@@ -155,9 +159,9 @@ def agent_card_for(
         version=version,
         supported_interfaces=list(interfaces),
         capabilities=AgentCapabilities(
-            streaming=True, push_notifications=push, extended_agent_card=extended
+            streaming=True, push_notifications=push, extended_agent_card=bearer
         ),
-        default_input_modes=list(_TEXT),
+        default_input_modes=list(input_modes),
         default_output_modes=list(_TEXT),
         skills=skills,
     )

@@ -7,18 +7,22 @@ The agent card is at ``/.well-known/agent-card.json``. Three bindings share one 
 (the SDK's compatibility layer tells them apart by the request); the card lists every binding
 at both versions, 1.0 first, and carries 0.3's own fields (``url``, ``preferredTransport``,
 ``additionalInterfaces``) for 0.3 clients. Every operation is served: send and stream, get,
-list, cancel, subscribe to a running task, push-notification configs (see ``_push``) and the
-authenticated extended card (it also lists the tools that need approval). Errors are the spec's,
-with its codes: task not found, not cancelable, unsupported operation (e.g. subscribing to a
-finished task), content type not supported (a part whose media type the card does not take).
+list, cancel, subscribe to a running task, push-notification configs (see ``_push``) and, when
+a token is set, the authenticated extended card (it also lists the tools that need approval;
+without a token the card does not declare it and every binding refuses it as an unsupported
+operation, since the spec has it require authentication). Errors are the spec's, with its
+codes: task not found, not cancelable, unsupported operation (e.g. subscribing to a finished
+task), content type not supported (a file whose media type the card does not list).
 
 Any :class:`~daimon.core.protocols.Promptable` is served (an agent, a supervisor, a handoff
-network, a flow). Each message is a run of it on the message's text, within the conversation its
-``contextId`` names. The answer is one artifact, ``answer``: while the agent runs, each piece of
-its text is a chunk appended to it (``append``), and the last event carries the whole answer
-(``append`` false, ``lastChunk`` true), replacing the pieces, so the stored task holds it as one
-part. The task's history holds whole messages only (the user's, the approval questions). The
-task ends ``completed``, ``failed`` (with the error as its status message) or ``canceled``.
+network, a flow). Each message is a run of it on the message's text and files (images, audio,
+PDFs and text files, as daimon's media parts, with AG-UI's limits: see ``_media``), within the
+conversation its ``contextId`` names. The answer is one artifact, ``answer``: while the agent
+runs, each piece of its text is a chunk appended to it (``append``), and the last event carries
+the whole answer (``append`` false, ``lastChunk`` true), replacing the pieces, so the stored task
+holds it as one part. The task's history holds whole messages only (the user's, the approval
+questions). The task ends ``completed``, ``failed`` (with the error as its status message) or
+``canceled``.
 
 Approvals: a run that pauses for a person's approval ends its turn ``input-required``, its status
 message naming each call waiting (a text part, and a data part ``{"approvals": [{"id", "tool",
@@ -108,7 +112,7 @@ from a2a.server.tasks import (
 )
 from a2a.types import AgentCard, Message, Part, SendMessageRequest, Task, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import A2AError, InvalidParamsError
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -122,14 +126,17 @@ from daimon._http_gate import (
 )
 from daimon._paused_runs import KEPT_PAUSED_RUNS, PausedRuns
 from daimon.a2a._convert import agent_card_for, interfaces_for
+from daimon.a2a._media import FileRules, accepted_types, file_rules, input_modes, prompt_of
 from daimon.a2a._push import push_sender, webhook_check
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, BuilderError, DaimonError, RunCancelled
 from daimon.core.events import Done, TextDelta
+from daimon.core.messages import Message as ChatMessage
 from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.kit.checks import check_non_negative
 from daimon.kit.lifecycle import serve_until_cancelled
+from daimon.kit.media import DEFAULT_FILE_TYPES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_FILES_BYTES
 from daimon.telemetry._asgi import TraceContextMiddleware
 from daimon.telemetry._propagation import join_trace
 from daimon.tools import ToolRegistry
@@ -165,16 +172,17 @@ def _session_for(context_id: str) -> str:
     return _SESSION_PREFIX + context_id
 
 
-class _ContextIdCheck(SimpleRequestContextBuilder):
-    """Checks a message's contextId before the SDK makes a task for it.
+class _RequestCheck(SimpleRequestContextBuilder):
+    """Checks a message's contextId and files before the SDK makes a task for it.
 
-    A contextId that cannot name a session is refused; a follow-up naming only its task gets
-    that task's context.
+    A contextId that cannot name a session is refused, and so is a file the agent does not
+    take (see ``_media``); a follow-up naming only its task gets that task's context.
     """
 
-    def __init__(self, tasks: TaskStore) -> None:
+    def __init__(self, tasks: TaskStore, files: FileRules) -> None:
         super().__init__()
         self._tasks = tasks
+        self._files = files
 
     async def build(
         self,
@@ -185,6 +193,8 @@ class _ContextIdCheck(SimpleRequestContextBuilder):
         task: Task | None = None,
     ) -> RequestContext:
         given = context_id or (params.message.context_id if params is not None else "")
+        if params is not None:
+            prompt_of("", params.message.parts, self._files)  # refuses what the run would
         if given:
             _session_for(given)
         elif task_id:
@@ -203,17 +213,28 @@ class DaimonAgentExecutor(AgentExecutor):
     share the agent's memory (see this module's description). Runs waiting for approval are kept
     in memory, at most ``max_paused`` (the oldest forgotten first); an agent with a
     ``checkpoint`` resumes one forgotten, or left by an earlier process, from its checkpoint (the
-    task's input-required message names the run).
+    task's input-required message names the run). A message's files reach the agent as media
+    parts when their media type is one of ``file_types`` and they are within the byte limits
+    (a flow takes text only); the task of any other is rejected, its status message saying why.
     """
 
-    def __init__(self, agent: Promptable, *, max_paused: int = DEFAULT_MAX_PAUSED) -> None:
+    def __init__(
+        self,
+        agent: Promptable,
+        *,
+        max_paused: int = DEFAULT_MAX_PAUSED,
+        file_types: Iterable[str] = DEFAULT_FILE_TYPES,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_files_bytes: int = DEFAULT_MAX_FILES_BYTES,
+    ) -> None:
         self.agent = agent
         self.max_paused = check_non_negative("max_paused", max_paused)
+        self._files = file_rules(agent, file_types, max_file_bytes, max_files_bytes)
         self._paused = PausedRuns(max_paused)
         """Runs waiting for approvals, by task id: the task's next message decides them."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Run the agent on the message's text, publishing the task's progress and answer.
+        """Run the agent on the message (its text and files), publishing its progress and answer.
 
         The run is part of the caller's trace when the request's HTTP headers carry one.
         """
@@ -230,9 +251,11 @@ class DaimonAgentExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         # The task's context, not the request's: a follow-up naming only the task id gets a
         # freshly generated context id in the request, while the task keeps its own.
+        parts = list(context.message.parts) if context.message is not None else []
         try:
             session_id = _session_for(task.context_id)
-        except InvalidParamsError as exc:  # only reached with a request handler of your own
+            prompt = prompt_of(context.get_user_input(), parts, self._files)
+        except A2AError as exc:  # only reached with a request handler of your own
             await updater.reject(updater.new_agent_message([Part(text=f"Error: {exc.message}")]))
             return
         await updater.start_work()
@@ -241,7 +264,7 @@ class DaimonAgentExecutor(AgentExecutor):
         try:
             waiting = self._waiting(task)
             if waiting is None:
-                response = await self._run(context.get_user_input(), session_id, cancel, answer)
+                response = await self._run(prompt, session_id, cancel, answer)
             else:
                 response = await self._resume(*waiting, context.message, cancel)
             if response.paused and response.state is not None and isinstance(self.agent, Resumable):
@@ -293,10 +316,10 @@ class DaimonAgentExecutor(AgentExecutor):
         return run_id, pending
 
     async def _run(
-        self, text: str, session_id: str, cancel: CancelToken, answer: _Answer
+        self, prompt: str | ChatMessage, session_id: str, cancel: CancelToken, answer: _Answer
     ) -> AgentResponse:
         response: AgentResponse | None = None
-        stream = self.agent.prompt_stream(text, session_id=session_id, cancel=cancel)
+        stream = self.agent.prompt_stream(prompt, session_id=session_id, cancel=cancel)
         async for event in stream:
             if type(event) is TextDelta and event.text:
                 await answer.chunk(event.text)
@@ -478,6 +501,7 @@ def agent_card(
     grpc_url: str | None = None,
     legacy: bool = True,
     extended: bool = False,
+    file_types: Iterable[str] = DEFAULT_FILE_TYPES,
 ) -> AgentCard:
     """The A2A agent card for ``agent`` served at ``url``.
 
@@ -486,11 +510,18 @@ def agent_card(
         url: Where its JSON-RPC and HTTP+JSON endpoints are, as clients reach it.
         description: What it does (a generic sentence by default).
         version: The agent's version (daimon's by default).
-        bearer: Announce (and require, in :func:`a2a_app`) a bearer token.
-        grpc_url: Where its gRPC endpoint is (``host:port``), if it has one.
+        bearer: Announce (and require, in :func:`a2a_app`) a bearer token. The card
+            declares the authenticated extended card with it only.
+        grpc_url: Where its gRPC endpoint is, as an absolute URL (``grpc://host:port``, or
+            ``grpcs://`` or ``https://`` behind TLS), if it has one.
         legacy: Offer each binding at A2A 0.3 too, besides 1.0.
         extended: The authenticated extended card: it also lists the tools that need a
             person's approval (the public card leaves them out).
+        file_types: The media types of the files it takes (``type/subtype`` or ``type/*``),
+            listed as its input modes beside ``text/plain`` (a flow takes text only).
+
+    Raises:
+        BuilderError: ``grpc_url`` is not an absolute URL, or a media type is malformed.
     """
     own = getattr(agent, "tools", None)  # an Agent's skills are its tools; others show none
     tools = (
@@ -498,6 +529,8 @@ def agent_card(
         if isinstance(own, ToolRegistry)
         else []
     )
+    if grpc_url is not None:
+        _check_grpc_url(grpc_url)
     return agent_card_for(
         name=agent.name,
         description=description or f"The {agent.name} agent, built with daimon.",
@@ -505,7 +538,22 @@ def agent_card(
         version=version or _version(),
         tools=tools,
         bearer=bearer,
+        input_modes=input_modes(accepted_types(agent, file_types)),
     )
+
+
+def _check_grpc_url(grpc_url: str) -> None:
+    """Refuse a gRPC address that is not an absolute URL (A2A 1.0 asks for one).
+
+    Raises:
+        BuilderError: ``grpc_url`` has no scheme or no host, such as a bare ``host:port``.
+    """
+    parts = urlsplit(grpc_url)
+    if not parts.scheme or not parts.hostname:
+        raise BuilderError(
+            f"grpc_url must be an absolute URL such as 'grpc://host:port' (or 'grpcs://' or "
+            f"'https://' behind TLS), got {grpc_url!r}"
+        )
 
 
 def _public(tool: Any) -> bool:
@@ -538,6 +586,7 @@ def _service(
     grpc_url: str | None,
     legacy: bool,
     max_paused: int,
+    files: FileRules,
 ) -> _Service:
     card_args: dict[str, Any] = {
         "url": url,
@@ -545,21 +594,29 @@ def _service(
         "bearer": bearer,
         "grpc_url": grpc_url,
         "legacy": legacy,
+        "file_types": files.types,
     }
     card = agent_card(agent, **card_args)
     tasks = task_store or InMemoryTaskStore()
     pushes = push_store or InMemoryPushNotificationConfigStore()
     sender, webhooks = push_sender(pushes, exposed=exposed)
+    executor = DaimonAgentExecutor(
+        agent,
+        max_paused=max_paused,
+        file_types=files.types,
+        max_file_bytes=files.max_file_bytes,
+        max_files_bytes=files.max_files_bytes,
+    )
     handler = DefaultRequestHandler(
-        DaimonAgentExecutor(agent, max_paused=max_paused),
+        executor,
         tasks,
         card,
         push_config_store=pushes,
         push_sender=sender,
-        request_context_builder=_ContextIdCheck(tasks),
-        extended_agent_card=agent_card(agent, **card_args, extended=True),
+        request_context_builder=_RequestCheck(tasks, files),
+        # declared with a token only (the card says so): without one the SDK refuses the call
+        extended_agent_card=agent_card(agent, **card_args, extended=True) if bearer else None,
         push_url_validator=webhook_check(exposed),
-        validate_input_modes=True,
         interrupted_task_timeout=_IDLE_PAUSED_SECONDS,
     )
     return _Service(card, handler, webhooks)
@@ -601,6 +658,9 @@ def a2a_app(
     legacy: bool = True,
     grpc_url: str | None = None,
     max_paused: int = DEFAULT_MAX_PAUSED,
+    file_types: Iterable[str] = DEFAULT_FILE_TYPES,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    max_files_bytes: int = DEFAULT_MAX_FILES_BYTES,
 ) -> ASGIApp:
     """The A2A server for ``agent``, as an ASGI app (Starlette): JSON-RPC and HTTP+JSON.
 
@@ -627,13 +687,22 @@ def a2a_app(
             ``DatabaseTaskStore`` keeps them in PostgreSQL, MySQL or SQLite).
         push_store: Where push-notification configs are kept (in memory by default).
         legacy: Serve A2A 0.3 clients too.
-        grpc_url: The gRPC endpoint (``host:port``) to name in the card.
+        grpc_url: The gRPC endpoint to name in the card: an absolute URL such as
+            ``grpc://host:port``.
         max_paused: How many runs waiting for approval are kept in memory (the oldest is
             forgotten first; an agent with a ``checkpoint`` resumes a forgotten one from it).
+        file_types: The media types of the files a message may carry (``type/subtype`` or
+            ``type/*``; images, audio, PDFs and text by default, as AG-UI); the card lists them
+            as input modes. A file of another type is the spec's ContentTypeNotSupported error.
+            A flow takes text only.
+        max_file_bytes: The largest file (decoded) a message may carry (``max_body_bytes``
+            bounds the whole request first).
+        max_files_bytes: The most bytes of files one message may carry together.
 
     Raises:
-        BuilderError: Off loopback without a token, an unusable token or allowed host, or a
-            wildcard bind without ``url``.
+        BuilderError: Off loopback without a token, an unusable token or allowed host, a
+            wildcard bind without ``url``, a ``grpc_url`` that is not an absolute URL, or a
+            malformed file limit.
     """
     _, app = _served(
         agent,
@@ -650,6 +719,7 @@ def a2a_app(
         legacy=legacy,
         grpc_url=grpc_url,
         max_paused=max_paused,
+        files=file_rules(agent, file_types, max_file_bytes, max_files_bytes),
     )
     return app
 
@@ -670,6 +740,7 @@ def _served(
     legacy: bool,
     grpc_url: str | None,
     max_paused: int,
+    files: FileRules,
 ) -> tuple[_Service, ASGIApp]:
     """What :func:`a2a_app` and :func:`serve_a2a` serve: the bindings' service, its HTTP app.
 
@@ -688,6 +759,7 @@ def _served(
         grpc_url=grpc_url,
         legacy=legacy,
         max_paused=max_paused,
+        files=files,
     )
     app = _http_app(
         service,
@@ -755,23 +827,26 @@ async def serve_a2a(
     grpc_port: int | None = None,
     grpc_url: str | None = None,
     max_paused: int = DEFAULT_MAX_PAUSED,
+    file_types: Iterable[str] = DEFAULT_FILE_TYPES,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    max_files_bytes: int = DEFAULT_MAX_FILES_BYTES,
 ) -> None:
     """Serve ``agent`` as an A2A agent until stopped (SIGINT, SIGTERM, cancel).
 
     HTTP (JSON-RPC and HTTP+JSON) with uvicorn on ``host:port``; with ``grpc_port``, gRPC too
     on ``host:grpc_port`` (needs the ``grpc`` extra), sharing the tasks. See :func:`a2a_app`
-    for the other arguments; ``grpc_url`` is where clients reach gRPC (``host:grpc_port`` by
-    default, the card URL's host when ``url`` is given).
+    for the other arguments; ``grpc_url`` is where clients reach gRPC, an absolute URL
+    (``grpc://<host>:<grpc_port>`` by default, the host of the card's URL; set it when a proxy
+    or TLS terminator stands in front, e.g. ``grpcs://agents.example.com``).
 
     Raises:
-        BuilderError: It would serve off loopback without a token (it refuses to start).
+        BuilderError: It would serve off loopback without a token (it refuses to start), or
+            ``grpc_url`` is given without ``grpc_port`` or is not an absolute URL.
     """
     import uvicorn
 
     check_exposure(host, token)
-    if grpc_port is not None and grpc_url is None:
-        card_host = urlsplit(_card_url(host, port, url)).hostname or host
-        grpc_url = f"{_shown(card_host)}:{grpc_port}"
+    grpc_url = _grpc_card_url(host, port, url, grpc_port, grpc_url)
     service, app = _served(
         agent,
         host=host,
@@ -787,6 +862,7 @@ async def serve_a2a(
         legacy=legacy,
         grpc_url=grpc_url,
         max_paused=max_paused,
+        files=file_rules(agent, file_types, max_file_bytes, max_files_bytes),
     )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5
@@ -804,6 +880,26 @@ async def serve_a2a(
         await serve_until_cancelled(uvicorn.Server(config))
     finally:
         await server.stop(grace=1)
+
+
+def _grpc_card_url(
+    host: str, port: int, url: str | None, grpc_port: int | None, grpc_url: str | None
+) -> str | None:
+    """The gRPC URL the card names: ``grpc_url``, or ``grpc://<card URL's host>:<grpc_port>``.
+
+    Raises:
+        BuilderError: ``grpc_url`` without ``grpc_port`` (nothing would serve it).
+    """
+    if grpc_port is None:
+        if grpc_url is not None:
+            raise BuilderError(
+                "grpc_url names where clients reach the gRPC binding: serve it with grpc_port="
+            )
+        return None
+    if grpc_url is not None:
+        return grpc_url
+    card_host = urlsplit(_card_url(host, port, url)).hostname or host
+    return f"grpc://{_shown(card_host)}:{grpc_port}"
 
 
 def _version() -> str:

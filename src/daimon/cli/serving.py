@@ -129,6 +129,13 @@ def a2a_serve(
     grpc_port: Annotated[
         int | None, typer.Option(help="Serve the gRPC binding too, on this port.")
     ] = None,
+    grpc_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Public URL of the gRPC binding for the agent card, e.g. grpcs://host:443 "
+            "(default grpc://<host of --url>:<--grpc-port>; needs --grpc-port)."
+        ),
+    ] = None,
 ) -> None:
     """Serve the agent as an A2A agent (agent card at /.well-known/agent-card.json).
 
@@ -137,7 +144,17 @@ def a2a_serve(
     served = load_served(agent)
     from daimon.a2a import serve_a2a
 
-    _serve(serve_a2a(served, host=host, port=port, token=token, url=url, grpc_port=grpc_port))
+    _serve(
+        serve_a2a(
+            served,
+            host=host,
+            port=port,
+            token=token,
+            url=url,
+            grpc_port=grpc_port,
+            grpc_url=grpc_url,
+        )
+    )
 
 
 @app.command("eval")

@@ -4,6 +4,10 @@ Each provider maps :class:`~daimon.core.messages.ImagePart`, ``AudioPart`` and `
 to its own wire format; these helpers read a part's bytes (from ``data`` or a base64 ``data:``
 URL), build the refusal for a part a provider cannot take (before anything is sent), and the text
 stand-in for media a provider cannot show inside a tool result.
+
+The servers that take files in a user message (AG-UI, A2A) share the limits here: the media
+types accepted by default, the largest file and the most bytes of files one message may carry,
+and the media part each accepted type becomes.
 """
 
 from __future__ import annotations
@@ -18,15 +22,43 @@ from daimon.core.messages import AudioPart, CachePoint, DocumentPart, ImagePart,
 
 __all__ = (
     "CacheMode",
+    "DEFAULT_FILE_TYPES",
+    "DEFAULT_MAX_FILES_BYTES",
+    "DEFAULT_MAX_FILE_BYTES",
+    "accepts_media_type",
     "b64",
     "cache_mode",
+    "check_file_limits",
     "data_url",
     "has_cache_points",
     "inline",
+    "media_essence",
+    "media_part",
     "stand_in",
     "text_of",
     "unsupported",
 )
+
+DEFAULT_FILE_TYPES = (
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "audio/wav",
+    "audio/mpeg",
+    "audio/mp4",
+    "audio/ogg",
+    "audio/webm",
+    "audio/flac",
+    "application/pdf",
+    "text/*",
+)
+"""The media types a user message's files may have unless a server is told otherwise: what the
+models take (images, audio, PDFs and text files)."""
+DEFAULT_MAX_FILE_BYTES = 8 * 1024 * 1024
+"""The largest file (decoded) a user message may carry unless a server is told otherwise."""
+DEFAULT_MAX_FILES_BYTES = 16 * 1024 * 1024
+"""The most bytes of files (decoded) one user message may carry together, by default."""
 
 CacheMode: TypeAlias = Literal["auto", "off"]
 """``"auto"``: the model places cache breakpoints itself unless the request holds
@@ -51,6 +83,59 @@ def has_cache_points(messages: Sequence[Message]) -> bool:
         if not isinstance(message.content, str)
         for part in message.content
     )
+
+
+def check_file_limits(
+    file_types: object,
+    max_file_bytes: object = DEFAULT_MAX_FILE_BYTES,
+    max_files_bytes: object = DEFAULT_MAX_FILES_BYTES,
+) -> None:
+    """Check a server's file limits: media type patterns and positive byte counts.
+
+    Raises:
+        BuilderError: A pattern that is not ``type/subtype`` (or ``type/*``), or a limit that
+            is not a positive integer.
+    """
+    for name, value in (("max_file_bytes", max_file_bytes), ("max_files_bytes", max_files_bytes)):
+        if type(value) is not int or value < 1:
+            raise BuilderError(f"{name} must be a positive integer, got {value!r}")
+    if not isinstance(file_types, tuple) or not all(isinstance(t, str) and t for t in file_types):
+        raise BuilderError(f"file_types must be a tuple of non-empty strings, got {file_types!r}")
+    for pattern in file_types:
+        if pattern.count("/") != 1 or pattern.startswith("/") or pattern.endswith("/"):
+            raise BuilderError(f"file_types: {pattern!r} is not a media type like 'image/png'")
+
+
+def media_essence(media_type: str) -> str:
+    """``type/subtype``, lower-cased, without parameters (``; charset=...``)."""
+    essence = media_type.split(";", 1)[0].strip().lower()
+    return "audio/wav" if essence == "audio/x-wav" else essence
+
+
+def accepts_media_type(media_type: str, accepted: Sequence[str]) -> bool:
+    """Whether ``media_type`` matches an accepted type (``type/subtype`` or ``type/*``)."""
+    for pattern in accepted:
+        if pattern.endswith("/*"):
+            if media_type.startswith(pattern[:-1]):
+                return True
+        elif media_type == pattern:
+            return True
+    return False
+
+
+def media_part(
+    media_type: str,
+    *,
+    data: bytes | None = None,
+    url: str | None = None,
+    name: str | None = None,
+) -> MediaPart:
+    """The media part a file of ``media_type`` is: an image, a recording, else a document."""
+    if media_type.startswith("image/"):
+        return ImagePart(data=data, url=url, media_type=media_type)
+    if media_type.startswith("audio/"):
+        return AudioPart(data=data, url=url, media_type=media_type)
+    return DocumentPart(data=data, url=url, media_type=media_type, name=name)
 
 
 def inline(part: MediaPart) -> tuple[str, bytes] | None:

@@ -23,15 +23,8 @@ import binascii
 from collections.abc import Sequence
 from typing import Any
 
-from daimon.core.messages import (
-    AudioPart,
-    ContentPart,
-    DocumentPart,
-    ImagePart,
-    MediaPart,
-    Message,
-    TextPart,
-)
+from daimon.core.messages import ContentPart, MediaPart, Message, TextPart
+from daimon.kit.media import accepts_media_type, media_essence, media_part
 from daimon.server._settings import ServerSettings
 
 __all__ = ("MediaRefused", "prompt_text", "user_prompt")
@@ -97,13 +90,13 @@ def _media(part: Any, where: str, settings: ServerSettings) -> MediaPart:
             f"{where}: a provider's file handle cannot be used here: send the bytes "
             "(a 'data' source) or a URL",
         )
-    media_type = _essence(source.mime_type or "")
+    media_type = media_essence(source.mime_type or "")
     if not media_type:
         raise MediaRefused(422, "invalid_request", f"{where}.source: mimeType is required")
     _check_type(part.type, media_type, where, settings)
     if source.type == "data":
         data = _decode(source.value, where, settings)
-        return _part(part.type, media_type, _filename(part), data=data)
+        return media_part(media_type, data=data, name=_filename(part))
     url = source.value
     if url.startswith("data:"):
         head, _, encoded = url.partition(",")
@@ -112,27 +105,21 @@ def _media(part: Any, where: str, settings: ServerSettings) -> MediaPart:
                 422, "invalid_request", f"{where}.source: a data: URL must be base64 (;base64,)"
             )
         data = _decode(encoded, where, settings)
-        return _part(part.type, media_type, _filename(part), data=data)
+        return media_part(media_type, data=data, name=_filename(part))
     if not url.startswith(("https://", "http://")):
         raise MediaRefused(
             422,
             "invalid_request",
             f"{where}.source: the URL must be http(s) or data:, got {url[:40]!r}",
         )
-    return _part(part.type, media_type, _filename(part), url=url)
-
-
-def _essence(media_type: str) -> str:
-    """``type/subtype``, lower-cased, without parameters (``; charset=...``)."""
-    essence = media_type.split(";", 1)[0].strip().lower()
-    return "audio/wav" if essence == "audio/x-wav" else essence
+    return media_part(media_type, url=url, name=_filename(part))
 
 
 _KINDS = {"image": ("image/",), "audio": ("audio/",), "document": ("application/pdf", "text/")}
 
 
 def _check_type(kind: str, media_type: str, where: str, settings: ServerSettings) -> None:
-    if not _allowed(media_type, settings.file_types):
+    if not accepts_media_type(media_type, settings.file_types):
         raise MediaRefused(
             415,
             "unsupported_media_type",
@@ -145,17 +132,6 @@ def _check_type(kind: str, media_type: str, where: str, settings: ServerSettings
             "unsupported_media_type",
             f"{where}: a part of type {kind!r} cannot hold {media_type}",
         )
-
-
-def _allowed(media_type: str, accepted: Sequence[str]) -> bool:
-    """Whether ``media_type`` matches an accepted type (``type/subtype`` or ``type/*``)."""
-    for pattern in accepted:
-        if pattern.endswith("/*"):
-            if media_type.startswith(pattern[:-1]):
-                return True
-        elif media_type == pattern:
-            return True
-    return False
 
 
 def _decode(value: str, where: str, settings: ServerSettings) -> bytes:
@@ -189,18 +165,3 @@ def _filename(part: Any) -> str | None:
         if isinstance(name, str) and name:
             return name[:255]
     return None
-
-
-def _part(
-    kind: str,
-    media_type: str,
-    name: str | None,
-    *,
-    data: bytes | None = None,
-    url: str | None = None,
-) -> MediaPart:
-    if kind == "image":
-        return ImagePart(data=data, url=url, media_type=media_type)
-    if kind == "audio":
-        return AudioPart(data=data, url=url, media_type=media_type)
-    return DocumentPart(data=data, url=url, media_type=media_type, name=name)

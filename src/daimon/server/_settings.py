@@ -14,24 +14,14 @@ from daimon._http_gate import (
     is_loopback,
 )
 from daimon.core.errors import BuilderError
+from daimon.kit.media import (
+    DEFAULT_FILE_TYPES,
+    DEFAULT_MAX_FILE_BYTES,
+    DEFAULT_MAX_FILES_BYTES,
+    check_file_limits,
+)
 
 __all__ = ("DEFAULT_FILE_TYPES", "ServerSettings")
-
-DEFAULT_FILE_TYPES = (
-    "image/png",
-    "image/jpeg",
-    "image/gif",
-    "image/webp",
-    "audio/wav",
-    "audio/mpeg",
-    "audio/mp4",
-    "audio/ogg",
-    "audio/webm",
-    "audio/flac",
-    "application/pdf",
-    "text/*",
-)
-"""The media types a user message's files may have unless ``ServerSettings.file_types`` says."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,10 +67,10 @@ class ServerSettings:
     exposes no page; ``daimon serve`` turns it on (``--no-ui`` leaves it off)."""
     title: str = "daimon"
     """The title of the OpenAPI document."""
-    max_file_bytes: int = 8 * 1024 * 1024
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     """The largest file (decoded) a user message may carry on ``/agui``; a larger one is 413.
     ``max_body_bytes`` bounds the whole request first (base64 makes a file a third larger)."""
-    max_files_bytes: int = 16 * 1024 * 1024
+    max_files_bytes: int = DEFAULT_MAX_FILES_BYTES
     """The most bytes of files (decoded) one user message may carry together (413 past it)."""
     file_types: tuple[str, ...] = DEFAULT_FILE_TYPES
     """The media types a user message's files may have (``type/subtype``, or ``type/*``); any
@@ -94,14 +84,7 @@ class ServerSettings:
         if type(self.ui) is not bool:
             raise BuilderError(f"ui must be True or False, got {self.ui!r}")
         check_limit(self.max_body_bytes)
-        for name in ("max_file_bytes", "max_files_bytes"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise BuilderError(f"{name} must be a positive integer, got {value!r}")
-        _check_strings("file_types", self.file_types)
-        for pattern in self.file_types:
-            if pattern.count("/") != 1 or pattern.startswith("/") or pattern.endswith("/"):
-                raise BuilderError(f"file_types: {pattern!r} is not a media type like 'image/png'")
+        check_file_limits(self.file_types, self.max_file_bytes, self.max_files_bytes)
         for name in ("request_timeout", "heartbeat_interval"):
             value = getattr(self, name)
             if (
