@@ -128,6 +128,26 @@ def test_reasoning_rides_on_the_assistant_message_and_persists() -> None:
     assert loads(old, Message) == Message.assistant("x")
 
 
+def test_signed_and_redacted_thinking_persist_unchanged_and_in_order() -> None:
+    from daimon.core import Reasoning
+    from daimon.core.codec import dumps, loads
+
+    thinking = Reasoning(
+        provider="anthropic",
+        text="Weather first.",
+        data={"type": "thinking", "thinking": "Weather first.", "signature": "EqQBCgIYAhIM"},
+    )
+    redacted = Reasoning(
+        provider="anthropic", data={"type": "redacted_thinking", "data": "EmwKAhgBEgy3va"}
+    )
+    message = Message.assistant(
+        "", [ToolCall(id="toolu_1", name="weather")], reasoning=[thinking, redacted]
+    )
+    back = loads(dumps(message), Message)
+    assert back == message
+    assert [r.data for r in back.reasoning] == [thinking.data, redacted.data]
+
+
 @pytest.mark.parametrize("cls", [AudioPart, DocumentPart])
 @pytest.mark.parametrize("kwargs", [{}, {"url": "https://x/a", "data": b"a"}])
 def test_media_parts_need_exactly_one_source(cls: type, kwargs: dict[str, object]) -> None:

@@ -171,17 +171,22 @@ class ToolCall:
 class Reasoning:
     """A model's reasoning as its provider returned it, kept to be given back on later turns.
 
-    Reasoning models (OpenAI's through the Responses API) want their earlier reasoning back
-    beside the tool calls it led to; the item is opaque (often encrypted) and only the provider
-    that wrote it reads it. Other providers leave it out of their requests.
+    Reasoning models want their earlier reasoning back beside the tool calls it led to: OpenAI's
+    reasoning items, Claude's thinking and redacted thinking blocks (on Anthropic and Bedrock),
+    Gemini's thought signatures. The item is opaque (signed or encrypted) and only the wire
+    format that wrote it reads it; other providers leave it out of their requests. An assistant
+    message keeps its items in the order the model produced them, and a provider sends them
+    back in that order ahead of the message's text and tool calls.
     """
 
     provider: str
-    """The wire format ``data`` is in, e.g. ``"openai-responses"``."""
+    """The wire format ``data`` is in, e.g. ``"openai-responses"``, ``"anthropic"``."""
     text: str = ""
-    """A readable summary of the reasoning, when the provider gives one."""
+    """The reasoning's readable text or summary, when the provider gives one."""
     data: Mapping[str, Any] = field(default_factory=dict[str, Any])
-    """The provider's own item (ids, encrypted content), sent back as it came."""
+    """The provider's own item (signature, encrypted or redacted content), sent back as it came.
+
+    JSON values only, so that it persists unchanged: binary data goes in as base64 text."""
     kind: Literal["reasoning"] = field(default="reasoning", init=False, repr=False)
 
 
