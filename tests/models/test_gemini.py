@@ -154,7 +154,7 @@ def decode_gemini_request(body: dict[str, Any]) -> ChatRequest:
         tools=tuple(
             ToolSpec(
                 name=d["name"],
-                description=d["description"],
+                description=d.get("description", ""),
                 parameters=_field(d, "parametersJsonSchema", "parameters_json_schema"),
             )
             for d in declarations
@@ -328,6 +328,33 @@ class TestGeminiModel(ModelConformance):
         )
         response = wire_server.last.body["contents"][2]["parts"][0]["functionResponse"]["response"]
         assert response["output"].startswith("done\n[the tool returned an image (image/png")
+
+    # ------------------------------------------------------------ fields left out when empty
+    async def test_tool_without_description_leaves_it_out(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """A tool without a docstring has no ``description`` on the wire, rather than ``""``."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        schema = {"type": "object", "properties": {}}
+        tools = (
+            ToolSpec(name="ping", description="", parameters=schema),
+            ToolSpec(name="pong", description="Answer a ping.", parameters=schema),
+        )
+        await model.generate(ChatRequest(messages=_PROMPT.messages, tools=tools))
+        declarations = wire_server.last.body["tools"][0]["functionDeclarations"]
+        assert [(d["name"], d.get("description")) for d in declarations] == [
+            ("ping", None),
+            ("pong", "Answer a ping."),
+        ]
+
+    async def test_empty_text_parts_are_left_out(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """Gemini refuses a part whose ``text`` is empty: such parts are not sent."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        parts = [TextPart(text=""), TextPart(text="Hi"), CachePoint(), TextPart(text="")]
+        await model.generate(ChatRequest(messages=(Message.user(parts),)))
+        assert wire_server.last.body["contents"] == [{"role": "user", "parts": [{"text": "Hi"}]}]
 
     async def test_cached_content_replaces_system_and_tools(self, wire_server: WireServer) -> None:
         """Gemini refuses a system instruction, tools or tool config beside a cache."""

@@ -33,6 +33,7 @@ from daimon.core.events import (
     UsageEvent,
 )
 from daimon.core.messages import CachePoint, MediaPart, Message, Role, TextPart, ToolCall
+from daimon.core.tools import ToolSpec
 from daimon.kit.media import inline, stand_in
 from daimon.kit.sdk_support import stop_reason
 
@@ -158,9 +159,14 @@ def _append(contents: list[dict[str, Any]], role: str, parts: list[dict[str, Any
 
 
 def _user_parts(message: Message) -> list[dict[str, Any]]:
+    """A user turn's parts; empty text parts are left out (Gemini refuses an empty ``text``)."""
     if isinstance(message.content, str):
         return [{"text": message.content}] if message.content else []
-    return [_part(p) for p in message.content if not isinstance(p, CachePoint)]
+    return [
+        _part(p)
+        for p in message.content
+        if not isinstance(p, CachePoint) and not (isinstance(p, TextPart) and not p.text)
+    ]
 
 
 def _part(part: TextPart | MediaPart) -> dict[str, Any]:
@@ -212,14 +218,7 @@ def request_config(request: ChatRequest, system: str) -> dict[str, Any]:
     if system:
         config["system_instruction"] = {"parts": [{"text": system}]}
     if request.tools:
-        declarations = [
-            {
-                "name": spec.name,
-                "description": spec.description,
-                "parameters_json_schema": dict(spec.parameters),
-            }
-            for spec in request.tools
-        ]
+        declarations = [_declaration(spec) for spec in request.tools]
         config["tools"] = [{"function_declarations": declarations}]
     if request.tool_choice is not None:
         config["tool_config"] = {"function_calling_config": _tool_choice(request.tool_choice)}
@@ -231,6 +230,15 @@ def request_config(request: ChatRequest, system: str) -> dict[str, Any]:
         config["response_mime_type"] = "application/json"
         config["response_json_schema"] = dict(request.response_format.schema)
     return config
+
+
+def _declaration(spec: ToolSpec) -> dict[str, Any]:
+    """A function declaration; no ``description`` for a tool without one (not ``""``)."""
+    declaration: dict[str, Any] = {"name": spec.name}
+    if spec.description:
+        declaration["description"] = spec.description
+    declaration["parameters_json_schema"] = dict(spec.parameters)
+    return declaration
 
 
 def _tool_choice(choice: str) -> dict[str, Any]:
