@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from daimon import (
+    Agent,
     BuilderError,
     ChatRequest,
     ChatResponse,
@@ -40,6 +41,7 @@ from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.gemini import GeminiEmbeddingModel, GeminiModel
 from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks, sample_request
+from daimon.tools import tool
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DATA = Path(__file__).parent.parent / "data" / "caching"
@@ -123,6 +125,12 @@ async def _answer(
         return await _accumulate(model.generate_stream(_PROMPT))
     server.reply_json(chunk)
     return await model.generate(_PROMPT)
+
+
+@tool
+def add_numbers(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
 
 
 def _tool_choice(config: dict[str, Any] | None) -> str | None:
@@ -510,6 +518,38 @@ class TestGeminiModel(ModelConformance):
         ]
         assert "thoughtSignature" in model_turn[0]
         assert all("id" not in p["functionCall"] for p in model_turn)
+
+    @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
+    async def test_agent_tool_loop_sends_the_signature_back(
+        self, model: Model, wire_server: WireServer, stream: bool
+    ) -> None:
+        """An agent's second call carries the signature of the first call's function call."""
+        signature = base64.b64encode(b"agent-loop-signature").decode()
+        call = {"name": "add_numbers", "args": {"a": 2, "b": 3}}
+        signed = self._chunk([{"functionCall": call, "thoughtSignature": signature}])
+        signed["candidates"][0]["finishReason"] = "STOP"
+        answer = self._text("2 + 3 = 5")
+        if stream:
+            wire_server.reply_sse([SSE(data=signed)])
+            wire_server.reply_sse(self.encode_stream(answer))
+        else:
+            wire_server.reply_json(signed)
+            wire_server.reply_json(self.encode_response(answer))
+        agent = Agent(model, tools=[add_numbers])
+        if stream:
+            events = [e async for e in agent.prompt_stream("What is 2 + 3?")]
+            done = events[-1]
+            assert isinstance(done, Done) and done.response is not None
+            text = done.response.text
+        else:
+            text = (await agent.prompt("What is 2 + 3?")).text
+        assert text == "2 + 3 = 5"
+        model_turn, results = wire_server.requests[1].body["contents"][1:]
+        assert model_turn["role"] == "model"
+        (part,) = model_turn["parts"]
+        assert part["functionCall"]["name"] == "add_numbers"
+        assert _b64(part["thoughtSignature"]) == b"agent-loop-signature"
+        assert results["parts"][0]["functionResponse"]["response"] == {"output": "5"}
 
     @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
     async def test_text_part_signature_round_trips(
