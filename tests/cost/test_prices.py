@@ -27,12 +27,20 @@ def test_the_shipped_prices_price_dated_snapshots_by_their_entry() -> None:
     assert table.price("claude-opus-4-9") is None
 
 
-def test_claude_cache_writes_cost_a_quarter_more_than_input() -> None:
+def test_cache_writes_cost_a_quarter_more_than_input_where_billed() -> None:
+    """Claude (Anthropic, Bedrock) and OpenAI's GPT-5.6 family bill writes at 1.25x input."""
     table = builtin_prices()
-    for model_id in ("claude-sonnet-4-5", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"):
+    billed = (
+        "claude-sonnet-4-5",
+        "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "gpt-5.6",
+        "gpt-5.6-sol",
+        "gpt-5.6-terra",
+        "openai:gpt-5.6-luna",
+    )
+    for model_id in billed:
         price = table.price(model_id)
-        assert price is not None and price.cache_write == price.input * 1.25
-    gpt = table.price("gpt-4o")
-    assert gpt is not None and gpt.cache_write is None  # OpenAI reports no cache writes
-    nova = table.price("amazon.nova-pro-v1:0")
-    assert nova is not None and nova.cache_write is None
+        assert price is not None and price.cache_write == price.input * 1.25, model_id
+    for model_id in ("gpt-5.5", "gpt-4o", "amazon.nova-pro-v1:0"):  # no fee of their own
+        price = table.price(model_id)
+        assert price is not None and price.cache_write is None, model_id

@@ -5,12 +5,14 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
 from daimon import (
+    Agent,
     BuilderError,
     ChatRequest,
     ChatResponse,
@@ -22,14 +24,24 @@ from daimon import (
     ToolSpec,
     Usage,
 )
-from daimon.core.events import Done, ToolCallDelta, ToolCallEnd, ToolCallStart
-from daimon.core.messages import AudioPart, CachePoint, DocumentPart, ImagePart, TextPart, ToolCall
+from daimon.core.codec import dumps, loads
+from daimon.core.events import Done, StreamEvent, ToolCallDelta, ToolCallEnd, ToolCallStart
+from daimon.core.messages import (
+    AudioPart,
+    CachePoint,
+    DocumentPart,
+    ImagePart,
+    Reasoning,
+    TextPart,
+    ToolCall,
+)
 from daimon.core.protocols import EmbeddingModel, Model
 from daimon.cost import CostTracker, builtin_prices
 from daimon.kit.streaming import StreamAccumulator
 from daimon.models import infer_model
 from daimon.models.gemini import GeminiEmbeddingModel, GeminiModel
 from daimon.testing.models import SSE, ModelConformance, WireServer, iter_chunks, sample_request
+from daimon.tools import tool
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DATA = Path(__file__).parent.parent / "data" / "caching"
@@ -97,6 +109,30 @@ def _image(part: dict[str, Any]) -> ImagePart:
     )
 
 
+async def _accumulate(events: AsyncIterator[StreamEvent]) -> ChatResponse:
+    accumulator = StreamAccumulator()
+    async for event in events:
+        accumulator.add(event)
+    return accumulator.response()
+
+
+async def _answer(
+    model: Model, server: WireServer, chunk: dict[str, Any], *, stream: bool
+) -> ChatResponse:
+    """``chunk`` served as a whole response, or as a one-chunk stream, and read back."""
+    if stream:
+        server.reply_sse([SSE(data=chunk)])
+        return await _accumulate(model.generate_stream(_PROMPT))
+    server.reply_json(chunk)
+    return await model.generate(_PROMPT)
+
+
+@tool
+def add_numbers(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
 def _tool_choice(config: dict[str, Any] | None) -> str | None:
     if config is None:
         return None
@@ -154,7 +190,7 @@ def decode_gemini_request(body: dict[str, Any]) -> ChatRequest:
         tools=tuple(
             ToolSpec(
                 name=d["name"],
-                description=d["description"],
+                description=d.get("description", ""),
                 parameters=_field(d, "parametersJsonSchema", "parameters_json_schema"),
             )
             for d in declarations
@@ -329,6 +365,33 @@ class TestGeminiModel(ModelConformance):
         response = wire_server.last.body["contents"][2]["parts"][0]["functionResponse"]["response"]
         assert response["output"].startswith("done\n[the tool returned an image (image/png")
 
+    # ------------------------------------------------------------ fields left out when empty
+    async def test_tool_without_description_leaves_it_out(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """A tool without a docstring has no ``description`` on the wire, rather than ``""``."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        schema = {"type": "object", "properties": {}}
+        tools = (
+            ToolSpec(name="ping", description="", parameters=schema),
+            ToolSpec(name="pong", description="Answer a ping.", parameters=schema),
+        )
+        await model.generate(ChatRequest(messages=_PROMPT.messages, tools=tools))
+        declarations = wire_server.last.body["tools"][0]["functionDeclarations"]
+        assert [(d["name"], d.get("description")) for d in declarations] == [
+            ("ping", None),
+            ("pong", "Answer a ping."),
+        ]
+
+    async def test_empty_text_parts_are_left_out(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """Gemini refuses a part whose ``text`` is empty: such parts are not sent."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        parts = [TextPart(text=""), TextPart(text="Hi"), CachePoint(), TextPart(text="")]
+        await model.generate(ChatRequest(messages=(Message.user(parts),)))
+        assert wire_server.last.body["contents"] == [{"role": "user", "parts": [{"text": "Hi"}]}]
+
     async def test_cached_content_replaces_system_and_tools(self, wire_server: WireServer) -> None:
         """Gemini refuses a system instruction, tools or tool config beside a cache."""
         wire_server.reset()
@@ -407,34 +470,125 @@ class TestGeminiModel(ModelConformance):
             {"name": "get_time", "response": {"output": "noon"}},
         ]
 
+    @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
     async def test_thought_signatures_round_trip(
-        self, model: Model, wire_server: WireServer
+        self, model: Model, wire_server: WireServer, stream: bool
     ) -> None:
-        """A call's thought signature rides in its id and goes back with the call."""
+        """Each signature goes back unchanged on its part: here the first of two parallel calls.
+
+        Gemini signs the first call of a step only; the turn is kept as JSON (memory, checkpoints)
+        between the calls, and the tool results follow.
+        """
         signature = base64.b64encode(b"\x00\xffsignature-bytes\x10").decode()
-        part = {
-            "functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
-            "thoughtSignature": signature,
-        }
-        thought = {"text": "Let me think.", "thought": True}
-        wire_server.reply_json(self._chunk([thought, part], finishReason="STOP"))
-        response = await model.generate(_PROMPT)
+        parts = [
+            {"text": "Let me think.", "thought": True},
+            {
+                "functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+                "thoughtSignature": signature,
+            },
+            {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}},
+        ]
+        chunk = self._chunk(parts, finishReason="STOP")
+        response = await _answer(model, wire_server, chunk, stream=stream)
         assert response.text == ""
-        (call,) = response.message.tool_calls
-        assert "__ts__" in call.id
+        first, second = response.message.tool_calls
+        # Ids stay plain ids: OpenAI refuses long ones, and a conversation may move to it.
+        assert [len(c.id) for c in (first, second)] == [31, 31]
+        assert response.message.reasoning == (
+            Reasoning(
+                provider="gemini", data={"thought_signature": signature, "call_id": first.id}
+            ),
+        )
+        kept = loads(dumps(response.message), Message)
         wire_server.reply_json(self.encode_response(self._text()))
         await model.generate(
             ChatRequest(
                 messages=(
                     Message.user("Hi"),
-                    response.message,
-                    Message.tool(call.id, "sunny", name="get_weather"),
+                    kept,
+                    Message.tool(first.id, "sunny", name="get_weather"),
+                    Message.tool(second.id, "cold", name="get_weather"),
                 )
             )
         )
-        sent = wire_server.last.body["contents"][1]["parts"][0]
-        assert _b64(sent["thoughtSignature"]) == base64.b64decode(signature)
-        assert "id" not in sent["functionCall"]
+        model_turn = wire_server.last.body["contents"][1]["parts"]
+        assert [p["functionCall"]["args"]["city"] for p in model_turn] == ["Paris", "Oslo"]
+        assert [_b64(p["thoughtSignature"]) for p in model_turn if "thoughtSignature" in p] == [
+            base64.b64decode(signature)
+        ]
+        assert "thoughtSignature" in model_turn[0]
+        assert all("id" not in p["functionCall"] for p in model_turn)
+
+    @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
+    async def test_agent_tool_loop_sends_the_signature_back(
+        self, model: Model, wire_server: WireServer, stream: bool
+    ) -> None:
+        """An agent's second call carries the signature of the first call's function call."""
+        signature = base64.b64encode(b"agent-loop-signature").decode()
+        call = {"name": "add_numbers", "args": {"a": 2, "b": 3}}
+        signed = self._chunk([{"functionCall": call, "thoughtSignature": signature}])
+        signed["candidates"][0]["finishReason"] = "STOP"
+        answer = self._text("2 + 3 = 5")
+        if stream:
+            wire_server.reply_sse([SSE(data=signed)])
+            wire_server.reply_sse(self.encode_stream(answer))
+        else:
+            wire_server.reply_json(signed)
+            wire_server.reply_json(self.encode_response(answer))
+        agent = Agent(model, tools=[add_numbers])
+        if stream:
+            events = [e async for e in agent.prompt_stream("What is 2 + 3?")]
+            done = events[-1]
+            assert isinstance(done, Done) and done.response is not None
+            text = done.response.text
+        else:
+            text = (await agent.prompt("What is 2 + 3?")).text
+        assert text == "2 + 3 = 5"
+        model_turn, results = wire_server.requests[1].body["contents"][1:]
+        assert model_turn["role"] == "model"
+        (part,) = model_turn["parts"]
+        assert part["functionCall"]["name"] == "add_numbers"
+        assert _b64(part["thoughtSignature"]) == b"agent-loop-signature"
+        assert results["parts"][0]["functionResponse"]["response"] == {"output": "5"}
+
+    @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
+    async def test_text_part_signature_round_trips(
+        self, model: Model, wire_server: WireServer, stream: bool
+    ) -> None:
+        """A turn without calls may end on an empty text part that carries the signature."""
+        signature = base64.b64encode(b"text-turn-signature").decode()
+        text, signed = {"text": "Paris is sunny."}, {"text": "", "thoughtSignature": signature}
+        if stream:
+            chunks = [self._chunk([text]), self._chunk([signed], finishReason="STOP")]
+            wire_server.reply_sse([SSE(data=c) for c in chunks])
+            response = await _accumulate(model.generate_stream(_PROMPT))
+        else:
+            wire_server.reply_json(self._chunk([text, signed], finishReason="STOP"))
+            response = await model.generate(_PROMPT)
+        assert response.text == "Paris is sunny."
+        wire_server.reply_json(self.encode_response(self._text()))
+        turns = (Message.user("Hi"), response.message, Message.user("And Oslo?"))
+        await model.generate(ChatRequest(messages=turns))
+        (part,) = wire_server.last.body["contents"][1]["parts"]
+        assert part["text"] == "Paris is sunny."
+        assert _b64(part.get("thoughtSignature", "")) == b"text-turn-signature"
+        assert response.message.reasoning == (
+            Reasoning(provider="gemini", data={"thought_signature": signature}),
+        )
+
+    async def test_other_providers_reasoning_is_not_sent(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """Reasoning another wire format wrote stays out of a Gemini request."""
+        foreign = Reasoning(provider="anthropic", text="hmm", data={"signature": "c2ln"})
+        call = ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})
+        turn = Message.assistant("", [call], reasoning=[foreign])
+        wire_server.reply_json(self.encode_response(self._text()))
+        await model.generate(
+            ChatRequest(messages=(Message.user("Hi"), turn, Message.tool("call_1", "sunny")))
+        )
+        (part,) = wire_server.last.body["contents"][1]["parts"]
+        assert set(part) == {"functionCall"}
 
     async def test_retry_info_in_the_error_body(
         self, model: Model, wire_server: WireServer
@@ -527,7 +681,11 @@ class TestGeminiModel(ModelConformance):
         assert response.text == "Let me check the weather in Boston."
         (call,) = response.message.tool_calls
         assert (call.name, call.arguments) == ("get_weather", {"location": "Boston, MA"})
-        assert call.id.startswith("gemini_") and "__ts__" in call.id
+        assert call.id.startswith("gemini_")
+        signature = "CiQBVKhc7nGx9cxuTCYxYyRZt9o2S6d4kQ8L7sRf0JwqzpSqx8sKXwFUqFzu"  # the fixture's
+        assert response.message.reasoning == (
+            Reasoning(provider="gemini", data={"thought_signature": signature, "call_id": call.id}),
+        )
         assert response.stop_reason is StopReason.TOOL_USE
         assert (response.usage.input_tokens, response.usage.output_tokens) == (72, 14 + 95)
         assert response.model == "gemini-2.5-flash"

@@ -94,7 +94,7 @@ def decode_chat_request(body: dict[str, Any]) -> ChatRequest:
         tools=tuple(
             ToolSpec(
                 name=t["function"]["name"],
-                description=t["function"]["description"],
+                description=t["function"].get("description", ""),
                 parameters=t["function"]["parameters"],
             )
             for t in body.get("tools") or []
@@ -342,6 +342,24 @@ class TestOllamaModel(ModelConformance):
             ("get_time", "noon"),
         ]
         assert sent[4]["tool_calls"][0]["function"]["arguments"] == {"raw_arguments": "{oops"}
+
+    # ------------------------------------------------------------ fields left out when empty
+    async def test_tool_without_description_leaves_it_out(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """A tool without a docstring has no ``description`` on the wire, rather than ``""``."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        schema = {"type": "object", "properties": {}}
+        tools = (
+            ToolSpec(name="ping", description="", parameters=schema),
+            ToolSpec(name="pong", description="Answer a ping.", parameters=schema),
+        )
+        await model.generate(ChatRequest(messages=_PROMPT.messages, tools=tools))
+        functions = [t["function"] for t in wire_server.last.body["tools"]]
+        assert [(f["name"], f.get("description")) for f in functions] == [
+            ("ping", None),
+            ("pong", "Answer a ping."),
+        ]
 
     async def test_web_images_are_refused(self, model: Model, wire_server: WireServer) -> None:
         request = ChatRequest(messages=(Message.user([ImagePart(url="https://x/cat.png")]),))

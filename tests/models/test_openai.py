@@ -80,6 +80,27 @@ def _delta(model: str | None, delta: dict[str, Any], finish: str | None = None) 
     return _chunk(model, [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}])
 
 
+_SCHEMA = {"type": "object", "properties": {}}
+_TOOLS = (
+    ToolSpec(name="ping", description="", parameters=_SCHEMA),
+    ToolSpec(name="pong", description="Answer a ping.", parameters=_SCHEMA),
+)
+"""A tool without a description (a function without a docstring) beside one with."""
+
+
+def _as_stream(completion: dict[str, Any]) -> list[SSE]:
+    """A ``chat.completion`` body as the stream that says the same, its usage in the last chunk."""
+    model = completion["model"]
+    choice = completion["choices"][0]
+    return [
+        _delta(model, {"role": "assistant", "content": ""}),
+        _delta(model, {"content": choice["message"]["content"]}),
+        _delta(model, {}, choice["finish_reason"]),
+        _chunk(model, [], usage=completion["usage"]),
+        SSE(data="[DONE]"),
+    ]
+
+
 def _image(url: str) -> ImagePart:
     if url.startswith("data:"):
         media_type, _, data = url[5:].partition(";base64,")
@@ -117,7 +138,7 @@ def decode_chat_request(body: dict[str, Any], *, max_tokens_field: str) -> ChatR
         tools=tuple(
             ToolSpec(
                 name=t["function"]["name"],
-                description=t["function"]["description"],
+                description=t["function"].get("description", ""),
                 parameters=t["function"]["parameters"],
             )
             for t in body.get("tools") or []
@@ -359,6 +380,45 @@ class TestOpenAIModel(ModelConformance):
         cost = CostTracker(builtin_prices()).record(response.model, response.usage)
         # gpt-4o: $2.50 input, $1.25 cached input, $10 output per million tokens.
         assert cost == pytest.approx((86 * 2.50 + 1920 * 1.25 + 300 * 10.0) / 1e6)
+
+    @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
+    async def test_recorded_cache_writes_and_cost(
+        self, model: Model, wire_server: WireServer, stream: bool
+    ) -> None:
+        """OpenAI's documented cache write (GPT-5.6): read from the usage details and priced."""
+        body = json.loads((DATA / "openai_chat_completion_cache_write.json").read_text())
+        request = ChatRequest(messages=(Message.user("x"),))
+        if stream:
+            wire_server.reply_sse(_as_stream(body))
+            accumulator = StreamAccumulator()
+            async for event in model.generate_stream(request):
+                accumulator.add(event)
+            response = accumulator.response()
+        else:
+            wire_server.reply_json(body)
+            response = await model.generate(request)
+        assert response.usage == Usage(
+            input_tokens=2600,
+            output_tokens=300,
+            cached_tokens=2000,
+            cache_write_tokens=400,
+            requests=1,
+        )
+        cost = CostTracker(builtin_prices()).record(response.model, response.usage)
+        # gpt-5.6-sol: $4 input, $0.40 cached input, $5 cache write, $20 output per million.
+        assert cost == pytest.approx((200 * 4.00 + 2000 * 0.40 + 400 * 5.00 + 300 * 20.00) / 1e6)
+
+    # ------------------------------------------------------------ fields left out when empty
+    async def test_tool_without_description_leaves_it_out(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """A tool without a docstring has no ``description`` on the wire, rather than ``""``."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        await model.generate(ChatRequest(messages=(Message.user("x"),), tools=_TOOLS))
+        assert [t["function"] for t in wire_server.last.body["tools"]] == [
+            {"name": "ping", "parameters": _SCHEMA},
+            {"name": "pong", "description": "Answer a ping.", "parameters": _SCHEMA},
+        ]
 
     def test_one_client_per_event_loop(self, wire_server: WireServer) -> None:
         """The same model works from successive event loops (as prompt_sync uses it)."""

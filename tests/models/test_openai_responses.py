@@ -227,7 +227,11 @@ class TestOpenAIResponsesModel(ModelConformance):
         return ChatRequest(
             messages=tuple(decode_input(body["input"])),
             tools=tuple(
-                ToolSpec(name=t["name"], description=t["description"], parameters=t["parameters"])
+                ToolSpec(
+                    name=t["name"],
+                    description=t.get("description", ""),
+                    parameters=t["parameters"],
+                )
                 for t in body.get("tools") or []
             ),
             temperature=body.get("temperature"),
@@ -574,10 +578,72 @@ class TestOpenAIResponsesModel(ModelConformance):
         # gpt-5-mini: $0.25 input, $0.025 cached input, $2.00 output per million tokens.
         assert cost == pytest.approx((256 * 0.25 + 3840 * 0.025 + 512 * 2.00) / 1e6)
 
+    @pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
+    async def test_recorded_cache_writes_and_cost(
+        self, model: Model, wire_server: WireServer, stream: bool
+    ) -> None:
+        """OpenAI's documented cache write (GPT-5.6): read from the usage details and priced."""
+        body = json.loads((DATA / "openai_response_cache_write.json").read_text())
+        request = ChatRequest(messages=(Message.user("x"),))
+        if stream:
+            wire_server.reply_sse(_as_stream(body))
+            accumulator = StreamAccumulator()
+            async for event in model.generate_stream(request):
+                accumulator.add(event)
+            response = accumulator.response()
+        else:
+            wire_server.reply_json(body)
+            response = await model.generate(request)
+        assert response.usage == Usage(
+            input_tokens=2600,
+            output_tokens=512,
+            cached_tokens=2000,
+            cache_write_tokens=400,
+            reasoning_tokens=448,
+            requests=1,
+        )
+        cost = CostTracker(builtin_prices()).record(response.model, response.usage)
+        # gpt-5.6-terra: $2 input, $0.20 cached input, $2.50 cache write, $12 output per million.
+        assert cost == pytest.approx((200 * 2.00 + 2000 * 0.20 + 400 * 2.50 + 512 * 12.00) / 1e6)
+
+    async def test_tool_without_description_leaves_it_out(
+        self, model: Model, wire_server: WireServer
+    ) -> None:
+        """A tool without a docstring has no ``description`` on the wire, rather than ``""``."""
+        wire_server.reply_json(self.encode_response(self._text()))
+        schema = {"type": "object", "properties": {}}
+        tools = (
+            ToolSpec(name="ping", description="", parameters=schema),
+            ToolSpec(name="pong", description="Answer a ping.", parameters=schema),
+        )
+        await model.generate(ChatRequest(messages=(Message.user("x"),), tools=tools))
+        assert wire_server.last.body["tools"] == [
+            {"type": "function", "name": "ping", "parameters": schema, "strict": False},
+            {
+                "type": "function",
+                "name": "pong",
+                "description": "Answer a ping.",
+                "parameters": schema,
+                "strict": False,
+            },
+        ]
+
     async def test_text_streams_as_text_deltas(self, model: Model, wire_server: WireServer) -> None:
         wire_server.reply_sse(self.encode_stream(self._text("abcdef")))
         out = [e async for e in model.generate_stream(ChatRequest(messages=(Message.user("x"),)))]
         assert "".join(e.text for e in out if isinstance(e, TextDelta)) == "abcdef"
+
+
+def _as_stream(response: dict[str, Any]) -> list[SSE]:
+    """A completed ``response`` object as the stream that says the same (one text item)."""
+    start = {**response, "status": "in_progress", "output": [], "usage": None}
+    (message,) = response["output"]
+    events = [
+        {"type": "response.created", "response": start},
+        *_text_events(message["content"][0]["text"], 0),
+        {"type": "response.completed", "response": response},
+    ]
+    return [SSE(event=e["type"], data={**e, "sequence_number": n}) for n, e in enumerate(events)]
 
 
 def _text_events(text: str, index: int) -> list[dict[str, Any]]:

@@ -11,9 +11,15 @@ public trackers of them, not read from the live pages. Check them before billing
 
 Cache writes (:data:`CACHE_WRITES`): Claude models, on Anthropic and on Bedrock, bill tokens
 written to the 5-minute prompt cache at 1.25x the input price; the 1-hour cache (2x) is not told
-apart and is priced as the 5-minute one. Other models bill cache writes as plain input (OpenAI and
-Gemini cache implicitly and report no writes). OpenAI reasoning tokens are billed as output, and
-reported as output by the API, so already priced.
+apart and is priced as the 5-minute one. OpenAI's GPT-5.6 family (and, OpenAI says, later
+families) bills cache writes at 1.25x the input price too, and reports them
+(``cache_write_tokens``); earlier OpenAI models report them without a fee of their own. Other
+models bill cache writes as plain input (Gemini caches implicitly and reports no writes). OpenAI
+reasoning tokens are billed as output, and reported as output by the API, so already priced.
+
+GPT-5.6: ``gpt-5.6`` is OpenAI's alias of ``gpt-5.6-sol``, whose rate here is the promotional one
+OpenAI published from 2026-08-21 ("at least through 2026-11-21"); prompts over 272k tokens cost
+more and are priced as shorter ones.
 
 Gemini (the Gemini API's paid tier; Vertex AI lists the same rates for these models): prices are
 for prompts up to 200k tokens (the Pro models charge more above), text/image/video input, thinking
@@ -44,6 +50,10 @@ SOURCE = (
 _Price = tuple[float, float, float | None]
 
 _OPENAI: dict[str, _Price] = {
+    "gpt-5.6": (4.00, 20.00, 0.40),
+    "gpt-5.6-sol": (4.00, 20.00, 0.40),
+    "gpt-5.6-terra": (2.00, 12.00, 0.20),
+    "gpt-5.6-luna": (0.20, 1.20, 0.02),
     "gpt-5.5": (5.00, 30.00, 0.50),
     "gpt-5.4": (2.50, 15.00, 0.25),
     "gpt-5.4-mini": (0.75, 4.50, 0.075),
@@ -149,12 +159,18 @@ PRICES: dict[str, tuple[float, float, float | None]] = {
 
 
 _CACHE_WRITE_PREMIUM = 1.25
-"""Claude's 5-minute cache writes, as a multiple of the input price (Anthropic and Bedrock)."""
+"""Cache writes as a multiple of the input price: Claude's 5-minute cache (Anthropic and Bedrock)
+and OpenAI's GPT-5.6 family."""
+
+
+def _bills_cache_writes(model: str) -> bool:
+    return model.startswith(("claude-", "gpt-5.6")) or "anthropic.claude-" in model
+
 
 CACHE_WRITES: dict[str, float] = {
     model: round(rates[0] * _CACHE_WRITE_PREMIUM, 6)
     for model, rates in PRICES.items()
-    if model.startswith("claude-") or "anthropic.claude-" in model
+    if _bills_cache_writes(model)
 }
 """Model id (or id prefix) to dollars per million tokens written to the prompt cache; models left
 out bill cache writes as input."""

@@ -11,10 +11,12 @@ Mapping notes:
 
 * System messages become ``system_instruction``; tool results become ``function_response`` parts
   of a user turn, ``{"output": text}`` or, for a failed tool, ``{"error": text}``.
-* Calls without an id from the API get a synthesized one; a call's thought signature travels
-  inside its id (see :mod:`daimon.models.gemini._mapping`), so Gemini 3 tool turns round-trip.
-  A conversation carrying tool calls made by another provider has no signatures, which Gemini 3
-  may refuse.
+* Calls without an id from the API get a synthesized one. Thought signatures (on a function
+  call's part, or a text part's) ride on the assistant message as
+  :class:`~daimon.core.messages.Reasoning` items (``provider="gemini"``) and go back on the same
+  part, streamed or not, so Gemini 3 tool turns round-trip through memory and checkpoints (see
+  :mod:`daimon.models.gemini._mapping`). A conversation carrying tool calls made by another
+  provider has no signatures, which Gemini 3 may refuse.
 * Images, audio and documents (PDF, text) go as ``inline_data`` (bytes and ``data:`` URLs) or
   ``file_data`` (other URLs: ``gs://``, Files API URIs, or web URLs on models that fetch them),
   with the part's ``media_type``. Media a tool returns becomes a text stand-in in the function

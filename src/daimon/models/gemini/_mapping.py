@@ -7,9 +7,13 @@ Tool-call ids: Gemini gives a ``functionCall`` an ``id`` only on some models and
 without one gets a synthesized id (``gemini_<hex>``), unique and the same in every event of the
 stream and in the final response; it is never sent back to the API, which matches a
 ``functionResponse`` to its call by function name and position instead. So tool results are sent
-in the order of the calls they answer. A ``thoughtSignature`` the model attaches to a call (Gemini
-3 refuses a tool turn sent back without it) travels inside the call id, after ``__ts__``, as
-URL-safe base64: the conversation keeps it through memory and checkpoints with no extra field.
+in the order of the calls they answer.
+
+Thought signatures: a part may carry a ``thoughtSignature`` that must go back unchanged on the same
+part (Gemini 3 refuses a tool turn whose function calls come back without theirs). Each becomes a
+:class:`~daimon.core.messages.Reasoning` of the assistant message, ``provider="gemini"``, with
+``data={"thought_signature": <base64>, "call_id": <the call's id>}`` for a function call's part
+and no ``call_id`` for a text part's; it goes back on that call's part, or on the turn's text.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
 from daimon.core.errors import ModelError, StreamClosedError
 from daimon.core.events import (
     Done,
+    ReasoningEvent,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -32,29 +37,38 @@ from daimon.core.events import (
     ToolCallStart,
     UsageEvent,
 )
-from daimon.core.messages import CachePoint, MediaPart, Message, Role, TextPart, ToolCall
+from daimon.core.messages import (
+    CachePoint,
+    MediaPart,
+    Message,
+    Reasoning,
+    Role,
+    TextPart,
+    ToolCall,
+)
+from daimon.core.tools import ToolSpec
 from daimon.kit.media import inline, stand_in
 from daimon.kit.sdk_support import stop_reason
 
 __all__ = (
     "ChunkDecoder",
+    "PROVIDER_FORMAT",
     "REQUEST_OPTIONS",
-    "call_id",
     "contents_to_wire",
     "new_call_id",
     "request_config",
     "response_from_wire",
     "retry_delay",
-    "split_call_id",
 )
 
 REQUEST_OPTIONS = frozenset({"timeout", "extra_headers", "extra_body"})
 """Settings that are HTTP options of the call rather than fields of the request."""
 
+PROVIDER_FORMAT = "gemini"
+"""What :attr:`Reasoning.provider` says for thought signatures in this wire format."""
+
 SYNTHETIC_PREFIX = "gemini_"
 """Ids daimon made up for calls the API gave none; they are never sent back."""
-
-_SIGNATURE = "__ts__"
 
 _STOP_REASONS = {
     "STOP": StopReason.END_TURN,
@@ -82,26 +96,58 @@ def new_call_id() -> str:
     return f"{SYNTHETIC_PREFIX}{uuid.uuid4().hex[:24]}"
 
 
-def call_id(api_id: str | None, signature: bytes | None) -> str:
-    """The daimon id of a call: the API's id (or a new one), with its thought signature."""
-    base = api_id or new_call_id()
-    if not signature:
-        return base
-    return base + _SIGNATURE + base64.urlsafe_b64encode(signature).decode("ascii").rstrip("=")
+def _api_id(call_id: str) -> str | None:
+    """The id to send back for a call: the API's own, ``None`` for a synthesized one."""
+    return None if not call_id or call_id.startswith(SYNTHETIC_PREFIX) else call_id
 
 
-def split_call_id(value: str) -> tuple[str | None, bytes | None]:
-    """The API's id (``None`` for a synthesized one) and the thought signature of a call id."""
-    base, found, encoded = value.partition(_SIGNATURE)
-    signature: bytes | None = None
-    if found and encoded:
-        try:
-            signature = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
-        except (binascii.Error, ValueError):
-            signature = None
-    if not base or base.startswith(SYNTHETIC_PREFIX):
-        return None, signature
-    return base, signature
+# ---------------------------------------------------------------- thought signatures
+def _signature_text(value: Any) -> str | None:
+    """A part's ``thought_signature`` as base64 text (the SDK gives bytes, JSON gives text)."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii") if value else None
+    return value if isinstance(value, str) and value else None
+
+
+def _signed(part: Mapping[str, Any], call: ToolCall | None) -> Reasoning | None:
+    """The :class:`Reasoning` keeping a part's thought signature, or ``None`` if it has none."""
+    signature = _signature_text(part.get("thought_signature"))
+    if signature is None:
+        return None
+    data: dict[str, Any] = {"thought_signature": signature}
+    if call is not None:
+        data["call_id"] = call.id
+    text = (part.get("text") or "") if part.get("thought") else ""
+    return Reasoning(provider=PROVIDER_FORMAT, text=text, data=data)
+
+
+def _decoded(signature: Any) -> bytes | None:
+    """A stored signature's bytes (standard or URL-safe base64); ``None`` if it is not base64."""
+    if not isinstance(signature, str) or not signature:
+        return None
+    text = signature.replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _signatures(message: Message) -> tuple[dict[str, bytes], bytes | None]:
+    """The thought signatures of an assistant turn: by call id, and the text part's."""
+    by_call: dict[str, bytes] = {}
+    text: bytes | None = None
+    for reasoning in message.reasoning:
+        if reasoning.provider != PROVIDER_FORMAT:
+            continue  # another provider's: Gemini cannot read it
+        decoded = _decoded(reasoning.data.get("thought_signature"))
+        if decoded is None:
+            continue
+        call = reasoning.data.get("call_id")
+        if isinstance(call, str):
+            by_call.setdefault(call, decoded)
+        elif text is None:
+            text = decoded
+    return by_call, text
 
 
 # ---------------------------------------------------------------- requests
@@ -134,16 +180,11 @@ def contents_to_wire(messages: Sequence[Message]) -> tuple[str, list[dict[str, A
         if message.role is Role.USER:
             _append(contents, "user", _user_parts(message))
         elif message.role is Role.ASSISTANT:
-            parts: list[dict[str, Any]] = []
-            if message.text:
-                parts.append({"text": message.text})
             order.clear()
             for position, call in enumerate(message.tool_calls):
                 names[call.id] = call.name
                 order[call.id] = position
-                parts.append(_call_part(call))
-            if parts:  # Gemini refuses a turn without parts
-                _append(contents, "model", parts)
+            _append(contents, "model", _model_parts(message))  # none: Gemini refuses the turn
     flush()
     return system, contents
 
@@ -158,9 +199,14 @@ def _append(contents: list[dict[str, Any]], role: str, parts: list[dict[str, Any
 
 
 def _user_parts(message: Message) -> list[dict[str, Any]]:
+    """A user turn's parts; empty text parts are left out (Gemini refuses an empty ``text``)."""
     if isinstance(message.content, str):
         return [{"text": message.content}] if message.content else []
-    return [_part(p) for p in message.content if not isinstance(p, CachePoint)]
+    return [
+        _part(p)
+        for p in message.content
+        if not isinstance(p, CachePoint) and not (isinstance(p, TextPart) and not p.text)
+    ]
 
 
 def _part(part: TextPart | MediaPart) -> dict[str, Any]:
@@ -173,8 +219,24 @@ def _part(part: TextPart | MediaPart) -> dict[str, Any]:
     return {"file_data": {"mime_type": part.media_type, "file_uri": part.url or ""}}
 
 
+def _model_parts(message: Message) -> list[dict[str, Any]]:
+    """An assistant turn's parts: its text, then its calls, each with its thought signature."""
+    by_call, text_signature = _signatures(message)
+    parts: list[dict[str, Any]] = []
+    if message.text:
+        parts.append({"text": message.text})
+        if text_signature is not None:
+            parts[0]["thought_signature"] = text_signature
+    for call in message.tool_calls:
+        part = _call_part(call)
+        if call.id in by_call:
+            part["thought_signature"] = by_call[call.id]
+        parts.append(part)
+    return parts
+
+
 def _call_part(call: ToolCall) -> dict[str, Any]:
-    api_id, signature = split_call_id(call.id)
+    api_id = _api_id(call.id)
     arguments = call.arguments
     if isinstance(arguments, str):
         # ``args`` must be an object: keep the model's unparseable text inside one.
@@ -182,15 +244,12 @@ def _call_part(call: ToolCall) -> dict[str, Any]:
     function_call: dict[str, Any] = {"name": call.name, "args": arguments}
     if api_id is not None:
         function_call["id"] = api_id
-    part: dict[str, Any] = {"function_call": function_call}
-    if signature is not None:
-        part["thought_signature"] = signature
-    return part
+    return {"function_call": function_call}
 
 
 def _result(message: Message, names: Mapping[str, str]) -> dict[str, Any]:
     key = message.tool_call_id or ""
-    api_id, _ = split_call_id(key)
+    api_id = _api_id(key)
     # Gemini's documented keys: "output" for a result, "error" for a failure. Media a tool
     # returned is named in a text stand-in (function responses hold JSON here).
     text = message.text
@@ -212,14 +271,7 @@ def request_config(request: ChatRequest, system: str) -> dict[str, Any]:
     if system:
         config["system_instruction"] = {"parts": [{"text": system}]}
     if request.tools:
-        declarations = [
-            {
-                "name": spec.name,
-                "description": spec.description,
-                "parameters_json_schema": dict(spec.parameters),
-            }
-            for spec in request.tools
-        ]
+        declarations = [_declaration(spec) for spec in request.tools]
         config["tools"] = [{"function_declarations": declarations}]
     if request.tool_choice is not None:
         config["tool_config"] = {"function_calling_config": _tool_choice(request.tool_choice)}
@@ -231,6 +283,15 @@ def request_config(request: ChatRequest, system: str) -> dict[str, Any]:
         config["response_mime_type"] = "application/json"
         config["response_json_schema"] = dict(request.response_format.schema)
     return config
+
+
+def _declaration(spec: ToolSpec) -> dict[str, Any]:
+    """A function declaration; no ``description`` for a tool without one (not ``""``)."""
+    declaration: dict[str, Any] = {"name": spec.name}
+    if spec.description:
+        declaration["description"] = spec.description
+    declaration["parameters_json_schema"] = dict(spec.parameters)
+    return declaration
 
 
 def _tool_choice(choice: str) -> dict[str, Any]:
@@ -261,15 +322,16 @@ def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatRespons
     candidate = candidates[0]
     text: list[str] = []
     calls: list[ToolCall] = []
+    reasoning: list[Reasoning] = []
     for part in (candidate.get("content") or {}).get("parts") or ():
-        if part.get("thought"):
-            continue
-        if part.get("text"):
-            text.append(part["text"])
-        if part.get("function_call"):
-            calls.append(_call(part["function_call"], part.get("thought_signature")))
+        answer, call, signed = _read(part)
+        text.append(answer)
+        if call is not None:
+            calls.append(call)
+        if signed is not None:
+            reasoning.append(signed)
     return ChatResponse(
-        message=Message.assistant("".join(text), calls),
+        message=Message.assistant("".join(text), calls, reasoning=reasoning),
         stop_reason=stop_reason(
             _STOP_REASONS, _enum(candidate.get("finish_reason")).upper(), has_calls=bool(calls)
         ),
@@ -278,10 +340,17 @@ def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatRespons
     )
 
 
-def _call(function_call: Mapping[str, Any], signature: bytes | None) -> ToolCall:
+def _read(part: Mapping[str, Any]) -> tuple[str, ToolCall | None, Reasoning | None]:
+    """A response part's answer text (not thoughts), function call and thought signature."""
+    call = _call(part["function_call"]) if part.get("function_call") else None
+    text = "" if call is not None or part.get("thought") else part.get("text") or ""
+    return text, call, _signed(part, call)
+
+
+def _call(function_call: Mapping[str, Any]) -> ToolCall:
     arguments = function_call.get("args")
     return ToolCall(
-        id=call_id(function_call.get("id"), signature),
+        id=function_call.get("id") or new_call_id(),
         name=function_call.get("name") or "",
         arguments=dict(arguments) if isinstance(arguments, Mapping) else {},
     )
@@ -343,21 +412,22 @@ class ChunkDecoder:
             return
         candidate = candidates[0]
         for part in (candidate.get("content") or {}).get("parts") or ():
-            if part.get("thought"):
-                continue
-            if part.get("text"):
-                yield TextDelta(text=part["text"])
-            if part.get("function_call"):
-                call = _call(part["function_call"], part.get("thought_signature"))
-                index = self._calls
-                self._calls += 1
-                yield ToolCallStart(call_id=call.id, name=call.name, index=index)
-                yield ToolCallDelta(
-                    call_id=call.id, arguments_delta=call.arguments_json, index=index
-                )
-                yield ToolCallEnd(call=call, index=index)
+            yield from self._part(part)
         if candidate.get("finish_reason"):
             self._finish = _enum(candidate["finish_reason"])
+
+    def _part(self, part: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        text, call, signed = _read(part)
+        if text:
+            yield TextDelta(text=text)
+        if call is not None:
+            index = self._calls
+            self._calls += 1
+            yield ToolCallStart(call_id=call.id, name=call.name, index=index)
+            yield ToolCallDelta(call_id=call.id, arguments_delta=call.arguments_json, index=index)
+            yield ToolCallEnd(call=call, index=index)
+        if signed is not None:
+            yield ReasoningEvent(reasoning=signed)
 
     def finish(self) -> Iterator[StreamEvent]:
         """The closing events; :class:`StreamClosedError` if the stream never finished."""

@@ -21,7 +21,10 @@ there becomes a text stand-in.
 
 Prompt caching is OpenAI's own (automatic for prompts of 1024 tokens or more); ``prompt_cache_key=``
 is sent as ``prompt_cache_key`` to route requests with a shared prefix to the same cache. Cached
-input is counted in ``Usage.cached_tokens``; OpenAI reports no cache writes.
+input is counted in ``Usage.cached_tokens`` and input written to the cache (``cache_write_tokens``,
+billed apart from GPT-5.6 on) in ``Usage.cache_write_tokens``, on both APIs, streamed or not.
+
+A tool without a description is sent without one (OpenAI's ``description`` is optional).
 
 ``settings`` of a request are sent as extra JSON fields of the request body (``top_p``, ``seed``,
 ``reasoning_effort``, ...), except ``timeout``, ``extra_headers`` and ``extra_query``, which are

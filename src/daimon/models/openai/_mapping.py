@@ -28,6 +28,7 @@ from daimon.core.messages import (
     TextPart,
     ToolCall,
 )
+from daimon.core.tools import ToolSpec
 from daimon.kit.media import b64, data_url, inline, stand_in, text_of, unsupported
 from daimon.kit.sdk_support import stop_reason
 from daimon.kit.streaming import PendingToolCall
@@ -65,15 +66,7 @@ def request_body(
     }
     if request.tools:
         body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": spec.name,
-                    "description": spec.description,
-                    "parameters": dict(spec.parameters),
-                },
-            }
-            for spec in request.tools
+            {"type": "function", "function": _function(spec)} for spec in request.tools
         ]
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
@@ -88,6 +81,15 @@ def request_body(
             "json_schema": {"name": fmt.name, "schema": dict(fmt.schema), "strict": fmt.strict},
         }
     return body
+
+
+def _function(spec: ToolSpec) -> dict[str, Any]:
+    """A tool's ``function`` object; no ``description`` for a tool without one (not ``""``)."""
+    function: dict[str, Any] = {"name": spec.name}
+    if spec.description:
+        function["description"] = spec.description
+    function["parameters"] = dict(spec.parameters)
+    return function
 
 
 def _tool_choice(choice: str) -> Any:
@@ -197,6 +199,7 @@ def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatRespons
 
 
 def _usage(usage: Mapping[str, Any] | None) -> Usage:
+    """Tokens of one completion; cache reads and writes are among the prompt tokens."""
     if not usage:
         return Usage(requests=1)
     details = usage.get("prompt_tokens_details") or {}
@@ -204,6 +207,7 @@ def _usage(usage: Mapping[str, Any] | None) -> Usage:
         input_tokens=usage.get("prompt_tokens") or 0,
         output_tokens=usage.get("completion_tokens") or 0,
         cached_tokens=details.get("cached_tokens") or 0,
+        cache_write_tokens=details.get("cache_write_tokens") or 0,
         requests=1,
     )
 

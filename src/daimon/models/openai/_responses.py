@@ -26,6 +26,7 @@ from daimon.core.messages import (
     TextPart,
     ToolCall,
 )
+from daimon.core.tools import ToolSpec
 from daimon.kit.media import data_url, inline, stand_in, text_of, unsupported
 from daimon.kit.streaming import PendingToolCall
 from daimon.models.openai._mapping import document_text, image_url
@@ -52,17 +53,7 @@ def request_body(request: ChatRequest, *, provider: str = "openai") -> dict[str,
     """The JSON fields of a ``responses.create`` call but ``model``, ``stream`` and ``store``."""
     body: dict[str, Any] = {"input": input_items(request.messages, provider=provider)}
     if request.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "name": spec.name,
-                "description": spec.description,
-                "parameters": dict(spec.parameters),
-                # The API's default is strict, which refuses most hand-written schemas.
-                "strict": False,
-            }
-            for spec in request.tools
-        ]
+        body["tools"] = [_function_tool(spec) for spec in request.tools]
     if request.tool_choice is not None:
         choice = request.tool_choice
         known = choice in ("auto", "none", "required")
@@ -82,6 +73,16 @@ def request_body(request: ChatRequest, *, provider: str = "openai") -> dict[str,
             }
         }
     return body
+
+
+def _function_tool(spec: ToolSpec) -> dict[str, Any]:
+    """A function tool; no ``description`` for a tool without one (not ``""``)."""
+    tool: dict[str, Any] = {"type": "function", "name": spec.name}
+    if spec.description:
+        tool["description"] = spec.description
+    tool["parameters"] = dict(spec.parameters)
+    tool["strict"] = False  # the API's default is strict, which refuses most hand-written schemas
+    return tool
 
 
 def input_items(messages: Any, *, provider: str = "openai") -> list[dict[str, Any]]:
@@ -162,15 +163,16 @@ def _part(part: TextPart | MediaPart, provider: str) -> dict[str, Any]:
 
 
 def usage_from_wire(usage: Mapping[str, Any] | None) -> Usage:
-    """Tokens of one response, with the cached input and the reasoning output among them."""
+    """Tokens of one response: cache reads and writes among the input, reasoning the output."""
     if not usage:
         return Usage(requests=1)
-    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
+    input_details = usage.get("input_tokens_details") or {}
     reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
     return Usage(
         input_tokens=usage.get("input_tokens") or 0,
         output_tokens=usage.get("output_tokens") or 0,
-        cached_tokens=cached,
+        cached_tokens=input_details.get("cached_tokens") or 0,
+        cache_write_tokens=input_details.get("cache_write_tokens") or 0,
         reasoning_tokens=reasoning,
         requests=1,
     )
