@@ -33,7 +33,6 @@ def test_cache_writes_cost_a_quarter_more_than_input_where_billed() -> None:
     billed = (
         "claude-sonnet-4-5",
         "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
-        "gpt-5.6",
         "gpt-5.6-sol",
         "gpt-5.6-terra",
         "openai:gpt-5.6-luna",

@@ -405,8 +405,8 @@ class TestOpenAIModel(ModelConformance):
             requests=1,
         )
         cost = CostTracker(builtin_prices()).record(response.model, response.usage)
-        # gpt-5.6-sol: $4 input, $0.40 cached input, $5 cache write, $20 output per million.
-        assert cost == pytest.approx((200 * 4.00 + 2000 * 0.40 + 400 * 5.00 + 300 * 20.00) / 1e6)
+        # gpt-5.6-sol: $5 input, $0.50 cached input, $6.25 cache write, $30 output per million.
+        assert cost == pytest.approx((200 * 5.00 + 2000 * 0.50 + 400 * 6.25 + 300 * 30.00) / 1e6)
 
     # ------------------------------------------------------------ fields left out when empty
     async def test_tool_without_description_leaves_it_out(

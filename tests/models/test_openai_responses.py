@@ -603,8 +603,8 @@ class TestOpenAIResponsesModel(ModelConformance):
             requests=1,
         )
         cost = CostTracker(builtin_prices()).record(response.model, response.usage)
-        # gpt-5.6-terra: $2 input, $0.20 cached input, $2.50 cache write, $12 output per million.
-        assert cost == pytest.approx((200 * 2.00 + 2000 * 0.20 + 400 * 2.50 + 512 * 12.00) / 1e6)
+        # gpt-5.6-terra: $2.50 input, $0.25 cached input, $3.125 cache write, $15 output per million.
+        assert cost == pytest.approx((200 * 2.50 + 2000 * 0.25 + 400 * 3.125 + 512 * 15.00) / 1e6)
 
     async def test_tool_without_description_leaves_it_out(
         self, model: Model, wire_server: WireServer

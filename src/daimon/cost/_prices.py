@@ -17,9 +17,8 @@ families) bills cache writes at 1.25x the input price too, and reports them
 models bill cache writes as plain input (Gemini caches implicitly and reports no writes). OpenAI
 reasoning tokens are billed as output, and reported as output by the API, so already priced.
 
-GPT-5.6: ``gpt-5.6`` is OpenAI's alias of ``gpt-5.6-sol``, whose rate here is the promotional one
-OpenAI published from 2026-08-21 ("at least through 2026-11-21"); prompts over 272k tokens cost
-more and are priced as shorter ones.
+GPT-5.6 (Sol, Terra, Luna): the list prices OpenAI announced with the family, cached input at a
+tenth of input.
 
 Gemini (the Gemini API's paid tier; Vertex AI lists the same rates for these models): prices are
 for prompts up to 200k tokens (the Pro models charge more above), text/image/video input, thinking
@@ -50,10 +49,9 @@ SOURCE = (
 _Price = tuple[float, float, float | None]
 
 _OPENAI: dict[str, _Price] = {
-    "gpt-5.6": (4.00, 20.00, 0.40),
-    "gpt-5.6-sol": (4.00, 20.00, 0.40),
-    "gpt-5.6-terra": (2.00, 12.00, 0.20),
-    "gpt-5.6-luna": (0.20, 1.20, 0.02),
+    "gpt-5.6-sol": (5.00, 30.00, 0.50),
+    "gpt-5.6-terra": (2.50, 15.00, 0.25),
+    "gpt-5.6-luna": (1.00, 6.00, 0.10),
     "gpt-5.5": (5.00, 30.00, 0.50),
     "gpt-5.4": (2.50, 15.00, 0.25),
     "gpt-5.4-mini": (0.75, 4.50, 0.075),
