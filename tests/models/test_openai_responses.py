@@ -603,7 +603,7 @@ class TestOpenAIResponsesModel(ModelConformance):
             requests=1,
         )
         cost = CostTracker(builtin_prices()).record(response.model, response.usage)
-        # gpt-5.6-terra: $2.50 input, $0.25 cached input, $3.125 cache write, $15 output per million.
+        # gpt-5.6-terra: $2.50 input, $0.25 cached, $3.125 cache write, $15 output per million.
         assert cost == pytest.approx((200 * 2.50 + 2000 * 0.25 + 400 * 3.125 + 512 * 15.00) / 1e6)
 
     async def test_tool_without_description_leaves_it_out(
