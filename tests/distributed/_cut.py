@@ -6,6 +6,12 @@ every byte either way is dropped and the connections stay open: no FIN, no RST, 
 either end to notice but silence, which is what a partition or a pulled cable looks like (a
 clean close, by contrast, makes clients reconnect at once). toxiproxy's ``timeout`` toxic with a
 timeout of 0 does the same. Connections opened during a cut are accepted, and dropped likewise.
+
+Unlike a real cut, where TCP resends what was lost, the dropped bytes never arrive: a protocol
+that keeps state across messages (HTTP/2's header compression, as gRPC and Pub/Sub use) can be
+left out of step until the client reconnects. And traffic flows again the moment the cut
+ends, where TCP's backoff between resends can keep a connection silent for up to about as long
+again after a real cut heals.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def default_should_retry(error: BaseException) -> bool:
 
 
 def _call_timeout(lease: float) -> float:
-    """Seconds one broker call may take before the worker gives it up (and may try again).
+    """Seconds a heartbeat or a try to settle may take before the worker gives it up.
 
     A fifth of the lease, between 1 s and 5 s: several tries fit in a lease, so a call lost in a
     network cut (sent into a connection that no longer carries anything) cannot eat the lease.
@@ -99,10 +99,11 @@ class Worker:
     the task cancelled, or taken over by a newer attempt, cancels the run. Recording the result
     (or a failure, a pause, a hand-back) is retried while the broker cannot be reached, the
     heartbeats going on, until the lease runs out: a network cut shorter than the lease does
-    not run the task twice. Every broker call is bounded (a fifth of the lease, between 1 s
-    and 5 s), so a call lost in a cut is given up and tried again. An exception from the run
-    fails the attempt: ``should_retry`` decides whether the task gets another one (after
-    ``retry_delay``), up to the broker's ``max_deliver``; then it is dead-lettered.
+    not run the task twice. Each heartbeat and each try to settle is bounded (a fifth of the
+    lease, between 1 s and 5 s), so a call lost in a cut is given up and tried again. An
+    exception from the run fails the attempt: ``should_retry`` decides whether the task gets
+    another one (after ``retry_delay``), up to the broker's ``max_deliver``; then it is
+    dead-lettered.
 
     A run that pauses for approval is recorded as paused, its state kept by the broker (the
     task's status lists the approvals); decisions sent with ``broker.decide`` queue it again,
@@ -192,8 +193,7 @@ class Worker:
                 slots.release()
                 break
             try:
-                async with asyncio.timeout(self.poll + self._call_timeout):
-                    delivery = await self.broker.claim(wait=self.poll)
+                delivery = await self.broker.claim(wait=self.poll)
             except Exception:
                 slots.release()
                 failures += 1
