@@ -1,4 +1,5 @@
-"""Fault tests on each real broker: worker processes SIGKILLed, poison tasks, SIGTERM, restarts.
+"""Fault tests on each real broker: worker processes SIGKILLed, poison tasks, SIGTERM, restarts,
+network cuts.
 
 Worker processes run ``_procs.py`` and log every claim and every accepted result to a shared
 file, so the tests can count deliveries and results per task. ``DAIMON_FAULT_SCALE=ci`` (the
@@ -36,9 +37,12 @@ from typing import Any
 
 import pytest
 
+from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, tool
 from daimon.core import AgentTask, TaskState, TaskStatus
-from daimon.distributed import Broker, broker_from_url
+from daimon.distributed import Broker, Worker, broker_from_url
+from daimon.models import FunctionModel
 
+from ._cut import NetworkCut
 from .conftest import SQS_CREDENTIALS, start_moto_server, stop_moto_server
 
 PROCS = Path(__file__).with_name("_procs.py")
@@ -609,6 +613,73 @@ async def test_sigterm_with_tasks_in_flight_loses_none(
         capsys,
         f"[{target.name}] SIGTERM with 20 in flight (grace {grace}s): {len(finished)} finished, "
         f"{len(released)} handed back, exit after {exit_after:.2f}s; 20/20 completed",
+    )
+
+
+@pytest.mark.timeout(60)
+async def test_a_network_cut_shorter_than_the_lease_completes_the_task_once(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker cut off from its broker as it records a result records it once the cut heals.
+
+    The cut (every byte dropped, the connections left open) starts as the run ends, so the
+    result is sent into it, and lasts 2.5 s of the 4 s lease; a second worker, not cut off,
+    waits for the task to come back. The first worker must retry the settle in short tries (one
+    request lost in the cut must not eat the lease), and the tool must not run again.
+    """
+    lease, cut_for = 4.0, 2.5
+    charges: Counter[str] = Counter()
+    cut_at: list[float] = []
+    cut_began = asyncio.Event()
+
+    @tool
+    async def charge(order: str) -> str:
+        """Charge the customer (a side effect that must not run twice)."""
+        charges[order] += 1
+        return f"charged {order}"
+
+    async with NetworkCut() as network:
+
+        def model(request: ChatRequest) -> ChatResponse:
+            results = [m.text for m in request.messages if m.role is Role.TOOL]
+            if not results:
+                return ChatResponse.tool_use(
+                    ToolCall(id="c1", name="charge", arguments={"order": "o1"})
+                )
+            if not cut_at:  # the run is over: its result goes into the cut
+                network.cut(cut_for)
+                cut_at.append(time.monotonic())
+                cut_began.set()
+            return ChatResponse.reply(f"receipt: {results[0]}")
+
+        agent = Agent(FunctionModel(model), tools=[charge])
+        client = target.open(lease=lease)
+        options = await network.route_options({**target.options, "lease": lease})
+        handles = [broker_from_url(await network.route(target.url), **options), client]
+        cut_off, other = (Worker(agent, handle, concurrency=1, poll=0.2) for handle in handles)
+        running = [asyncio.create_task(cut_off.run())]
+        try:
+            task_id = await client.submit(AgentTask(task_id="cut-1", input="buy"))
+            await asyncio.wait_for(cut_began.wait(), 2 * lease)
+            running.append(asyncio.create_task(other.run()))
+            status = (await wait_all_ended(client, [task_id], within=4 * lease))[task_id]
+            done_at = time.monotonic()
+            await asyncio.sleep(0.5)  # time for a stray second run to show
+        finally:
+            for worker in (cut_off, other):
+                worker.stop()
+            await asyncio.wait_for(asyncio.gather(*running), 3 * lease)
+            for handle in handles:
+                await handle.aclose()
+    assert status.state is TaskState.COMPLETED, status
+    assert status.result is not None and status.result.output == "receipt: charged o1"
+    assert charges == Counter({"o1": 1}), "the task ran again after the cut"
+    assert (cut_off.completed, cut_off.refused, other.completed) == (1, 0, 0)
+    assert network.dropped > 0, "the cut dropped nothing: the result was not sent into it"
+    report(
+        capsys,
+        f"[{target.name}] {cut_for:g}s cut as the run ended (lease {lease:g}s): completed once, "
+        f"{done_at - cut_at[0]:.1f}s after the cut began",
     )
 
 

@@ -379,6 +379,79 @@ async def test_worker_survives_an_unreachable_broker(
     assert "claiming a task failed" in caplog.text
 
 
+class UnsettlingBroker:
+    """A broker whose deliveries' ``complete`` fails its first ``hangs`` tries by never answering
+    (a request lost in a network cut), and every try after those with ``then``, if given."""
+
+    def __init__(self, inner: MemoryBroker, hangs: int, then: Exception | None = None) -> None:
+        self.inner = inner
+        self.hangs = hangs
+        self.then = then
+        self.tries: list[float] = []
+        """When each try began (the event loop's clock)."""
+        self.lease = inner.lease
+        self.max_deliver = inner.max_deliver
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def claim(self, wait: float = 1.0) -> Any:
+        delivery = await self.inner.claim(wait)
+        return None if delivery is None else UnsettlingDelivery(self, delivery)
+
+
+class UnsettlingDelivery:
+    def __init__(self, broker: UnsettlingBroker, inner: Any) -> None:
+        self.broker = broker
+        self.inner = inner
+        self.task = inner.task
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def complete(self, result: Any) -> bool:
+        broker = self.broker
+        broker.tries.append(asyncio.get_running_loop().time())
+        if len(broker.tries) <= broker.hangs:
+            await asyncio.Event().wait()
+        if broker.then is not None:
+            raise broker.then
+        return bool(await self.inner.complete(result))
+
+
+async def test_a_settle_lost_in_a_cut_is_tried_again_within_the_lease(
+    broker: MemoryBroker,
+) -> None:
+    flaky = UnsettlingBroker(broker.handle(lease=5.0), hangs=2)
+    worker = Worker(echo_agent(), flaky, poll=0.05)  # type: ignore[arg-type]
+    running = await start(worker)
+    started = asyncio.get_running_loop().time()
+    status = await settled(broker, await broker.submit(new_task("x")))
+    took = asyncio.get_running_loop().time() - started
+    await stop(worker, running)
+    assert status.state is TaskState.COMPLETED
+    assert (len(flaky.tries), worker.completed) == (3, 1)
+    assert 2.0 <= took < 4.0  # two tries of 1 s (a fifth of the lease) lost, the third lands
+
+
+async def test_a_settle_gives_up_when_the_lease_runs_out(
+    broker: MemoryBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    handle = broker.handle(lease=1.5, max_deliver=1)
+    flaky = UnsettlingBroker(handle, hangs=0, then=ConnectionError("cut"))
+    worker = Worker(echo_agent(), flaky, poll=0.05)  # type: ignore[arg-type]
+    running = await start(worker)
+    task_id = await broker.submit(new_task("x"))
+    status = await settled(broker, task_id)  # the lease ran out: its next delivery is its last
+    await stop(worker, running)
+    assert status.state is TaskState.FAILED
+    assert status.error is not None and "attempt 1 was lost" in status.error
+    assert len(flaky.tries) > 3  # tried again and again meanwhile, and for one lease only:
+    assert 1.5 <= flaky.tries[-1] - flaky.tries[0] < 1.5 + 1.0  # (+ one pause between tries)
+    assert f"could not complete task {task_id} before its lease ran out" in caplog.text
+    assert (worker.completed, worker.refused) == (0, 1)
+
+
 async def test_run_worker_stops_on_sigterm(broker: MemoryBroker) -> None:
     task_id = await broker.submit(new_task("x"))
     running = asyncio.create_task(run_worker(echo_agent(), broker.handle(), poll=0.05))

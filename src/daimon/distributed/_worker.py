@@ -40,6 +40,9 @@ _CANNOT_RESUME = "a worker whose agent has no resume()"
 _STOP_WAIT = 5.0
 """Seconds a cancelled run gets to stop before its task is cancelled outright."""
 
+_MAX_SETTLE_PAUSE = 1.0
+"""Seconds between two tries to settle a task, at most (the pause doubles from 50 ms)."""
+
 _PERMANENT = (
     ApprovalRequiredError,  # the same prompt pauses again where nobody can approve
     BuilderError,
@@ -65,6 +68,15 @@ def default_should_retry(error: BaseException) -> bool:
     return not isinstance(error, _PERMANENT)
 
 
+def _call_timeout(lease: float) -> float:
+    """Seconds a heartbeat or a try to settle may take before the worker gives it up.
+
+    A fifth of the lease, between 1 s and 5 s: several tries fit in a lease, so a call lost in a
+    network cut (sent into a connection that no longer carries anything) cannot eat the lease.
+    """
+    return min(max(lease / 5.0, 1.0), 5.0)
+
+
 def _backoff(attempt: int) -> float:
     """1 s, 2 s, 4 s, ... up to a minute, with jitter."""
     return min(60.0, 2.0 ** (attempt - 1)) * random.uniform(0.5, 1.0)
@@ -84,9 +96,14 @@ class Worker:
     the newest attempt's result is recorded, so each task has exactly one visible result.
 
     While a task runs its lease is renewed every ``lease / 3`` seconds; a heartbeat that finds
-    the task cancelled, or taken over by a newer attempt, cancels the run. An exception from the
-    run fails the attempt: ``should_retry`` decides whether the task gets another one (after
-    ``retry_delay``), up to the broker's ``max_deliver``; then it is dead-lettered.
+    the task cancelled, or taken over by a newer attempt, cancels the run. Recording the result
+    (or a failure, a pause, a hand-back) is retried while the broker cannot be reached, the
+    heartbeats going on, until the lease runs out: a network cut shorter than the lease does
+    not run the task twice. Each heartbeat and each try to settle is bounded (a fifth of the
+    lease, between 1 s and 5 s), so a call lost in a cut is given up and tried again. An
+    exception from the run fails the attempt: ``should_retry`` decides whether the task gets
+    another one (after ``retry_delay``), up to the broker's ``max_deliver``; then it is
+    dead-lettered.
 
     A run that pauses for approval is recorded as paused, its state kept by the broker (the
     task's status lists the approvals); decisions sent with ``broker.decide`` queue it again,
@@ -141,6 +158,7 @@ class Worker:
         self.refused = 0
         """Results the broker refused: the task had been cancelled, or taken over by a newer
         attempt after this one lost its lease."""
+        self._call_timeout = _call_timeout(broker.lease)
         self._stopping = asyncio.Event()
         self._in_flight: dict[asyncio.Task[None], _Run] = {}
 
@@ -186,11 +204,11 @@ class Worker:
             if delivery is None:
                 slots.release()
                 continue
+            run = _Run(delivery, time.monotonic() + self.broker.lease)
             if self._stopping.is_set():  # claimed while stopping: give it straight back
-                await self._settle(delivery, "release", delivery.release)
+                await self._settle(run, "release", delivery.release)
                 slots.release()
                 break
-            run = _Run(delivery)
             task = asyncio.create_task(self._execute(run))
             self._in_flight[task] = run
 
@@ -225,7 +243,7 @@ class Worker:
                 _log.warning(
                     "task %s ignored cancellation; handing it back", hung.delivery.task.task_id
                 )
-                await self._settle(hung.delivery, "release", hung.delivery.release)
+                await self._settle(hung, "release", hung.delivery.release)
                 self.released += 1
         if stuck:
             await asyncio.wait(stuck, timeout=_STOP_WAIT)
@@ -234,24 +252,22 @@ class Worker:
         task = run.delivery.task
         beat = asyncio.create_task(self._heartbeat(run)) if self.heartbeats else None
         token = _CURRENT.set(child_traceparent(task.metadata.get(TRACEPARENT)))
-        try:
+        try:  # the lease is renewed until the attempt is settled, as settling may take a while
             response = await self._run_agent(task, run.cancel)
         except RunCancelled as exc:
-            await self._stop_beating(run, beat)
             if run.reason == "shutdown":
-                await self._settle(run.delivery, "release", run.delivery.release)
+                await self._settle(run, "release", run.delivery.release)
                 self.released += 1
             elif run.reason is None:  # cancelled from inside the run: treat as a failure
                 await self._failed(run, exc)
             else:  # cancelled by a client, or another attempt took over: the broker knows
-                await self._settle(run.delivery, "settle", run.delivery.fail, str(exc))
+                await self._settle(run, "settle", run.delivery.fail, str(exc))
         except Exception as exc:
-            await self._stop_beating(run, beat)
             await self._failed(run, exc)
         else:
-            await self._stop_beating(run, beat)
             await self._record(run, response)
         finally:
+            await self._stop_beating(run, beat)
             _CURRENT.reset(token)
 
     async def _run_agent(self, task: AgentTask, cancel: CancelToken) -> AgentResponse:
@@ -280,7 +296,7 @@ class Worker:
             pause = TaskPause(
                 task=delivery.task, approvals=response.pending_approvals, state=response.state
             )
-            recorded = await self._settle(delivery, "pause", delivery.pause, pause)
+            recorded = await self._settle(run, "pause", delivery.pause, pause)
             self.paused += recorded
         else:
             result = TaskResult(
@@ -290,7 +306,7 @@ class Worker:
                 cost=response.cost,
                 usage=response.usage,
             )
-            recorded = await self._settle(delivery, "complete", delivery.complete, result)
+            recorded = await self._settle(run, "complete", delivery.complete, result)
             self.completed += recorded
         self.refused += not recorded
 
@@ -308,7 +324,7 @@ class Worker:
             exc_info=not isinstance(exc, DaimonError),
         )
         self.failed += 1
-        await self._settle(run.delivery, "fail", run.delivery.fail, error, retry=retry, delay=delay)
+        await self._settle(run, "fail", run.delivery.fail, error, retry=retry, delay=delay)
 
     async def _heartbeat(self, run: _Run) -> None:
         interval = max(self.broker.lease / 3.0, 0.01)
@@ -316,12 +332,18 @@ class Worker:
             await asyncio.sleep(interval)
             if run.finished:
                 return
+            started = time.monotonic()
             try:
-                alive = await run.delivery.heartbeat()
+                async with asyncio.timeout(self._call_timeout):
+                    alive = await run.delivery.heartbeat()
             except Exception:
-                _log.exception("heartbeat for task %s failed", run.delivery.task.task_id)
+                _log.warning(
+                    "heartbeat for task %s failed", run.delivery.task.task_id, exc_info=True
+                )
                 continue
-            if not alive and not run.finished:
+            if alive:
+                run.lease_ends = started + self.broker.lease
+            elif not run.finished:
                 run.stop("stopped", "the task was cancelled, or a newer attempt took it over")
                 return
 
@@ -336,37 +358,46 @@ class Worker:
 
     async def _settle(
         self,
-        delivery: Delivery,
+        run: _Run,
         what: str,
         method: Callable[..., Awaitable[Any]],
         *args: Any,
         **kwargs: Any,
     ) -> bool:
-        """Call ``method``, retrying while the broker is unreachable, for up to one lease."""
-        give_up = time.monotonic() + max(self.broker.lease, 5.0)
+        """Call ``method`` until the broker answers, or the run's lease runs out.
+
+        Each try is bounded by the call timeout, so several fit in a lease; the heartbeats go
+        on meanwhile and move the lease's end while the broker hears them. The tries last one
+        lease at most, so a broker that renews leases but refuses the settle cannot keep the
+        task from running again.
+        """
+        give_up = time.monotonic() + self.broker.lease
         pause = 0.05
         while True:
             try:
-                return bool(await method(*args, **kwargs))
+                async with asyncio.timeout(self._call_timeout):
+                    return bool(await method(*args, **kwargs))
             except Exception:
-                if time.monotonic() >= give_up:
+                if time.monotonic() >= min(run.lease_ends, give_up):
                     _log.exception(
-                        "could not %s task %s; its lease will run out and it will run again",
+                        "could not %s task %s before its lease ran out; it will run again",
                         what,
-                        delivery.task.task_id,
+                        run.delivery.task.task_id,
                     )
                     return False
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _MAX_SETTLE_PAUSE)
 
 
 class _Run:
     """One task running on this worker."""
 
-    __slots__ = ("cancel", "delivery", "finished", "reason")
+    __slots__ = ("cancel", "delivery", "finished", "lease_ends", "reason")
 
-    def __init__(self, delivery: Delivery) -> None:
+    def __init__(self, delivery: Delivery, lease_ends: float) -> None:
         self.delivery = delivery
+        self.lease_ends = lease_ends
+        """When the lease runs out (``time.monotonic()``), as last renewed."""
         self.cancel = CancelToken()
         self.reason: str | None = None
         self.finished = False
