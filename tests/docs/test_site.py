@@ -31,7 +31,7 @@ MKDOCS = Path(sys.executable).with_name("mkdocs")
 BUILD_SECONDS = 180.0
 """A generous bound on the build's wall time: about 15 s of CPU, stretched by a loaded machine."""
 CHROMIUM = "/usr/bin/chromium"
-"""Debian's Chromium, which playwright drives (as in tests/server/ui; browser downloads fail here)."""
+"""Debian's Chromium, driven by playwright (as in tests/server/ui: browser downloads fail)."""
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 COLUMN_VIEWPORT = {"width": 1280, "height": 900}
 """A laptop's width, at which the page shows both sidebars beside the text column."""
@@ -214,7 +214,7 @@ def _served(root: Path) -> Iterator[str]:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base's name)
+    def log_message(self, format: str, *args: object) -> None:
         """Keep the test's output to its findings."""
 
 

@@ -34,9 +34,7 @@ def site_pages() -> list[Path]:
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     pages = [ROOT / "docs" / name for name in _NAV_PAGE.findall(config)]
     included = [
-        ROOT / name
-        for page in pages
-        for name in _SNIPPET.findall(page.read_text(encoding="utf-8"))
+        ROOT / name for page in pages for name in _SNIPPET.findall(page.read_text(encoding="utf-8"))
     ]
     return [*pages, *included, ROOT / "README.md"]
 
@@ -52,11 +50,25 @@ def history_lines(path: Path) -> list[str]:
 
 
 def test_the_patterns_catch_history_and_spare_product_terms() -> None:
-    for history in ("Session 7 left one bar", "(issue 18)", "issues 2 and 12", "third follow-up",
-                    "at stop 3", "this session added", "on this kind's machine"):
+    for history in (
+        "Session 7 left one bar",
+        "(issue 18)",
+        "issues 2 and 12",
+        "third follow-up",
+        "at stop 3",
+        "this session added",
+        "on this kind's machine",
+    ):
         assert HISTORY_WORDS.search(history), history
-    for product in ("an MCP session", "`session_id`", "AG-UI sessions", "the session's totals",
-                    "Memory and sessions", "a follow-up question", "issue a token"):
+    for product in (
+        "an MCP session",
+        "`session_id`",
+        "AG-UI sessions",
+        "the session's totals",
+        "Memory and sessions",
+        "a follow-up question",
+        "issue a token",
+    ):
         assert not HISTORY_WORDS.search(product), product
 
 
