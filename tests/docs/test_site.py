@@ -8,11 +8,16 @@ whose dotted path has no ``_`` part), each with its docstring.
 
 from __future__ import annotations
 
+import functools
 import html
+import http.server
 import importlib.util
 import re
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +30,11 @@ from .markdown import ROOT
 MKDOCS = Path(sys.executable).with_name("mkdocs")
 BUILD_SECONDS = 180.0
 """A generous bound on the build's wall time: about 15 s of CPU, stretched by a loaded machine."""
+CHROMIUM = "/usr/bin/chromium"
+"""Debian's Chromium, driven by playwright (as in tests/server/ui: browser downloads fail)."""
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+COLUMN_VIEWPORT = {"width": 1280, "height": 900}
+"""A laptop's width, at which the page shows both sidebars beside the text column."""
 SECTION_CHARS = 40_000
 """How much HTML after an object's heading holds its docstring (a signature can be long)."""
 
@@ -177,3 +187,68 @@ def test_every_page_is_in_the_navigation() -> None:
     assert pages == listed, (
         f"not in nav: {sorted(pages - listed)}; missing: {sorted(listed - pages)}"
     )
+
+
+def _pages_with_results() -> list[str]:
+    """The site paths of the pages whose examples print ``# -> result`` at the end of a line."""
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    return [
+        "" if page.name == "index.md" else f"{page.relative_to(ROOT / 'docs').with_suffix('')}/"
+        for page in pages
+        if "# ->" in page.read_text(encoding="utf-8")
+    ]
+
+
+@contextmanager
+def _served(root: Path) -> Iterator[str]:
+    """The built site over HTTP on loopback (its search and scripts need http, not file)."""
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        """Keep the test's output to its findings."""
+
+
+_CODE_BLOCKS = """() => [...document.querySelectorAll(
+        ".md-typeset .highlight:not(.language-text) pre > code")]
+    .map((code) => ({
+        overflows: code.scrollWidth > code.clientWidth + 1,
+        longest: code.textContent.split("\\n").sort((a, b) => b.length - a.length)[0],
+    }))"""
+"""Each code block of the page: whether it is wider than its column, and its longest line."""
+
+
+def test_no_code_block_overflows_its_column_at_1280_px(site: Site) -> None:
+    """Code (every block with a language) fits the text column; plain drawings may scroll."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium", pytrace=False)
+    from playwright.sync_api import sync_playwright
+
+    pages = _pages_with_results()
+    assert len(pages) > 20, pages
+    overflowing: list[str] = []
+    checked = 0
+    with _served(site.root) as base, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=COLUMN_VIEWPORT)
+        for path in pages:
+            page.goto(base + path)
+            blocks = page.evaluate(_CODE_BLOCKS)
+            checked += len(blocks)
+            overflowing += [
+                f"{path or 'index'}: {block['longest'].strip()[:100]}"
+                for block in blocks
+                if block["overflows"]
+            ]
+        browser.close()
+    assert checked > len(pages), f"only {checked} code blocks found on {len(pages)} pages"
+    assert not overflowing, "code blocks wider than the column:\n" + "\n".join(overflowing)
