@@ -48,13 +48,16 @@ from daimon.core.events import Done, TextDelta, UsageEvent
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
+from daimon.core.tools import ToolSpec
 from daimon.server._agents import ServedAgents
 from daimon.server._client_tools import (
+    BadToolChoice,
     NoClientTools,
     RunStart,
     spec,
     takes_client_tools,
     text_with_calls,
+    with_tool_choice,
 )
 from daimon.server._encode import dump_json
 from daimon.server._errors import describe_failure, error_body, error_response
@@ -91,12 +94,21 @@ class _BadConversation(ValueError):
         self.code = code
 
 
-def _read_request(body: ChatCompletionRequest, agent: Promptable, paused: PausedRuns) -> RunStart:
-    """What ``body`` asks of ``agent``: a new run, or a paused one given its client results."""
-    specs = tuple(
+def _client_specs(body: ChatCompletionRequest) -> tuple[ToolSpec, ...]:
+    """The request's function tools, as client tools."""
+    return tuple(
         spec(t.function.name, t.function.description, t.function.parameters)
         for t in body.tools or ()
     )
+
+
+def _read_request(
+    body: ChatCompletionRequest,
+    specs: tuple[ToolSpec, ...],
+    agent: Promptable,
+    paused: PausedRuns,
+) -> RunStart:
+    """What ``body`` asks of ``agent``: a new run, or a paused one given its client results."""
     if specs:
         try:
             takes_client_tools(agent, body.model, specs)
@@ -427,10 +439,14 @@ def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSet
         agent = served.get(body.model)
         if agent is None:
             return error_response(404, "not_found", served.unknown(body.model))
+        specs = _client_specs(body)
         try:
-            conversation = _read_request(body, agent, paused_runs)
+            agent = with_tool_choice(agent, body.model, body.chosen_tool, specs)
+            conversation = _read_request(body, specs, agent, paused_runs)
         except _BadConversation as exc:
             return _openai_error(str(exc), param=exc.param, code=exc.code)
+        except BadToolChoice as exc:
+            return _openai_error(str(exc), param="tool_choice", code="invalid_value")
         if served.flow(body.model) is not None and (
             conversation.history or conversation.instructions
         ):
