@@ -18,6 +18,11 @@ for is a 400 (``tool_call_not_found``). Streamed, every text delta of the run is
 (text the model writes before calling a tool too, one blank line between turns); the non-streamed
 ``content`` is the final answer only.
 
+``tool_choice`` is the run's (:class:`daimon.Agent`'s ``tool_choice``): sent with the model calls
+until the model calls a tool, then the model chooses again. It may name the agent's tools or the
+client's; one the run cannot honour (an unknown name, a flow or a team asked for anything but
+``"auto"``) is a 400 naming ``tool_choice``.
+
 Sessions are the client's: the conversation comes in with each request and nothing is kept.
 
 Requests are checked as strictly as OpenAI checks them: what each role's message must hold
