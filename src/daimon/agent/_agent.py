@@ -14,7 +14,7 @@ from daimon.agent._chain import NO_LAYERS, Layers, layers
 from daimon.agent._client_tools import ClientTools, client_tools_of, from_custom
 from daimon.agent._loop import run_events
 from daimon.agent._output import OutputSpec
-from daimon.agent._tool_choice import check_tool_choice, check_tool_choice_type
+from daimon.agent._tool_choice import check_tool_choice, checked_tool_choice
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, ClientToolError, DaimonError
 from daimon.core.events import Done, StreamEvent
@@ -175,8 +175,7 @@ class Agent(Generic[DepsT, OutputT]):
         deps_type: type[DepsT] | None = None,
         skills: SkillSource | None = None,
     ) -> None:
-        # Each check is a call only when its setting is not the default: constructing an agent
-        # is benchmarked (the construct metric), and most agents set few of these.
+        # A check is a call only for a setting not left at its default (the construct metric).
         self.model: Model = _model(model)
         self._last_system: str | None = None  # the last built system prompt; "" once warned
         self.name = name
@@ -214,9 +213,7 @@ class Agent(Generic[DepsT, OutputT]):
         if max_tokens is not None:
             _positive("max_tokens", max_tokens)
         self.max_tokens = max_tokens
-        if tool_choice is not None:
-            check_tool_choice_type(tool_choice)
-        self.tool_choice = tool_choice
+        self.tool_choice = None if tool_choice is None else checked_tool_choice(tool_choice)
         self.examples: tuple[Message, ...] = _examples(examples) if examples else ()
         self.checkpoint = checkpoint
         if output_retries != 2 or type(output_retries) is not int:

@@ -13,11 +13,11 @@ from daimon.core.errors import BuilderError
 from daimon.core.messages import Message
 from daimon.core.tools import ToolSpec
 
-__all__ = ("called_a_tool", "check_tool_choice", "check_tool_choice_type")
+__all__ = ("called_a_tool", "check_tool_choice", "checked_tool_choice")
 
 
-def check_tool_choice_type(choice: object) -> None:
-    """Refuse a ``tool_choice`` that is not a non-empty string.
+def checked_tool_choice(choice: object) -> str:
+    """``choice``, if it can be a ``tool_choice``: a non-empty string.
 
     Raises:
         BuilderError: ``choice`` is not a string, or is empty.
@@ -26,6 +26,7 @@ def check_tool_choice_type(choice: object) -> None:
         raise BuilderError(
             f"tool_choice must be 'auto', 'none', 'required' or a tool's name, got {choice!r}"
         )
+    return choice
 
 
 def check_tool_choice(choice: str, tools: Sequence[ToolSpec]) -> None:
