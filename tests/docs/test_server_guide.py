@@ -21,7 +21,7 @@ def _table_routes() -> set[tuple[str, str]]:
     text = GUIDE.read_text(encoding="utf-8")
     table = text[text.index("| route | what it does |") :].split("\n\n", 1)[0]
     cells = [row.split(" | ", 1)[0] for row in table.splitlines()[2:]]
-    return {match.groups() for cell in cells for match in _ROUTE.finditer(cell)}  # type: ignore[misc]
+    return {(found[1], found[2]) for cell in cells for found in _ROUTE.finditer(cell)}
 
 
 def _served_routes() -> set[tuple[str, str]]:
