@@ -888,6 +888,7 @@ def _check_answered(paused: PausedRuns, model: str, previous_id: str) -> None:
 def _with_tool_choice(
     agent: Promptable, body: ResponsesRequest, specs: Sequence[ToolSpec]
 ) -> Promptable:
+    """``agent`` with the request's ``tool_choice``; one it cannot honour is a 400."""
     choice = body.tool_choice
     name = choice.name if isinstance(choice, FunctionChoice) else choice
     try:
