@@ -223,16 +223,23 @@ def example_runs(
 
 # ------------------------------------------------------------------ optional libraries
 
-_BLOCKED_IMPORT = """
-import importlib, importlib.abc, json, sys
+_BLOCKER = """
+import importlib, importlib.abc, json, runpy, sys
 
 class Block(importlib.abc.MetaPathFinder):
+    def __init__(self, library):
+        self.library = library
+
     def find_spec(self, name, path=None, target=None):
-        if name == sys.argv[2] or name.startswith(sys.argv[2] + "."):
+        if name == self.library or name.startswith(self.library + "."):
             raise ImportError(f"blocked {name}")
         return None
+"""
 
-sys.meta_path.insert(0, Block())
+_BLOCKED_IMPORT = (
+    _BLOCKER
+    + """
+sys.meta_path.insert(0, Block(sys.argv[2]))
 from daimon.core import MissingDependencyError
 module, _, attribute = sys.argv[1].partition(":")
 try:
@@ -242,6 +249,7 @@ try:
 except MissingDependencyError as exc:
     print(json.dumps([exc.extra, exc.module, str(exc)]))
 """
+)
 
 
 @pytest.fixture
@@ -266,3 +274,27 @@ def import_without() -> Callable[[str, str], tuple[str, str, str]]:
         return extra, missing, message
 
     return run
+
+
+_BLOCKED_RUN = (
+    _BLOCKER
+    + """
+sys.meta_path.insert(0, Block(sys.argv.pop(1)))
+module = sys.argv.pop(1)
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+)
+
+
+@pytest.fixture
+def run_without() -> Callable[..., list[str]]:
+    """The command line that runs a module as ``python -m`` would, one library not importable.
+
+    ``run_without(library, module, *args)``: ``library`` (a package, dotted names allowed) raises
+    ``ImportError`` when imported, as when the extra that installs it is missing.
+    """
+
+    def command(library: str, module: str, *args: str) -> list[str]:
+        return [sys.executable, "-c", _BLOCKED_RUN, library, module, *args]
+
+    return command

@@ -41,17 +41,22 @@ def daimon_command(*args: str) -> list[str]:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> CLI:
-    """``cli(*args, input=None, env=None)`` runs ``daimon`` in a fresh folder and returns it."""
+def cli(tmp_path: Path, run_without: Callable[..., list[str]]) -> CLI:
+    """``cli(*args, input=None, env=None, without=None)`` runs ``daimon`` in a fresh folder and
+    returns it; ``without`` names a library it cannot import (a missing extra)."""
 
     def run(
         *args: str,
         input: str | None = None,
         env: dict[str, str] | None = None,
         timeout: float = 120,
+        without: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        command = (
+            daimon_command(*args) if without is None else run_without(without, "daimon.cli", *args)
+        )
         return subprocess.run(
-            daimon_command(*args),
+            command,
             capture_output=True,
             text=True,
             input=input,

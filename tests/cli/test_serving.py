@@ -64,6 +64,29 @@ def test_serving_a_bad_agent_or_exposed_without_a_token_exits_2(cli: CLI) -> Non
     assert a2a.returncode == 2 and "token" in a2a.stderr
 
 
+@pytest.mark.parametrize(
+    ("command", "library", "extra"),
+    [
+        (("serve", "agents:calculating"), "uvicorn", "server"),
+        (("mcp", "serve", "agents:calculating"), "mcp", "mcp"),
+        (("a2a", "serve", "agents:calculating"), "a2a", "a2a"),
+        (("run", "--model", "openai:gpt-4o-mini", "2 + 3?"), "openai", "openai"),
+    ],
+    ids=["serve", "mcp serve", "a2a serve", "run"],
+)
+def test_a_missing_extra_is_one_line_and_exit_2_in_every_command(
+    cli: CLI, command: tuple[str, ...], library: str, extra: str
+) -> None:
+    result = cli(*command, without=library)
+    notes = ("agent: ", "model: ")  # what is served or run, said before it starts
+    lines = [line for line in result.stderr.splitlines() if not line.startswith(notes)]
+    assert (result.returncode, len(lines)) == (2, 1), result.stderr
+    assert lines[0] == (
+        f"error: {library!r} is not installed; install it with: "
+        f'pip install "daimon-agents[{extra}]"'
+    )
+
+
 async def test_the_official_mcp_client_uses_an_agent_served_over_stdio(tmp_path: Path) -> None:
     from mcp import Client, StdioServerParameters
 

@@ -147,6 +147,31 @@ def calculator(calls: Calls, name: str = "calc") -> Agent:
     return Agent(FunctionModel(model), name=name, tools=[add], system_prompt="Be exact.")
 
 
+def obedient(calls: Calls, name: str = "weather") -> Agent:
+    """Obeys ``tool_choice``: calls the tool it names, or ``weather`` when a call is required;
+    answers in text when it may ("auto", "none", unset) or once it has a tool's result."""
+
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        calls.tool_args.append({"city": city})
+        return f"sunny in {city}"
+
+    def model(request: ChatRequest) -> ChatResponse:
+        calls.requests.append(request)
+        last = request.messages[-1]
+        if last.role is Role.TOOL:
+            return ChatResponse.reply(f"It is {last.text}.")
+        choice = request.tool_choice
+        if choice in (None, "auto", "none"):
+            return ChatResponse.reply(f"No tool called (tool_choice {choice}).")
+        called = "weather" if choice == "required" else choice
+        arguments = {"city": "Oslo"} if called == "weather" else {}
+        return ChatResponse.tool_use(ToolCall(id="w1", name=called, arguments=arguments))
+
+    return Agent(FunctionModel(model), name=name, tools=[weather])
+
+
 def echo(calls: Calls, name: str = "echo") -> Agent:
     """Answers ``echo: <prompt> (<n> messages)``, n counting what the model was sent."""
 

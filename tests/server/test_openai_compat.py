@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import openai
 import pytest
@@ -12,7 +13,8 @@ from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, ToolCall,
 from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd
 from daimon.models import FunctionModel
 
-from .conftest import TOKEN, Calls, LiveServer, calculator, echo, sse_events
+from .conftest import TOKEN, Calls, LiveServer, calculator, echo, obedient, sse_events
+from .test_flows import fragile_dag
 
 Live = Callable[..., LiveServer]
 
@@ -310,3 +312,96 @@ def test_a_run_that_pauses_for_approval_is_a_409_naming_the_tool(live: Live) -> 
             frames = sse_events(list(streamed.iter_lines()))
     assert any("approval_required" in data for _, data in frames), frames
     assert calls.tool_args == []  # the call that waits for approval never ran
+
+
+# ------------------------------------------------------------------------------- tool_choice
+
+WEATHER: Any = {"role": "user", "content": "Weather in Oslo?"}
+NAMED_WEATHER: Any = {"type": "function", "function": {"name": "weather"}}
+
+
+def _answer(client: openai.OpenAI, stream: bool, **options: Any) -> tuple[str, str | None]:
+    """The completion's text and finish reason, streamed or not."""
+    if not stream:
+        choice = client.chat.completions.create(model="weather", messages=[WEATHER], **options)
+        return choice.choices[0].message.content or "", choice.choices[0].finish_reason
+    chunks = list(
+        client.chat.completions.create(model="weather", messages=[WEATHER], stream=True, **options)
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    return text, chunks[-1].choices[0].finish_reason
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize(
+    ("choice", "seen", "answer"),
+    [
+        ("required", ["required", None], "It is sunny in Oslo."),
+        (NAMED_WEATHER, ["weather", None], "It is sunny in Oslo."),
+        ("none", ["none"], "No tool called (tool_choice none)."),
+        ("auto", ["auto"], "No tool called (tool_choice auto)."),
+    ],
+    ids=["required", "named", "none", "auto"],
+)
+def test_tool_choice_reaches_the_model_until_it_calls_a_tool(
+    live: Live, stream: bool, choice: Any, seen: list[str | None], answer: str
+) -> None:
+    calls = Calls()
+    server = live(obedient(calls), token=TOKEN)
+    text, finish = _answer(sdk(server), stream, tool_choice=choice)
+    assert [r.tool_choice for r in calls.requests] == seen  # then the model chooses again
+    assert (text.split("\n\n")[-1], finish) == (answer, "stop")
+
+
+def test_without_tool_choice_the_model_gets_the_providers_default(live: Live) -> None:
+    calls = Calls()
+    server = live(obedient(calls), token=TOKEN)
+    text, _ = _answer(sdk(server), False)
+    assert [r.tool_choice for r in calls.requests] == [None]
+    assert text == "No tool called (tool_choice None)."
+
+
+def test_a_tool_choice_naming_a_client_tool_hands_its_call_back(live: Live) -> None:
+    calls = Calls()
+    server = live(obedient(calls), token=TOKEN)
+    locate: Any = {
+        "type": "function",
+        "function": {"name": "get_location", "parameters": {"type": "object", "properties": {}}},
+    }
+    completion = sdk(server).chat.completions.create(
+        model="weather",
+        messages=[WEATHER],
+        tools=[locate],
+        tool_choice={"type": "function", "function": {"name": "get_location"}},
+    )
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.tool_calls is not None
+    assert [c.function.name for c in choice.message.tool_calls] == ["get_location"]  # type: ignore[union-attr]
+    assert [r.tool_choice for r in calls.requests] == ["get_location"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_tool_choice_the_run_cannot_honour_is_a_400_naming_it(live: Live, stream: bool) -> None:
+    calls = Calls()
+    server = live({"weather": obedient(calls), "pipeline": fragile_dag(fail=False)}, token=TOKEN)
+    client = sdk(server)
+    unknown: Any = {"type": "function", "function": {"name": "get_stock"}}
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model="weather", messages=[WEATHER], tool_choice=unknown, stream=stream
+        )
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert (error["param"], error["code"]) == ("tool_choice", "invalid_value")
+    assert (
+        error["message"] == "tool_choice 'get_stock' names no tool of the run; its tools: weather"
+    )
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model="pipeline", messages=[WEATHER], tool_choice="required", stream=stream
+        )
+    assert "is not an agent (a flow or a team): tool_choice can only be 'auto'" in str(caught.value)
+    assert calls.requests == []  # nothing ran
+    flow = client.chat.completions.create(model="pipeline", messages=[WEATHER], tool_choice="auto")
+    assert flow.choices[0].finish_reason == "stop"

@@ -17,7 +17,7 @@ from daimon.core.messages import Message
 from daimon.models import FunctionModel
 from daimon.server._openai_responses import ResponseStore, StoredResponse
 
-from .conftest import TOKEN, Calls, LiveServer, echo, sse_events
+from .conftest import TOKEN, Calls, LiveServer, echo, obedient, sse_events
 from .test_openai_compat import refund_agent, weather_agent
 
 Live = Callable[..., LiveServer]
@@ -462,6 +462,79 @@ def test_a_run_that_pauses_for_approval_is_refused_every_way(live: Live) -> None
     assert finished.error is not None
     assert finished.error.code == "approval_required"
     assert calls.tool_args == []  # the call that waits for approval never ran
+
+
+# ------------------------------------------------------------------------------ tool_choice
+
+
+def _respond(client: openai.OpenAI, mode: str, **options: Any) -> list[Any]:
+    """The response objects a request gives: the one answer, or each a stream reports."""
+    if mode == "whole":
+        return [client.responses.create(model="weather", input="Oslo?", **options)]
+    if mode == "background":
+        started = client.responses.create(
+            model="weather", input="Oslo?", background=True, **options
+        )
+        return [started, _poll(client, started.id)]
+    events = client.responses.create(model="weather", input="Oslo?", stream=True, **options)
+    return [e.response for e in events if hasattr(e, "response")]
+
+
+def _reported(response: Any) -> Any:
+    """A response's ``tool_choice`` as JSON (the SDK reads a named one into a model)."""
+    choice = response.tool_choice
+    return choice if isinstance(choice, str) else choice.model_dump()
+
+
+@pytest.mark.parametrize("mode", ["whole", "streamed", "background"])
+@pytest.mark.parametrize(
+    ("choice", "seen", "answer"),
+    [
+        ("required", ["required", None], "It is sunny in Oslo."),
+        ({"type": "function", "name": "weather"}, ["weather", None], "It is sunny in Oslo."),
+        ("none", ["none"], "No tool called (tool_choice none)."),
+    ],
+    ids=["required", "named", "none"],
+)
+def test_tool_choice_is_the_runs_and_the_response_reports_it(
+    live: Live, mode: str, choice: Any, seen: list[str | None], answer: str
+) -> None:
+    calls = Calls()
+    server = live(obedient(calls), token=TOKEN)
+    responses = _respond(sdk(server), mode, tool_choice=choice)
+    assert [_reported(r) for r in responses] == [choice] * len(responses)
+    assert [r.tool_choice for r in calls.requests] == seen
+    assert responses[-1].status == "completed"
+    assert responses[-1].output_text == answer
+
+
+def test_without_tool_choice_a_response_reports_the_agents(live: Live) -> None:
+    calls = Calls()
+    server = live(
+        {"weather": obedient(calls), "eager": obedient(calls).replace(tool_choice="required")}
+    )
+    client = sdk(server)
+    assert client.responses.create(model="weather", input="Oslo?").tool_choice == "auto"
+    eager = client.responses.create(model="eager", input="Oslo?")
+    assert eager.tool_choice == "required"
+    assert eager.output_text == "It is sunny in Oslo."
+    assert [r.tool_choice for r in calls.requests] == [None, "required", None]
+
+
+def test_a_tool_choice_the_run_cannot_honour_is_a_400_naming_it(live: Live) -> None:
+    calls = Calls()
+    server = live(obedient(calls), token=TOKEN)
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk(server).responses.create(
+            model="weather", input="Oslo?", tool_choice={"type": "function", "name": "get_stock"}
+        )
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert (error["param"], error["code"]) == ("tool_choice", "invalid_value")
+    assert (
+        error["message"] == "tool_choice 'get_stock' names no tool of the run; its tools: weather"
+    )
+    assert calls.requests == []
 
 
 # ------------------------------------------------------------------------------ both ways

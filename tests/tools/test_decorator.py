@@ -202,6 +202,7 @@ async def test_run_context_is_injected() -> None:
 async def test_run_context_is_injected_into_sync_tools() -> None:
     @tool
     def deps_of(ctx: RunContext[int]) -> int:
+        """A test tool: deps of."""
         return ctx.deps
 
     out = await deps_of.execute({}, RunContext(run_id="r", deps=41))
@@ -234,6 +235,7 @@ async def test_positional_only_parameters_are_passed_positionally(
 async def test_sync_tools_run_off_the_event_loop_thread(ctx: RunContext[None]) -> None:
     @tool
     def where() -> int:
+        """A test tool: where."""
         return threading.get_ident()
 
     loop_thread = threading.get_ident()
@@ -244,6 +246,7 @@ async def test_sync_tools_run_off_the_event_loop_thread(ctx: RunContext[None]) -
 async def test_async_tools_run_on_the_event_loop(ctx: RunContext[None]) -> None:
     @tool
     async def where() -> int:
+        """A test tool: where."""
         asyncio.get_running_loop()
         return threading.get_ident()
 
@@ -254,6 +257,7 @@ async def test_async_tools_run_on_the_event_loop(ctx: RunContext[None]) -> None:
 async def test_inline_sync_tools_run_on_the_event_loop_thread(ctx: RunContext[None]) -> None:
     @tool(inline=True)
     def where() -> int:
+        """A test tool: where."""
         return threading.get_ident()
 
     assert where.inline is True
@@ -267,6 +271,7 @@ async def test_inline_tools_see_the_callers_context_and_keep_their_own_changes(
 ) -> None:
     @tool(inline=True)
     def read_and_set() -> str:
+        """A test tool: read and set."""
         seen = REQUEST_ID.get()
         REQUEST_ID.set("set by the tool")
         return seen
@@ -287,6 +292,7 @@ async def test_inline_sync_function_returning_a_coroutine_is_awaited(
 
     @tool(inline=True)
     def kick() -> Any:
+        """A test tool: kick."""
         return later()
 
     assert (await kick.execute({}, ctx)).content == "done"
@@ -294,9 +300,11 @@ async def test_inline_sync_function_returning_a_coroutine_is_awaited(
 
 def test_inline_is_validated() -> None:
     def fast() -> int:
+        """A test tool: fast."""
         return 1
 
     async def coroutine() -> int:
+        """A test tool: coroutine."""
         return 1
 
     with pytest.raises(BuilderError, match="inline must be True or False"):
@@ -322,6 +330,7 @@ async def test_sync_function_returning_a_coroutine_is_awaited(ctx: RunContext[No
 
     @tool
     def kick() -> Any:
+        """A test tool: kick."""
         return later()
 
     assert (await kick.execute({}, ctx)).content == "done"
@@ -330,6 +339,7 @@ async def test_sync_function_returning_a_coroutine_is_awaited(ctx: RunContext[No
 async def test_returned_tool_output_is_kept(ctx: RunContext[None]) -> None:
     @tool
     def custom() -> ToolOutput:
+        """A test tool: custom."""
         return ToolOutput.error("nope")
 
     assert await custom.execute({}, ctx) == ToolOutput.error("nope")

@@ -86,10 +86,12 @@ def test_to_plain_leaves_unknown_objects_for_the_json_fallback() -> None:
 async def test_function_results_are_converted(ctx: RunContext[None]) -> None:
     @tool
     async def reading() -> Reading:
+        """A test tool: reading."""
         return Reading(value=2.0, mood=Mood.HAPPY, at=datetime.date(2024, 1, 1))
 
     @tool
     def nothing() -> None:
+        """A test tool: nothing."""
         return None
 
     out = await reading.execute({}, ctx)

@@ -56,10 +56,12 @@ async def test_sync_tool(ctx: RunContext[None]) -> None:
 async def test_unknown_tool_names_it_and_lists_the_available_ones(ctx: RunContext[None]) -> None:
     @tool
     def one() -> None:
+        """A test tool: one."""
         return None
 
     @tool
     def two() -> None:
+        """A test tool: two."""
         return None
 
     out = await ToolRegistry([one, two]).run(call("three"), ctx)
@@ -203,6 +205,7 @@ async def test_pydantic_and_dataclass_arguments_are_converted(ctx: RunContext[No
 async def test_exception_becomes_a_clear_error_without_traceback(ctx: RunContext[None]) -> None:
     @tool
     def explode() -> None:
+        """A test tool: explode."""
         raise ValueError("the reactor is not ready")
 
     out = await ToolRegistry([explode]).run(call("explode"), ctx)
@@ -213,10 +216,12 @@ async def test_exception_becomes_a_clear_error_without_traceback(ctx: RunContext
 async def test_exception_without_a_message_and_a_huge_message(ctx: RunContext[None]) -> None:
     @tool
     def silent() -> None:
+        """A test tool: silent."""
         raise KeyError
 
     @tool
     def loud() -> None:
+        """A test tool: loud."""
         raise RuntimeError("x" * 100_000)
 
     registry = ToolRegistry([silent, loud])
@@ -242,6 +247,7 @@ async def test_model_retry_sends_its_message_and_is_not_retried(ctx: RunContext[
 async def test_model_retry_without_any_policy(ctx: RunContext[None]) -> None:
     @tool
     async def ask() -> None:
+        """A test tool: ask."""
         raise ModelRetry("be more specific")
 
     assert (await ToolRegistry([ask]).run(call("ask"), ctx)).content == "be more specific"
@@ -315,6 +321,7 @@ async def test_retries_stop_once_the_run_is_cancelled(ctx: RunContext[None]) -> 
 
     @tool
     async def doomed(ctx: RunContext[None]) -> None:
+        """A test tool: doomed."""
         nonlocal calls
         calls += 1
         ctx.cancel.cancel("user left")
@@ -341,6 +348,7 @@ async def test_cancel_during_backoff_stops_before_the_next_try(ctx: RunContext[N
 async def test_timeout(ctx: RunContext[None]) -> None:
     @tool(timeout=0.05)
     async def slow() -> str:
+        """A test tool: slow."""
         await asyncio.sleep(10)
         return "never"
 
@@ -353,6 +361,7 @@ async def test_timeout(ctx: RunContext[None]) -> None:
 async def test_timeout_of_a_sync_tool(ctx: RunContext[None]) -> None:
     @tool(timeout=0.05)
     def slow() -> str:
+        """A test tool: slow."""
         time.sleep(0.3)
         return "never"
 
@@ -367,6 +376,7 @@ async def test_timeouts_are_retried_when_the_policy_says_so(ctx: RunContext[None
     @tool(timeout=0.05, retry_policy=ToolRetryPolicy(retry_on=(TimeoutError,), jitter=False,
                                                      initial_backoff=0.001))  # fmt: skip
     async def sometimes_slow() -> str:
+        """A test tool: sometimes slow."""
         nonlocal attempts
         attempts += 1
         if attempts == 1:
@@ -383,6 +393,7 @@ async def test_a_timeout_error_raised_by_the_tool_is_an_ordinary_error(
 ) -> None:
     @tool(timeout=5)
     async def upstream() -> None:
+        """A test tool: upstream."""
         raise TimeoutError("upstream took too long")
 
     out = await ToolRegistry([upstream]).run(call("upstream"), ctx)
@@ -401,6 +412,7 @@ async def test_cancellation_propagates_and_is_not_retried(
 
     @tool(timeout=30)
     async def wait_forever() -> None:
+        """A test tool: wait forever."""
         nonlocal calls
         calls += 1
         started.set()
@@ -418,6 +430,7 @@ async def test_cancellation_propagates_and_is_not_retried(
 async def test_cancelled_error_raised_inside_a_tool_propagates(ctx: RunContext[None]) -> None:
     @tool
     async def give_up() -> None:
+        """A test tool: give up."""
         raise asyncio.CancelledError
 
     with pytest.raises(asyncio.CancelledError):
@@ -427,6 +440,7 @@ async def test_cancelled_error_raised_inside_a_tool_propagates(ctx: RunContext[N
 async def test_run_cancelled_raised_by_a_tool_propagates(ctx: RunContext[None]) -> None:
     @tool
     async def checks(ctx: RunContext[None]) -> None:
+        """A test tool: checks."""
         ctx.cancel.cancel("stop")
         ctx.cancel.raise_if_cancelled()
 
@@ -455,6 +469,7 @@ async def test_cancel_during_backoff_after_a_timeout_reports_the_timeout(
 ) -> None:
     @tool(timeout=0.02, retry_policy=ToolRetryPolicy(initial_backoff=0.05, jitter=False))
     async def stuck() -> None:
+        """A test tool: stuck."""
         await asyncio.sleep(10)
 
     asyncio.get_running_loop().call_later(0.03, ctx.cancel.cancel)

@@ -99,6 +99,7 @@ def test_top_level_object() -> None:
 def test_no_parameters() -> None:
     @tool
     def f() -> None:
+        """A test tool: f."""
         return None
 
     assert f.parameters_schema == {
@@ -164,6 +165,7 @@ def test_hint_schemas(hint: Any, expected: dict[str, Any]) -> None:
 
 def test_unannotated_parameter_accepts_anything() -> None:
     def f(x):  # type: ignore[no-untyped-def]
+        """Take anything."""
         return x
 
     assert props(f) == {}

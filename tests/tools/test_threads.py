@@ -49,6 +49,7 @@ class Gate:
 async def test_the_loop_keeps_ticking_while_a_slow_sync_tool_runs(ctx: RunContext[None]) -> None:
     @tool
     def slow() -> str:
+        """A test tool: slow."""
         time.sleep(0.3)
         return "slept"
 
@@ -73,6 +74,7 @@ async def test_a_sync_tool_sees_the_callers_context_and_keeps_its_own_changes(
 ) -> None:
     @tool
     def read_and_set() -> str:
+        """A test tool: read and set."""
         seen = REQUEST_ID.get()
         REQUEST_ID.set("set by the tool")
         return seen
@@ -91,6 +93,7 @@ async def test_a_sync_tool_sees_the_enclosing_budget(ctx: RunContext[None]) -> N
 
     @tool
     def enclosing() -> bool:
+        """A test tool: enclosing."""
         return Budget.enclosing() is budget
 
     entered = budget.enter()
@@ -106,6 +109,7 @@ async def test_a_sync_tool_sees_the_current_opentelemetry_context(ctx: RunContex
 
     @tool
     def current() -> str:
+        """A test tool: current."""
         return str(otel_context.get_value("daimon-test"))
 
     attached = otel_context.attach(otel_context.set_value("daimon-test", "span-7"))
@@ -159,6 +163,7 @@ async def test_sync_tools_called_together_run_in_parallel(ctx: RunContext[None])
 
     @tool
     def meet() -> int:
+        """A test tool: meet."""
         return barrier.wait()
 
     registry = ToolRegistry([meet])
@@ -171,6 +176,7 @@ async def test_a_sync_tool_raising_stop_iteration_is_an_error_not_a_hang(
 ) -> None:
     @tool
     def stop() -> None:
+        """A test tool: stop."""
         raise StopIteration("exhausted")
 
     out = await asyncio.wait_for(ToolRegistry([stop]).run(call("stop"), ctx), WAIT)

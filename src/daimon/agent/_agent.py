@@ -14,6 +14,7 @@ from daimon.agent._chain import NO_LAYERS, Layers, layers
 from daimon.agent._client_tools import ClientTools, client_tools_of, from_custom
 from daimon.agent._loop import run_events
 from daimon.agent._output import OutputSpec
+from daimon.agent._tool_choice import check_tool_choice, checked_tool_choice
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, ClientToolError, DaimonError
 from daimon.core.events import Done, StreamEvent
@@ -88,6 +89,10 @@ class Agent(Generic[DepsT, OutputT]):
         tool_retry_policy: Retries for tools that raise, unless a tool has its own.
         temperature: Sampling temperature sent with every request.
         max_tokens: The most tokens a model call may write (also bounds budget reservations).
+        tool_choice: Whether the model must call a tool: ``"auto"`` (it chooses), ``"none"``,
+            ``"required"`` or a tool's name (it must call that one). Sent with each model call
+            until the model calls a tool, then the model chooses again, so a forced call cannot
+            repeat forever; ``None`` leaves it to the provider (``"auto"``).
         examples: Few-shot ``(user, assistant)`` pairs put before the conversation.
         model_settings: Provider-specific request settings, passed through as given.
         checkpoint: Saves each run after every model response and tool result, so prompting
@@ -134,6 +139,7 @@ class Agent(Generic[DepsT, OutputT]):
         "skills",
         "system_prompt",
         "temperature",
+        "tool_choice",
         "tool_retry_policy",
         "tools",
         "validate_tool_inputs",
@@ -159,6 +165,7 @@ class Agent(Generic[DepsT, OutputT]):
         tool_retry_policy: ToolRetryPolicy | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        tool_choice: str | None = None,
         examples: Sequence[tuple[str, str]] = (),
         model_settings: Mapping[str, Any] | None = None,
         checkpoint: Checkpoint | None = None,
@@ -168,8 +175,7 @@ class Agent(Generic[DepsT, OutputT]):
         deps_type: type[DepsT] | None = None,
         skills: SkillSource | None = None,
     ) -> None:
-        # Each check is a call only when its setting is not the default: constructing an agent
-        # is benchmarked (the construct metric), and most agents set few of these.
+        # A check is a call only for a setting not left at its default (the construct metric).
         self.model: Model = _model(model)
         self._last_system: str | None = None  # the last built system prompt; "" once warned
         self.name = name
@@ -207,6 +213,7 @@ class Agent(Generic[DepsT, OutputT]):
         if max_tokens is not None:
             _positive("max_tokens", max_tokens)
         self.max_tokens = max_tokens
+        self.tool_choice = None if tool_choice is None else checked_tool_choice(tool_choice)
         self.examples: tuple[Message, ...] = _examples(examples) if examples else ()
         self.checkpoint = checkpoint
         if output_retries != 2 or type(output_retries) is not int:
@@ -474,6 +481,19 @@ class Agent(Generic[DepsT, OutputT]):
             ClientToolError: A spec is malformed, given twice, or clashes with a tool's name.
         """
         client_tools_of(self, client_tools, None)
+
+    def check_tool_choice(self, client_tools: Sequence[ToolSpec] = ()) -> None:
+        """Check ``tool_choice`` against the tools a run would have, before it starts.
+
+        Raises:
+            BuilderError: ``tool_choice`` asks for a tool call and the agent and
+                ``client_tools`` have no tools, or it names a tool that is none of theirs.
+        """
+        choice, output = self.tool_choice, self.output
+        if choice is None:
+            return
+        answer = (output.tool_spec,) if output is not None and not self.native_output else ()
+        check_tool_choice(choice, (*self.tools.specs, *client_tools, *answer))
 
     def _check_deps(self, deps: object) -> None:
         expected = self.deps_type

@@ -14,6 +14,7 @@ from daimon.agent._checkpointing import RunCheckpointer, snapshot
 from daimon.agent._client_tools import ClientTools, to_custom
 from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
 from daimon.agent._repeats import RepeatGuard
+from daimon.agent._tool_choice import called_a_tool, check_tool_choice
 from daimon.agent._tool_turn import (
     NO_PROGRESS,
     Ended,
@@ -148,6 +149,7 @@ class Run:
         "state",
         "stream",
         "tool_chain",
+        "tool_choice",
         "tools",
     )
 
@@ -222,6 +224,8 @@ class Run:
         """The last model turn's message."""
         self.tools: tuple[ToolSpec, ...] = agent.tools.specs
         self.response_format: ResponseFormat | None = None
+        self.tool_choice = agent.tool_choice
+        """Sent with each model call until the model calls a tool (then ``None``)."""
 
     # ------------------------------------------------------------------------------ opening
 
@@ -268,6 +272,12 @@ class Run:
                 self.response_format = agent.output.response_format
             else:
                 self.tools = (*self.tools, agent.output.tool_spec)
+        if self.tool_choice is not None:
+            check_tool_choice(self.tool_choice, self.tools)
+            if restored is not None and called_a_tool(
+                self.state.messages[self.progress.new_start :]
+            ):
+                self.tool_choice = None
         for hook in agent.hooks:
             await hook.on_run_start(self.state)
         return None
@@ -347,6 +357,7 @@ class Run:
             temperature=agent.temperature,
             max_tokens=agent.max_tokens,
             response_format=self.response_format,
+            tool_choice=self.tool_choice,
             settings=agent.model_settings,
         )
         return request
@@ -440,6 +451,7 @@ class Run:
         agent, state = self.agent, self.state
         if self.cancel.cancelled:  # cancelled while a streaming consumer held the last event
             raise RunCancelled(self.cancel.reason)
+        self.tool_choice = None  # the model called a tool: from now on it chooses
         calls, completed = self.pending, self.completed
         waiting = apply_decisions(agent, calls, completed, self._decisions)
         if self._client is not None:  # client calls wait for the caller's results

@@ -460,6 +460,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = app(args=list(argv) if argv is not None else None, standalone_mode=False)
     except _Exit as done:
         return done.code
+    except MissingDependencyError as exc:  # any command: the extra it needs is not installed
+        TerminalRenderer().error(str(exc), type(exc).__name__)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         sys.stderr.write("\n")
         return EXIT_INTERRUPTED

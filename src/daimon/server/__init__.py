@@ -22,7 +22,7 @@ Routes (all JSON unless said; every error is ``{"error": {"type", "message"}}``)
 ``POST /v1/chat/completions``   OpenAI Chat Completions (streamed or not); model = agent name
 ``POST /v1/responses``          the OpenAI Responses API (streamed, background, or not);
                                 ``GET``/``DELETE /v1/responses/{id}``, ``.../{id}/cancel``
-``GET /v1/models``              one model per agent
+``GET /v1/models[/{id}]``       one model per agent; one of them
 ``POST /agui[/{name}]``         AG-UI 1.0: a ``RunAgentInput`` in, AG-UI events out (SSE);
                                 approvals are interrupts the client resumes
 ``GET /``, ``GET /ui/<file>``   the web playground and run inspector (only with ``ui=True``,

@@ -6,6 +6,10 @@ keeps the paused run (:class:`daimon._paused_runs.PausedRuns`, the store every f
 shares), under each call's id, until the client sends the results back. The store is bounded:
 the oldest paused runs go first (a client that comes back after that gets a 400 naming the
 unknown call id, as it would after a restart).
+
+A request's ``tool_choice`` (Chat Completions, Responses) follows one rule too: the run is the
+agent's with that ``tool_choice`` (:class:`daimon.Agent`'s), checked against the agent's tools
+and the client's before it starts.
 """
 
 from __future__ import annotations
@@ -15,18 +19,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import ClientToolError
+from daimon.core.errors import BuilderError, ClientToolError
 from daimon.core.messages import Message, Role
 from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolSpec
 
 __all__ = (
+    "BadToolChoice",
     "NoClientTools",
     "RunStart",
     "spec",
     "takes_client_tools",
     "text_with_calls",
+    "with_tool_choice",
 )
 
 _NO_PARAMETERS: Mapping[str, Any] = {"type": "object", "properties": {}}
@@ -62,6 +68,35 @@ def takes_client_tools(agent: Promptable, model: str, specs: Sequence[ToolSpec])
         agent.check_client_tools(specs)
     except ClientToolError as exc:
         raise NoClientTools(str(exc)) from None
+
+
+class BadToolChoice(ValueError):
+    """A request's ``tool_choice`` the run could not honour (a 400 naming ``tool_choice``)."""
+
+
+def with_tool_choice(
+    agent: Promptable, model: str, choice: str | None, specs: Sequence[ToolSpec]
+) -> Promptable:
+    """``agent`` running with the request's ``tool_choice`` (``None``: as it is).
+
+    Raises:
+        BadToolChoice: ``agent`` is not an :class:`~daimon.Agent` (a flow, a team) and
+            ``choice`` is not ``"auto"``, or the agent's tools and ``specs`` cannot honour it.
+    """
+    from daimon.agent import Agent
+
+    if choice is None or (choice == "auto" and not isinstance(agent, Agent)):
+        return agent
+    if not isinstance(agent, Agent):
+        raise BadToolChoice(
+            f"model {model!r} is not an agent (a flow or a team): tool_choice can only be 'auto'"
+        )
+    try:
+        chosen = agent if agent.tool_choice == choice else agent.replace(tool_choice=choice)
+        chosen.check_tool_choice(specs)
+    except BuilderError as exc:
+        raise BadToolChoice(str(exc)) from None
+    return chosen
 
 
 def text_with_calls(response: AgentResponse[Any]) -> str:

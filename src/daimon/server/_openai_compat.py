@@ -18,6 +18,11 @@ for is a 400 (``tool_call_not_found``). Streamed, every text delta of the run is
 (text the model writes before calling a tool too, one blank line between turns); the non-streamed
 ``content`` is the final answer only.
 
+``tool_choice`` is the run's (:class:`daimon.Agent`'s ``tool_choice``): sent with the model calls
+until the model calls a tool, then the model chooses again. It may name the agent's tools or the
+client's; one the run cannot honour (an unknown name, a flow or a team asked for anything but
+``"auto"``) is a 400 naming ``tool_choice``.
+
 Sessions are the client's: the conversation comes in with each request and nothing is kept.
 
 Requests are checked as strictly as OpenAI checks them: what each role's message must hold
@@ -48,13 +53,16 @@ from daimon.core.events import Done, TextDelta, UsageEvent
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse
+from daimon.core.tools import ToolSpec
 from daimon.server._agents import ServedAgents
 from daimon.server._client_tools import (
+    BadToolChoice,
     NoClientTools,
     RunStart,
     spec,
     takes_client_tools,
     text_with_calls,
+    with_tool_choice,
 )
 from daimon.server._encode import dump_json
 from daimon.server._errors import describe_failure, error_body, error_response
@@ -91,12 +99,21 @@ class _BadConversation(ValueError):
         self.code = code
 
 
-def _read_request(body: ChatCompletionRequest, agent: Promptable, paused: PausedRuns) -> RunStart:
-    """What ``body`` asks of ``agent``: a new run, or a paused one given its client results."""
-    specs = tuple(
+def _client_specs(body: ChatCompletionRequest) -> tuple[ToolSpec, ...]:
+    """The request's function tools, as client tools."""
+    return tuple(
         spec(t.function.name, t.function.description, t.function.parameters)
         for t in body.tools or ()
     )
+
+
+def _read_request(
+    body: ChatCompletionRequest,
+    specs: tuple[ToolSpec, ...],
+    agent: Promptable,
+    paused: PausedRuns,
+) -> RunStart:
+    """What ``body`` asks of ``agent``: a new run, or a paused one given its client results."""
     if specs:
         try:
             takes_client_tools(agent, body.model, specs)
@@ -427,10 +444,14 @@ def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSet
         agent = served.get(body.model)
         if agent is None:
             return error_response(404, "not_found", served.unknown(body.model))
+        specs = _client_specs(body)
         try:
-            conversation = _read_request(body, agent, paused_runs)
+            agent = with_tool_choice(agent, body.model, body.chosen_tool, specs)
+            conversation = _read_request(body, specs, agent, paused_runs)
         except _BadConversation as exc:
             return _openai_error(str(exc), param=exc.param, code=exc.code)
+        except BadToolChoice as exc:
+            return _openai_error(str(exc), param="tool_choice", code="invalid_value")
         if served.flow(body.model) is not None and (
             conversation.history or conversation.instructions
         ):

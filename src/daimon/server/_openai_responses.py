@@ -43,7 +43,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
@@ -60,10 +60,12 @@ from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolSpec
 from daimon.server._agents import ServedAgents
 from daimon.server._client_tools import (
+    BadToolChoice,
     NoClientTools,
     RunStart,
     spec,
     takes_client_tools,
+    with_tool_choice,
 )
 from daimon.server._encode import dump_json
 from daimon.server._errors import describe_failure, error_response
@@ -179,10 +181,26 @@ class TextOptions(BaseModel):
     format: TextFormat | None = None
 
 
+class FunctionChoice(BaseModel):
+    """``tool_choice`` naming one function: the model must call it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["function"]
+    name: str
+
+
+_Mode = Literal["none", "auto", "required"]
+ToolChoice = _Mode | FunctionChoice
+"""Whether the model must call a tool: a mode, or one function by name."""
+
+
 class ResponsesRequest(BaseModel):
     """An OpenAI Responses request; sampling parameters are the agent's and are ignored.
 
-    ``model`` names the agent. ``tools`` must be empty: the agent's own tools run on the server.
+    ``model`` names the agent, whose own tools run on the server; function ``tools`` are client
+    tools. ``tool_choice`` (any of the agent's tools or the client's) holds for the run's model
+    calls until the model calls a tool.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -195,6 +213,8 @@ class ResponsesRequest(BaseModel):
     background: StrictBool | None = False
     store: StrictBool | None = True
     tools: list[dict[str, Any]] | None = None
+    tool_choice: ToolChoice | None = None
+    """Holds for the run's model calls until the model calls a tool."""
     text: TextOptions | None = None
     conversation: Any = None
     metadata: dict[str, str] | None = None
@@ -264,6 +284,8 @@ class ResponseObject(BaseModel):
     output: list[OutputMessage]
     previous_response_id: str | None
     store: bool
+    tool_choice: ToolChoice
+    """The run's ``tool_choice``: the request's, else the agent's (``"auto"`` when neither)."""
     usage: ResponseUsage | None
     metadata: dict[str, str]
 
@@ -575,7 +597,7 @@ def _output(response: AgentResponse, start: RunStart | None = None) -> list[dict
     return [_message_item(f"msg_{uuid.uuid4().hex}", text) for text in texts]
 
 
-def _new_response(body: ResponsesRequest, status: str) -> dict[str, Any]:
+def _new_response(body: ResponsesRequest, status: str, agent: Promptable) -> dict[str, Any]:
     return {
         "id": f"resp_{uuid.uuid4().hex}",
         "object": "response",
@@ -595,13 +617,20 @@ def _new_response(body: ResponsesRequest, status: str) -> dict[str, Any]:
         "store": bool(body.store),
         "temperature": None,
         "text": {"format": {"type": "text"}},
-        "tool_choice": "auto",
+        "tool_choice": _tool_choice_field(getattr(agent, "tool_choice", None)),
         "tools": body.tools or [],
         "top_p": None,
         "truncation": "disabled",
         "usage": None,
         "user": None,
     }
+
+
+def _tool_choice_field(choice: str | None) -> str | dict[str, str]:
+    """The run's ``tool_choice`` as a response reports it."""
+    if choice is None:
+        return "auto"
+    return choice if choice in get_args(_Mode) else {"type": "function", "name": choice}
 
 
 def _call_items(response: AgentResponse) -> list[dict[str, Any]]:
@@ -715,13 +744,15 @@ class _Routes:
             return _openai_error(unknown)
         try:
             _check_options(body)
-            if body.tools:
-                _takes_client_tools(agent, body.model, _client_tools(body))
+            specs = _client_tools(body)
+            if specs:
+                _takes_client_tools(agent, body.model, specs)
+            agent = _with_tool_choice(agent, body, specs)
             resumed = _continued(body, self.paused)
             if resumed is not None:
                 resumed = self._with_history(resumed, body.previous_response_id)
                 status = "queued" if body.background else "in_progress"
-                return _Job(agent, resumed, _new_response(body, status), bool(body.store))
+                return _Job(agent, resumed, _new_response(body, status, agent), bool(body.store))
             earlier: list[Message] = []
             if body.previous_response_id is not None:
                 previous = self.kept.get(body.previous_response_id)
@@ -738,7 +769,7 @@ class _Routes:
         except _BadRequest as exc:
             return _openai_error(exc)
         status = "queued" if body.background else "in_progress"
-        return _Job(agent, conversation, _new_response(body, status), bool(body.store))
+        return _Job(agent, conversation, _new_response(body, status, agent), bool(body.store))
 
     def _with_history(self, resumed: RunStart, previous_id: str | None) -> RunStart:
         """A resumed run with the conversation before it, so a follow-up keeps it all."""
@@ -852,6 +883,18 @@ def _check_answered(paused: PausedRuns, model: str, previous_id: str) -> None:
     if waiting is not None:
         call_id = waiting.response.client_calls[0].id
         raise _BadRequest(f"No tool output found for function call {call_id}.", "input")
+
+
+def _with_tool_choice(
+    agent: Promptable, body: ResponsesRequest, specs: Sequence[ToolSpec]
+) -> Promptable:
+    """``agent`` with the request's ``tool_choice``; one it cannot honour is a 400."""
+    choice = body.tool_choice
+    name = choice.name if isinstance(choice, FunctionChoice) else choice
+    try:
+        return with_tool_choice(agent, body.model, name, specs)
+    except BadToolChoice as exc:
+        raise _BadRequest(str(exc), "tool_choice", "invalid_value") from None
 
 
 def _takes_client_tools(agent: Promptable, model: str, specs: Sequence[ToolSpec]) -> None:

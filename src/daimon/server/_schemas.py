@@ -330,6 +330,23 @@ class FunctionTool(BaseModel):
     function: FunctionDefinition
 
 
+class NamedFunction(BaseModel):
+    """The function a named tool choice names."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    """``tool_choice`` naming one function: the model must call it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class ChatCompletionRequest(BaseModel):
     """An OpenAI Chat Completions request; sampling parameters are the agent's and are ignored.
 
@@ -338,7 +355,8 @@ class ChatCompletionRequest(BaseModel):
     must be the user's, is the prompt. The agent's own tools run on the server; ``tools`` sent
     by the client are client tools: when the model calls one the answer is ``finish_reason:
     "tool_calls"``, and the next request, ending with the ``tool`` messages, continues the
-    run. Booleans and integers must be JSON booleans and integers
+    run. ``tool_choice`` (any of the agent's tools or the client's) holds for the run's model
+    calls until the model calls a tool. Booleans and integers must be JSON booleans and integers
     (``"stream": "yes"`` is refused, as OpenAI refuses it).
     """
 
@@ -352,6 +370,14 @@ class ChatCompletionRequest(BaseModel):
         default=None, ge=1, le=1, description="Only one choice is produced."
     )
     tools: list[FunctionTool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    """Whether the model must call a tool, on the run's model calls until it calls one."""
+
+    @property
+    def chosen_tool(self) -> str | None:
+        """``tool_choice`` as the agent takes it: a mode, or the named function's name."""
+        choice = self.tool_choice
+        return choice.function.name if isinstance(choice, NamedToolChoice) else choice
 
 
 class CompletionMessage(BaseModel):

@@ -7,7 +7,7 @@ and runs the model's calls, turning every tool problem into an error result the 
 from daimon.tools._client import Elicitation, RunClient
 from daimon.tools._context import RunContext
 from daimon.tools._decorator import tool
-from daimon.tools._function import FunctionTool
+from daimon.tools._function import FunctionTool, UndocumentedToolWarning
 from daimon.tools._protocol import Tool
 from daimon.tools._registry import ToolRegistry
 from daimon.tools._retry import ToolRetryPolicy
@@ -23,5 +23,6 @@ __all__ = (
     "Tool",
     "ToolRegistry",
     "ToolRetryPolicy",
+    "UndocumentedToolWarning",
     "tool",
 )

@@ -11,6 +11,8 @@ import functools
 import inspect
 import math
 import re
+import sys
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
 
@@ -26,7 +28,7 @@ from daimon.tools._schema import MISSING, SchemaBuilder, json_default
 from daimon.tools._signals import ModelRetry
 from daimon.tools._threads import run_in_thread
 
-__all__ = ("FunctionTool",)
+__all__ = ("FunctionTool", "UndocumentedToolWarning")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -150,6 +152,7 @@ class FunctionTool(Generic[P, R]):
         converted: list[tuple[str, Converter]] = []
         positional: list[str] = []
         self._context_param: str | None = None
+        typed = False  # whether any parameter the model sees has a type hint
         for index, param in enumerate(signature.parameters.values()):
             if index == 0 and param.name in ("self", "cls") and param.annotation is param.empty:
                 raise BuilderError(
@@ -169,6 +172,7 @@ class FunctionTool(Generic[P, R]):
                     raise BuilderError(f"tool {self.name!r}: more than one RunContext parameter")
                 self._context_param = param.name
                 continue
+            typed = typed or param.name in hints
             has_default = param.default is not inspect.Parameter.empty
             try:
                 properties[param.name] = schemas.schema(
@@ -187,6 +191,8 @@ class FunctionTool(Generic[P, R]):
                 required.append(param.name)
         self._converters = tuple(converted)
         self._positional = tuple(positional)
+        if not (self.description or param_docs or typed):
+            _warn_undocumented(self.name)
         schema: dict[str, Any] = {"type": "object", "properties": properties}
         if required:
             schema["required"] = required
@@ -250,6 +256,24 @@ def _is_async(function: Callable[..., Any]) -> bool:
 
 def _unpartial(function: Callable[..., Any]) -> Callable[..., Any]:
     return function.func if isinstance(function, functools.partial) else function
+
+
+class UndocumentedToolWarning(UserWarning):
+    """A tool has neither a docstring nor type hints: the model sees only its name."""
+
+
+def _warn_undocumented(name: str) -> None:
+    """Warn, pointing at the code that made the tool (the first frame outside daimon)."""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("daimon."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(
+        f"tool {name!r} has neither a docstring nor type hints: the model gets an empty "
+        "description to choose it by. Add a docstring saying what it does (or pass "
+        "description=...) and type hints on its parameters.",
+        UndocumentedToolWarning,
+        stacklevel=level,
+    )
 
 
 def _default_name(function: Callable[..., Any]) -> str:

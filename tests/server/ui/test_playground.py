@@ -90,6 +90,40 @@ def test_a_prompt_streams_its_answer_with_tool_cards_and_a_timeline(
     expect(bars).to_have_count(5)
 
 
+_BROKEN_WORDS = """summary => {
+  const text = summary.firstChild;
+  const broken = [];
+  for (const word of text.textContent.matchAll(/\\S+/g)) {
+    const range = document.createRange();
+    range.setStart(text, word.index);
+    range.setEnd(text, word.index + word[0].length);
+    const lines = new Set([...range.getClientRects()].map((rect) => Math.round(rect.top)));
+    if (lines.size > 1) broken.push(word[0]);
+  }
+  return {broken, overflows: summary.scrollWidth > summary.clientWidth};
+}"""
+"""The words of the run summary laid out across a line break, and whether it overflows."""
+
+
+def test_the_run_summary_breaks_lines_between_words(live: Live, page: Page, shots: Shots) -> None:
+    server = live(calculator(), ui=True)
+    page.set_viewport_size({"width": 1000, "height": 800})  # the inspector at its narrowest
+    page.goto(server.url)
+    expect(page.get_by_label("Agent")).to_be_enabled()
+    send(page, "What are 2 + 3 and 4 * 5?")
+    summary = page.locator(".run-summary")
+    expect(summary).to_have_text(
+        re.compile(r"^run \S+ · done · .* · 2 model calls · 3 tool calls$")
+    )
+    run_id = (summary.text_content() or "").split(" ")[1]
+    assert summary.evaluate(_BROKEN_WORDS) == {"broken": [], "overflows": False}
+    shots(page, "summary")
+    # Narrower than the run id: the id wraps inside itself, every other word stays whole.
+    summary.evaluate("s => { s.style.width = '9rem'; }")
+    assert summary.evaluate(_BROKEN_WORDS) == {"broken": [run_id], "overflows": False}
+    shots(page, "summary-narrow")
+
+
 def test_cancel_stops_the_run_on_the_server(live: Live, page: Page, shots: Shots) -> None:
     slow = Slow()
     server = live(slow.agent, ui=True)
