@@ -65,24 +65,30 @@ def test_serving_a_bad_agent_or_exposed_without_a_token_exits_2(cli: CLI) -> Non
 
 
 @pytest.mark.parametrize(
-    ("command", "library", "extra"),
+    ("command", "library", "missing", "extra"),
     [
-        (("serve", "agents:calculating"), "uvicorn", "server"),
-        (("mcp", "serve", "agents:calculating"), "mcp", "mcp"),
-        (("a2a", "serve", "agents:calculating"), "a2a", "a2a"),
-        (("run", "--model", "openai:gpt-4o-mini", "2 + 3?"), "openai", "openai"),
+        (("serve", "agents:calculating"), "uvicorn", "uvicorn", "server"),
+        (("mcp", "serve", "agents:calculating"), "mcp", "mcp", "mcp"),
+        (("a2a", "serve", "agents:calculating"), "a2a", "a2a", "a2a"),
+        (("run", "--model", "openai:gpt-4o-mini", "2 + 3?"), "openai", "openai", "openai"),
+        (
+            ("worker", "agents:calculating", "--broker", "redis://127.0.0.1:6379"),
+            "redis",
+            "redis.asyncio",
+            "redis",
+        ),
     ],
-    ids=["serve", "mcp serve", "a2a serve", "run"],
+    ids=["serve", "mcp serve", "a2a serve", "run", "worker"],
 )
 def test_a_missing_extra_is_one_line_and_exit_2_in_every_command(
-    cli: CLI, command: tuple[str, ...], library: str, extra: str
+    cli: CLI, command: tuple[str, ...], library: str, missing: str, extra: str
 ) -> None:
     result = cli(*command, without=library)
     notes = ("agent: ", "model: ")  # what is served or run, said before it starts
     lines = [line for line in result.stderr.splitlines() if not line.startswith(notes)]
     assert (result.returncode, len(lines)) == (2, 1), result.stderr
     assert lines[0] == (
-        f"error: {library!r} is not installed; install it with: "
+        f"error: {missing!r} is not installed; install it with: "
         f'pip install "daimon-agents[{extra}]"'
     )
 
