@@ -165,8 +165,9 @@ class LocalModel(AsyncClosing):
             that picks the tool (``tool_decision="similarity"``).
 
     Raises:
-        BuilderError: The model file is missing or not a GGUF file, the runtime is unknown, or a
-            setting is invalid.
+        BuilderError: The model file is missing or not a GGUF file, the runtime is unknown, a
+            setting is invalid, or (``tool_decision="similarity"``) MiniLM's files are missing.
+        MissingDependencyError: The runtime's library, or the embedding model's, is missing.
     """
 
     supports_json_schema: ClassVar[bool] = True
@@ -249,6 +250,8 @@ class LocalModel(AsyncClosing):
         self._max_tokens = max_tokens
         self._decision = tool_decision
         self._matcher = ToolMatcher(float(similarity_threshold))
+        if tool_decision == "similarity":
+            self._matcher.check()  # a missing file fails here, not inside the runtime's thread
         self._baselines: dict[tuple[str, ...], list[float]] = {}
         self._runtime: Runtime | None = None
         self._template: ChatTemplate | None = None
@@ -466,7 +469,7 @@ def _installed(module: str) -> bool:
 
 
 def _model_error(error: BaseException, runtime: str) -> BaseException:
-    if isinstance(error, (ModelError, MissingDependencyError)):
+    if isinstance(error, (ModelError, MissingDependencyError, BuilderError)):
         return error
     wrapped = ModelError(f"{runtime} failed: {type(error).__name__}: {error}", provider=_PROVIDER)
     wrapped.__cause__ = error
