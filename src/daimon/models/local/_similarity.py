@@ -23,7 +23,7 @@ from daimon.models.local._prompt import NO_TOOL, without_examples
 if TYPE_CHECKING:
     from daimon.core.tools import ToolSpec
 
-__all__ = ("SMALL_TALK", "SMALL_TALK_MARGIN", "THRESHOLD", "Embedder", "ToolMatcher", "tool_text")
+__all__ = ("Embedder", "SMALL_TALK", "SMALL_TALK_MARGIN", "THRESHOLD", "ToolMatcher", "tool_text")
 
 THRESHOLD = 0.15
 """The least cosine between a question and a tool's description that picks the tool.
