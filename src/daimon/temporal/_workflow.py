@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import operator
 from datetime import timedelta
 from typing import Any
@@ -29,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from daimon.agent import Agent
     from daimon.core.chat import ChatRequest, ChatResponse
     from daimon.core.checkpoints import CheckpointState
-    from daimon.core.codec import dumps
+    from daimon.core.codec import CODEC_VERSION, to_data
     from daimon.core.errors import DaimonError, ModelError
     from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd, ToolResult
     from daimon.core.messages import ToolCall
@@ -72,10 +73,19 @@ __all__ = (
 CARRIED_EVENTS = 1000
 """Stream events a continue-as-new carries to the next workflow run (the newest ones)."""
 
+NEVER_RETRIED = ("SerializationError",)
+"""Activity errors no attempt can mend: a value Temporal cannot carry fails its call once."""
+
 
 def _digest(value: object) -> str:
-    """A short fingerprint of an activity's input: its id changes when the input does."""
-    return hashlib.sha256(dumps(value).encode()).hexdigest()[:16]
+    """A short fingerprint of an activity's input: its id changes when the input does.
+
+    The input's versioned JSON (``codec.dumps``'s text) in UTF-8, a lone surrogate included
+    (a plain run takes one in a prompt or arguments: so does the workflow).
+    """
+    envelope = {"daimon": CODEC_VERSION, "data": to_data(value)}
+    text = json.dumps(envelope, ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 class ToActivities(Extension):
@@ -290,6 +300,7 @@ class AgentWorkflow:
             backoff_coefficient=options.backoff,
             maximum_interval=_seconds(options.max_interval),
             maximum_attempts=options.max_attempts,
+            non_retryable_error_types=NEVER_RETRIED,
         )
         self._agent = lookup(workflow.info().task_queue, request.agent).workflow_agent
         return self._agent
