@@ -451,18 +451,25 @@ class AgentWorkflow:
 
     @workflow.query(name="status")
     def status(self) -> RunStatus:
-        """The run's phase, messages, usage, cost and pending approvals."""
+        """The run's phase, messages, usage, cost and the approvals still awaiting a decision.
+
+        A decided call is no longer pending, even before the run has resumed with it; once
+        every call is decided the run is ``running``.
+        """
         ctx = self.ctx
         events = self._events_before + len(self._events)
         paused = self._paused
+        pending = tuple(p for p in self._pending if p.id not in self._decisions)
+        waiting = self._phase == "awaiting_approval"
+        phase: RunPhase = "running" if waiting and not pending else self._phase
         if ctx is None and paused is not None:  # continued as new: the paused run's state
             return RunStatus(
-                phase=self._phase,
+                phase=phase,
                 iteration=paused.iterations,
                 usage=paused.usage,
                 cost=paused.cost,
                 messages=paused.messages,
-                pending_approvals=self._pending,
+                pending_approvals=pending,
                 events=events,
             )
         saved = self.checkpoint
@@ -478,12 +485,12 @@ class AgentWorkflow:
         if ctx is None:
             return RunStatus(phase=self._phase, events=events)
         return RunStatus(
-            phase=self._phase,
+            phase=phase,
             iteration=ctx.iteration,
             usage=ctx.usage,
             cost=ctx.cost,
             messages=tuple(ctx.messages),
-            pending_approvals=self._pending,
+            pending_approvals=pending,
             events=events,
         )
 
