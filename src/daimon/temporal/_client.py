@@ -62,9 +62,8 @@ async def start_run(
     not given. ``deps`` is JSON data the worker decodes as the agent's ``deps_type`` (without it
     tools get the worker's deps). ``task_timeout`` bounds one workflow task: how soon a run whose
     worker died while deciding its next step moves to another worker (Temporal's default is
-    10 s). A run whose
-    history has ``continue_after`` events when it waits for approval continues as a new
-    workflow run (same workflow id) that carries only its paused state.
+    10 s). A run whose history has ``continue_after`` events when it waits for approval
+    continues as a new workflow run (same workflow id) that carries only its paused state.
     """
     name = agent if isinstance(agent, str) else agent.name
     if workflow_id is not None:
