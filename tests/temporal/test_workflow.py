@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 
-from daimon import Agent, ChatRequest, ChatResponse, ToolCall
+from daimon import Agent, ChatRequest, ChatResponse, ToolCall, tool
 from daimon.core.errors import DaimonError, InvalidIdError, RunCancelled
 from daimon.core.events import Done, ToolResult
 from daimon.models import FunctionModel
@@ -149,6 +150,46 @@ async def test_cancelling_the_workflow_reaches_the_running_tool(
         with pytest.raises(RunCancelled):
             await run.result()
     assert any(line.startswith("wait-cancelled") for line in log.read_text().splitlines())
+
+
+waits: dict[str, float] = {}
+
+
+@tool
+async def wait_timed(seconds: float) -> str:
+    """Wait, noting when the wait started and when its cancellation reached it."""
+    waits["started"] = time.monotonic()
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        waits["cancelled"] = time.monotonic()
+        raise
+    return "waited"
+
+
+def _waits(request: ChatRequest) -> ChatResponse:
+    call = ToolCall(id="w", name="wait_timed", arguments={"seconds": 600})
+    return ChatResponse.tool_use(call)
+
+
+waiter = Agent(FunctionModel(_waits), name="waiter", tools=[wait_timed])
+
+
+async def test_with_the_default_options_a_cancellation_reaches_the_tool_within_seconds(
+    client: Client, task_queue: str
+) -> None:
+    waits.clear()
+    async with serving(client, [waiter], task_queue=task_queue):
+        run = await start_run(client, waiter, "wait", task_queue=task_queue)
+        async with asyncio.timeout(30):
+            while "started" not in waits:  # noqa: ASYNC110 - the tool notes it in this process
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(waits["started"] + 2.5 - time.monotonic())  # past a heartbeat
+        cancelled = time.monotonic()
+        await run.cancel()
+        with pytest.raises(RunCancelled):
+            await asyncio.wait_for(run.result(), 40)
+    assert waits["cancelled"] - cancelled < 5  # HEARTBEAT: 2 s between two heartbeats
 
 
 async def test_a_retried_tool_charges_once_under_its_idempotency_key(

@@ -36,6 +36,7 @@ from daimon.tools import EndRun, RunContext
 from daimon.tools._retry import ToolRetryPolicy
 
 __all__ = (
+    "HEARTBEAT",
     "MODEL_ACTIVITY",
     "PROMPT_ACTIVITY",
     "TOOL_ACTIVITY",
@@ -46,6 +47,10 @@ __all__ = (
     "storable",
 )
 
+HEARTBEAT = 2.0
+"""Seconds between two heartbeats of a running call, at most (unless its ``heartbeat_timeout``
+is shorter than three of them). Temporal tells an activity it is cancelled in its answer to a
+heartbeat, so this is how soon a cancelled run reaches its running tool."""
 MODEL_ACTIVITY = "daimon.model_call"
 TOOL_ACTIVITY = "daimon.tool_call"
 PROMPT_ACTIVITY = "daimon.prompt"
@@ -281,7 +286,7 @@ async def _heartbeating(
     """
     task = asyncio.ensure_future(work)
     timeout = activity.info().heartbeat_timeout
-    every = timeout.total_seconds() / 3 if timeout else 10.0
+    every = min(timeout.total_seconds() / 3, HEARTBEAT) if timeout else HEARTBEAT
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=every)
