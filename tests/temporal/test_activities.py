@@ -16,7 +16,7 @@ from temporalio.client import Client
 
 from daimon import Agent, ChatRequest, ChatResponse, ToolCall, tool
 from daimon.models import FunctionModel
-from daimon.temporal import serving, start_run
+from daimon.temporal import RunFailedError, serving, start_run
 from daimon.tools import EndRun
 
 ran: Counter[str] = Counter()
@@ -137,3 +137,36 @@ async def test_a_lone_surrogate_in_the_prompt_and_arguments_runs_as_in_process(
     assert response.text == plain.text == "echo caf\ufffd au lait"
     assert response.messages[0].text == plain.messages[0].text == prompt
     assert response.messages[1].tool_calls == plain.messages[1].tool_calls
+
+
+@tool
+def read_half() -> str:
+    """Return 1.5 MB: one result Temporal carries, two in one request it cannot."""
+    ran["read_half"] += 1
+    return "y" * 1_500_000
+
+
+def _reads_twice(request: ChatRequest) -> ChatResponse:
+    read = sum(1 for m in request.messages if m.role.value == "tool")
+    if read < 2:
+        return ChatResponse.tool_use(ToolCall(id=f"r{read}", name="read_half", arguments={}))
+    return ChatResponse.reply("read both")
+
+
+hoarder = Agent(FunctionModel(_reads_twice), name="hoarder", tools=[read_half])
+
+
+async def test_a_run_whose_messages_outgrow_a_payload_fails_at_once_with_a_serialization_error(
+    client: Client, task_queue: str
+) -> None:
+    ran.clear()
+    async with serving(client, [hoarder], task_queue=task_queue):
+        started = time.monotonic()
+        run = await start_run(client, hoarder, "read", task_queue=task_queue)
+        with pytest.raises(RunFailedError) as failed:
+            await asyncio.wait_for(run.result(), 30)
+        took = time.monotonic() - started
+    assert failed.value.error_type == "SerializationError"
+    assert "over Temporal's payload limit of 2,097,152 bytes" in str(failed.value)
+    assert took < 10
+    assert ran["read_half"] == 2  # each result crossed once; the next model call could not

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from daimon.core.chat import ChatRequest, ChatResponse
     from daimon.core.checkpoints import CheckpointState
     from daimon.core.codec import CODEC_VERSION, to_data
-    from daimon.core.errors import DaimonError, ModelError
+    from daimon.core.errors import DaimonError, ModelError, SerializationError
     from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd, ToolResult
     from daimon.core.messages import ToolCall
     from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
@@ -250,14 +250,15 @@ class AgentWorkflow:
     async def run(self, request: RunRequest) -> AgentResponse[Any]:
         """Run the agent to its answer, waiting (durably) for every approval it needs."""
         try:
-            response = await self._run(request)
+            response = portable(await self._run(request))
+            _check_carried(response)  # here, the run fails; later, every workflow task would
         except workflow.ContinueAsNewError:
             raise
         except BaseException as exc:
             self._phase = "cancelled" if is_cancelled_exception(exc) else "failed"
             raise
         self._phase = "completed"
-        return portable(response)
+        return response
 
     async def _run(self, request: RunRequest) -> AgentResponse[Any]:
         agent = self._start(request)
@@ -278,7 +279,7 @@ class AgentWorkflow:
             self._phase = "awaiting_approval"
             if response is not request.paused and self._history_full():
                 # a long run sheds its history while it waits: the paused state is all it needs
-                workflow.continue_as_new(self._next(paused=response))
+                self._continue_as_new(self._next(paused=response))
             await workflow.wait_condition(self._all_decided)
             decisions = {p.id: self._decisions.pop(p.id) for p in self._pending}
             self._pending = ()
@@ -386,7 +387,19 @@ class AgentWorkflow:
         if saved is None or self._calls == self._calls_at_start or not self._history_full():
             return
         if _is_state(saved, ctx):
-            workflow.continue_as_new(self._next(resume=saved))
+            self._continue_as_new(self._next(resume=saved))
+
+    def _continue_as_new(self, request: RunRequest) -> None:
+        """Continue as a new workflow run from ``request``, when Temporal can carry it.
+
+        A request over the payload limit (a run whose messages hold megabytes) goes on in this
+        workflow run instead: checked here, it would otherwise fail every workflow task.
+        """
+        try:
+            _check_carried(request)
+        except SerializationError:
+            return
+        workflow.continue_as_new(request)
 
     def _history_full(self) -> bool:
         info = workflow.info()
@@ -552,6 +565,16 @@ def _is_state(saved: CheckpointState, ctx: RunState) -> bool:
         and len(saved.messages) == len(ctx.messages)
         and all(map(operator.is_, saved.messages, ctx.messages))
     )
+
+
+def _check_carried(value: object) -> None:
+    """Raise :class:`SerializationError` when Temporal cannot carry ``value`` (see the converter).
+
+    The SDK encodes a workflow's result and a continue-as-new's input after the workflow's code
+    has run, where an error fails the workflow task again and again; checked in the code, the
+    run fails, or goes on, at once.
+    """
+    workflow.payload_converter().to_payloads([value])
 
 
 def _seconds(value: float) -> timedelta:
