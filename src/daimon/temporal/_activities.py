@@ -48,9 +48,8 @@ __all__ = (
 )
 
 HEARTBEAT = 2.0
-"""Seconds between two heartbeats of a running call, at most (unless its ``heartbeat_timeout``
-is shorter than three of them). Temporal tells an activity it is cancelled in its answer to a
-heartbeat, so this is how soon a cancelled run reaches its running tool."""
+"""Seconds between two heartbeats of a running call, at most. Temporal tells an activity it is
+cancelled in its answer to a heartbeat, so this is how soon a cancelled run reaches its tool."""
 MODEL_ACTIVITY = "daimon.model_call"
 TOOL_ACTIVITY = "daimon.tool_call"
 PROMPT_ACTIVITY = "daimon.prompt"
