@@ -102,6 +102,8 @@ async def test_a_decision_returns_the_status_without_the_decided_call(
         after_first = await run.approve(first.id)
         assert after_first.phase == "awaiting_approval"
         assert after_first.pending_approvals == (second,)
+        with pytest.raises(DaimonError, match="no pending approval 'refund-1'"):
+            await run.reject(first.id)  # decided: no longer pending
         after_second = await run.reject(second.id)
         assert after_second.phase == "running"
         assert after_second.pending_approvals == ()

@@ -432,6 +432,10 @@ class AgentWorkflow:
     def _all_decided(self) -> bool:
         return all(p.id in self._decisions for p in self._pending)
 
+    def _undecided(self) -> tuple[ApprovalRequest, ...]:
+        """The calls still waiting for a decision (a decided one waits only for the run)."""
+        return tuple(p for p in self._pending if p.id not in self._decisions)
+
     # ------------------------------------------------------------------------- approvals
 
     @workflow.update(name="decide")
@@ -444,8 +448,9 @@ class AgentWorkflow:
 
     @decide.validator
     def _check_decision(self, decision: Decision) -> None:
-        if not any(p.id == decision.approval_id for p in self._pending):
-            pending = ", ".join(p.id for p in self._pending) or "none"
+        undecided = self._undecided()
+        if not any(p.id == decision.approval_id for p in undecided):
+            pending = ", ".join(p.id for p in undecided) or "none"
             raise ApplicationError(
                 f"no pending approval {decision.approval_id!r} (pending: {pending})",
                 type="ApprovalNotPending",
@@ -472,7 +477,7 @@ class AgentWorkflow:
         ctx = self.ctx
         events = self._events_before + len(self._events)
         paused = self._paused
-        pending = tuple(p for p in self._pending if p.id not in self._decisions)
+        pending = self._undecided()
         waiting = self._phase == "awaiting_approval"
         phase: RunPhase = "running" if waiting and not pending else self._phase
         if ctx is None and paused is not None:  # continued as new: the paused run's state
