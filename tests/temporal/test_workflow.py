@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 
-from daimon.core.errors import DaimonError, RunCancelled
+from daimon import Agent, ChatRequest, ChatResponse, ToolCall, tool
+from daimon.core.errors import DaimonError, InvalidIdError, RunCancelled
 from daimon.core.events import Done, ToolResult
+from daimon.models import FunctionModel
 from daimon.temporal import (
     ActivityOptions,
     RunFailedError,
@@ -19,7 +22,7 @@ from daimon.temporal import (
     start_run,
 )
 
-from ._agents import arithmetic, counter, finisher, payments, refunds, sleeper
+from ._agents import arithmetic, counter, finisher, payments, refund, refunds, sleeper
 
 
 async def test_a_run_with_a_tool_answers_through_activities(
@@ -79,6 +82,42 @@ async def test_the_status_query_shows_messages_usage_and_pending_calls(
     assert final.phase == "completed" and final.iteration == 2
 
 
+def _two_refunds(request: ChatRequest) -> ChatResponse:
+    last = request.messages[-1]
+    if last.role.value == "tool":
+        return ChatResponse.reply("both decided")
+    calls = [ToolCall(id=f"refund-{n}", name="refund", arguments={"order": n}) for n in "12"]
+    return ChatResponse.tool_use(*calls)
+
+
+two_refunds = Agent(FunctionModel(_two_refunds), name="two_refunds", tools=[refund])
+
+
+async def test_a_decision_returns_the_status_without_the_decided_call(
+    client: Client, task_queue: str
+) -> None:
+    async with serving(client, [two_refunds], task_queue=task_queue):
+        run = await start_run(client, two_refunds, "refund both", task_queue=task_queue)
+        first, second = (await _wait_for(run, "awaiting_approval")).pending_approvals
+        after_first = await run.approve(first.id)
+        assert after_first.phase == "awaiting_approval"
+        assert after_first.pending_approvals == (second,)
+        with pytest.raises(DaimonError, match="no pending approval 'refund-1'"):
+            await run.reject(first.id)  # decided: no longer pending
+        after_second = await run.reject(second.id)
+        assert after_second.phase == "running"
+        assert after_second.pending_approvals == ()
+        assert (await run.result()).text == "both decided"
+
+
+@pytest.mark.parametrize("bad", ["", "run\0one", "caf\udce9", "x" * 1001, "x" * 1025])
+async def test_a_run_id_no_backend_can_hold_is_refused_before_the_workflow_starts(
+    client: Client, task_queue: str, bad: str
+) -> None:
+    with pytest.raises(InvalidIdError, match="invalid run id"):
+        await start_run(client, arithmetic, "add 1 2", task_queue=task_queue, workflow_id=bad)
+
+
 async def test_an_unknown_agent_fails_the_run_with_its_name(
     client: Client, task_queue: str
 ) -> None:
@@ -113,6 +152,46 @@ async def test_cancelling_the_workflow_reaches_the_running_tool(
         with pytest.raises(RunCancelled):
             await run.result()
     assert any(line.startswith("wait-cancelled") for line in log.read_text().splitlines())
+
+
+waits: dict[str, float] = {}
+
+
+@tool
+async def wait_timed(seconds: float) -> str:
+    """Wait, noting when the wait started and when its cancellation reached it."""
+    waits["started"] = time.monotonic()
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        waits["cancelled"] = time.monotonic()
+        raise
+    return "waited"
+
+
+def _waits(request: ChatRequest) -> ChatResponse:
+    call = ToolCall(id="w", name="wait_timed", arguments={"seconds": 600})
+    return ChatResponse.tool_use(call)
+
+
+waiter = Agent(FunctionModel(_waits), name="waiter", tools=[wait_timed])
+
+
+async def test_with_the_default_options_a_cancellation_reaches_the_tool_within_seconds(
+    client: Client, task_queue: str
+) -> None:
+    waits.clear()
+    async with serving(client, [waiter], task_queue=task_queue):
+        run = await start_run(client, waiter, "wait", task_queue=task_queue)
+        async with asyncio.timeout(30):
+            while "started" not in waits:  # noqa: ASYNC110 - the tool notes it in this process
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(waits["started"] + 2.5 - time.monotonic())  # past a heartbeat
+        cancelled = time.monotonic()
+        await run.cancel()
+        with pytest.raises(RunCancelled):
+            await asyncio.wait_for(run.result(), 40)
+    assert waits["cancelled"] - cancelled < 5  # HEARTBEAT: 2 s between two heartbeats
 
 
 async def test_a_retried_tool_charges_once_under_its_idempotency_key(

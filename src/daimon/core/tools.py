@@ -70,7 +70,7 @@ class ToolOutput:
         kind = type(data)
         if data is None or kind is int or (kind is str and data.isascii()):
             return
-        plain = _json_data(data)
+        plain = json_data(data)
         if plain is not data:
             _set_data(self, plain)
 
@@ -142,8 +142,12 @@ def _valid_unicode(text: str) -> str:
     return text
 
 
-def _json_data(value: Any) -> Any:
-    """``value`` as strict JSON data, read as ``json.dumps(value, default=str)`` reads it."""
+def json_data(value: Any) -> Any:
+    """``value`` as strict JSON data, read as ``json.dumps(value, default=str)`` reads it.
+
+    The rule a ``ToolOutput``'s ``data`` follows (see the class), for any value that must be
+    stored: NaN becomes ``"nan"``, an object its ``str()``, a lone surrogate U+FFFD.
+    """
     try:
         return _plain(value)
     except RecursionError:

@@ -21,6 +21,7 @@ from daimon.core.optional import require
 
 require("temporalio", extra="temporal")
 
+from daimon.temporal._activities import HEARTBEAT  # noqa: E402
 from daimon.temporal._client import RunFailedError, TemporalRun, start_run  # noqa: E402
 from daimon.temporal._converter import (  # noqa: E402
     DaimonJsonPayloadConverter,
@@ -38,6 +39,7 @@ __all__ = (
     "DaimonJsonPayloadConverter",
     "DaimonPayloadConverter",
     "Decision",
+    "HEARTBEAT",
     "RunFailedError",
     "RunRequest",
     "RunStatus",

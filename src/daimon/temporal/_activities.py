@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
+import operator
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
@@ -18,11 +20,12 @@ from temporalio.exceptions import ApplicationError
 
 from daimon.core.chat import ChatRequest, ChatResponse, Usage
 from daimon.core.codec import from_data, to_data
-from daimon.core.errors import ModelError
+from daimon.core.errors import ModelError, SerializationError
 from daimon.core.events import TextDelta
+from daimon.core.messages import ToolCall
 from daimon.core.protocols import Model
 from daimon.core.results import AgentResponse
-from daimon.core.tools import ToolOutput
+from daimon.core.tools import ToolOutput, json_data
 from daimon.kit.streaming import StreamAccumulator
 from daimon.models.retry import RetryingModel
 from daimon.orchestration._common import agent_caller
@@ -33,6 +36,7 @@ from daimon.tools import EndRun, RunContext
 from daimon.tools._retry import ToolRetryPolicy
 
 __all__ = (
+    "HEARTBEAT",
     "MODEL_ACTIVITY",
     "PROMPT_ACTIVITY",
     "TOOL_ACTIVITY",
@@ -40,8 +44,12 @@ __all__ = (
     "call_tool",
     "portable",
     "run_promptable",
+    "storable",
 )
 
+HEARTBEAT = 2.0
+"""Seconds between two heartbeats of a running call, at most. Temporal tells an activity it is
+cancelled in its answer to a heartbeat, so this is how soon a cancelled run reaches its tool."""
 MODEL_ACTIVITY = "daimon.model_call"
 TOOL_ACTIVITY = "daimon.tool_call"
 PROMPT_ACTIVITY = "daimon.prompt"
@@ -61,13 +69,41 @@ async def call_model(call: ModelCallInput) -> ChatResponse:
     model = _unretried(agent.model)
     try:
         if not served.stream_tokens:
-            return await _heartbeating(model.generate(call.request), None)
-        shown = _Shown()
-        return await _heartbeating(_streamed(model, call.request, shown), None, shown.details)
+            response = await _heartbeating(model.generate(call.request), None)
+        else:
+            shown = _Shown()
+            work = _streamed(model, call.request, shown)
+            response = await _heartbeating(work, None, shown.details)
     except ModelError as exc:
         raise ApplicationError(
             str(exc), type=type(exc).__name__, non_retryable=not exc.retryable
         ) from exc
+    return _json_arguments(response)
+
+
+def _json_arguments(response: ChatResponse) -> ChatResponse:
+    """The response, each call's arguments that JSON cannot hold (NaN, an object) as raw text.
+
+    That is the call a provider makes of argument text that is not JSON (``ToolCall.from_json``
+    keeps it raw): the model is told its arguments were not a valid JSON object.
+    """
+    calls = response.message.tool_calls
+    carried = tuple(map(_as_json, calls))
+    if all(map(operator.is_, carried, calls)):
+        return response
+    message = dataclasses.replace(response.message, tool_calls=carried)
+    return dataclasses.replace(response, message=message)
+
+
+def _as_json(call: ToolCall) -> ToolCall:
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        return call
+    try:
+        json.dumps(to_data(arguments), allow_nan=False)
+    except ValueError:  # NaN, an infinity; SerializationError: an object
+        return dataclasses.replace(call, arguments=json.dumps(arguments, default=repr))
+    return call
 
 
 class _Shown:
@@ -115,13 +151,30 @@ async def run_promptable(call: PromptInput) -> AgentResponse[Any]:
 
 
 def portable(response: AgentResponse[Any]) -> AgentResponse[Any]:
-    """The response with its ``output`` as JSON data (a typed answer becomes its fields)."""
+    """The response with its ``output`` as JSON data (see :func:`storable`)."""
     output: Any = response.output
-    dump: Callable[..., Any] | None = getattr(output, "model_dump", None)
-    data = dump(mode="json") if dump is not None else to_data(output)
+    data = storable(output)
     if data is output:
         return response
     return dataclasses.replace(response, output=data)
+
+
+def storable(value: Any) -> Any:
+    """``value`` as JSON data Temporal carries, as close to it as JSON allows.
+
+    A typed value becomes its fields (a pydantic model's ``model_dump``, a dataclass through
+    daimon's codec); what JSON cannot hold is then made strict JSON as a tool result's data is
+    in process (:func:`daimon.core.tools.json_data`: NaN becomes ``"nan"``, an object its
+    ``str()``). Text is kept as it is (the payload carries a lone surrogate escaped).
+    """
+    if value is None or isinstance(value, str):
+        return value
+    dump: Callable[..., Any] | None = getattr(value, "model_dump", None)
+    if dump is not None:
+        value = dump(mode="json")
+    with contextlib.suppress(SerializationError):  # not a daimon value: json_data reads it
+        value = to_data(value)
+    return json_data(value)
 
 
 @activity.defn(name=TOOL_ACTIVITY)
@@ -198,14 +251,17 @@ def _deps(served: Served, data: Any) -> Any:
 
 
 def _ended(end: EndRun, reported: list[tuple[Usage, float]]) -> ToolCallResult:
+    """The result that ends the run; its text is the one a plain run shows (the value's repr)."""
     usage, cost = _sum(reported)
+    output = storable(end.output)
+    text = end.text if end.text is not None or output is end.output else repr(end.output)
     return ToolCallResult(
         output=ToolOutput.text(end.text or "Done."),
         usage=usage,
         cost=cost,
         ended=True,
-        end_text=end.text,
-        end_output=to_data(end.output),
+        end_text=text,
+        end_output=output,
     )
 
 
@@ -229,7 +285,7 @@ async def _heartbeating(
     """
     task = asyncio.ensure_future(work)
     timeout = activity.info().heartbeat_timeout
-    every = timeout.total_seconds() / 3 if timeout else 10.0
+    every = min(timeout.total_seconds() / 3, HEARTBEAT) if timeout else HEARTBEAT
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=every)

@@ -17,8 +17,9 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from daimon.core.codec import from_data, to_data
-from daimon.core.errors import DaimonError, RunCancelled
+from daimon.core.errors import DaimonError, InvalidIdError, RunCancelled
 from daimon.core.events import Done, StreamEvent
+from daimon.core.ids import check_id
 from daimon.core.messages import Message
 from daimon.core.protocols import Promptable
 from daimon.core.results import AgentResponse, ApprovalRequest
@@ -56,14 +57,17 @@ async def start_run(
 ) -> TemporalRun:
     """Start ``agent`` (or the agent of that name) on ``prompt`` as a workflow; its handle.
 
-    ``workflow_id`` names the run (its ``run_id`` too); a fresh one when not given. ``deps`` is
-    JSON data the worker decodes as the agent's ``deps_type`` (without it tools get the worker's
-    deps). ``task_timeout`` bounds one workflow task: how soon a run whose worker died while
-    deciding its next step moves to another worker (Temporal's default is 10 s). A run whose
-    history has ``continue_after`` events when it waits for approval continues as a new
-    workflow run (same workflow id) that carries only its paused state.
+    ``workflow_id`` names the run (its ``run_id`` too; an id that daimon's backends or Temporal
+    cannot hold is refused with :class:`~daimon.core.errors.InvalidIdError`); a fresh one when
+    not given. ``deps`` is JSON data the worker decodes as the agent's ``deps_type`` (without it
+    tools get the worker's deps). ``task_timeout`` bounds one workflow task: how soon a run whose
+    worker died while deciding its next step moves to another worker (Temporal's default is
+    10 s). A run whose history has ``continue_after`` events when it waits for approval
+    continues as a new workflow run (same workflow id) that carries only its paused state.
     """
     name = agent if isinstance(agent, str) else agent.name
+    if workflow_id is not None:
+        _check_workflow_id(workflow_id)
     request = RunRequest(
         agent=name,
         prompt=prompt,
@@ -83,6 +87,19 @@ async def start_run(
         task_timeout=task_timeout,
     )
     return TemporalRun.get(client, started.id)  # not bound to the first run: follows them all
+
+
+WORKFLOW_ID_LIMIT = 1000
+"""The longest workflow id the Temporal server takes (its ``limit.maxIDLength``), in bytes."""
+
+
+def _check_workflow_id(workflow_id: str) -> None:
+    """Refuse an id daimon's backends could not hold as a run id, or Temporal as a workflow's."""
+    size = len(check_id("run", workflow_id).encode())
+    if size > WORKFLOW_ID_LIMIT:
+        raise InvalidIdError(
+            "run", workflow_id, f"it is {size} bytes long; Temporal's limit is {WORKFLOW_ID_LIMIT}"
+        )
 
 
 class TemporalRun:

@@ -3,8 +3,9 @@
 Every value a workflow or an activity sends (requests, responses, tool calls and results,
 the run's answer) is encoded with :func:`daimon.core.codec.to_data` and decoded with
 :func:`~daimon.core.codec.from_data` into the type the receiver names, so a payload can only
-become the dataclass asked for. Nothing is ever pickled: a value the codec cannot encode
-fails the call with a :class:`~daimon.core.errors.SerializationError`.
+become the dataclass asked for. Nothing is ever pickled: a value the codec cannot encode (NaN,
+an object), or whose payload is over :data:`PAYLOAD_LIMIT`, fails the call with a
+:class:`~daimon.core.errors.SerializationError`, which no attempt retries.
 """
 
 from __future__ import annotations
@@ -24,10 +25,20 @@ from temporalio.converter import (
 from daimon.core.codec import CODEC_VERSION, from_data, to_data
 from daimon.core.errors import SerializationError
 
-__all__ = ("DaimonJsonPayloadConverter", "DaimonPayloadConverter", "data_converter")
+__all__ = (
+    "DaimonJsonPayloadConverter",
+    "DaimonPayloadConverter",
+    "PAYLOAD_LIMIT",
+    "data_converter",
+)
 
 ENCODING = "json/daimon"
 """The payloads' encoding (their ``encoding`` metadata)."""
+
+PAYLOAD_LIMIT = 2 * 1024 * 1024
+"""The largest payload, in bytes: the Temporal server's default ``limit.blobSize.error``.
+
+A larger one is refused when it is made, rather than by the server after the call ran."""
 
 
 class DaimonJsonPayloadConverter(EncodingPayloadConverter):
@@ -39,12 +50,29 @@ class DaimonJsonPayloadConverter(EncodingPayloadConverter):
         return ENCODING
 
     def to_payload(self, value: Any) -> Payload | None:
-        """``value`` as a payload (a daimon dataclass, or plain JSON data)."""
-        data = json.dumps(to_data(value), separators=(",", ":"), allow_nan=False)
-        return Payload(
+        """``value`` as a payload (a daimon dataclass, or plain JSON data).
+
+        Raises:
+            SerializationError: JSON cannot hold ``value`` (NaN, an object), or its payload
+                would be over :data:`PAYLOAD_LIMIT`.
+        """
+        try:
+            data = json.dumps(to_data(value), separators=(",", ":"), allow_nan=False)
+        except SerializationError:
+            raise
+        except ValueError as exc:  # NaN or an infinity
+            raise SerializationError(f"cannot encode as JSON: {exc}") from None
+        payload = Payload(
             metadata={"encoding": ENCODING.encode(), "daimon": str(CODEC_VERSION).encode()},
             data=data.encode(),
         )
+        size = payload.ByteSize()
+        if size > PAYLOAD_LIMIT:
+            raise SerializationError(
+                f"a value of {size:,} bytes is over Temporal's payload limit of "
+                f"{PAYLOAD_LIMIT:,} bytes: keep large data outside the run and pass a reference"
+            )
+        return payload
 
     def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
         """The payload as ``type_hint`` (plain JSON data without one)."""

@@ -43,8 +43,10 @@ class ActivityOptions:
     Temporal retries an activity that failed, timed out or lost its worker, with exponential
     backoff (``initial_interval`` doubled by ``backoff`` up to ``max_interval``), at most
     ``max_attempts`` times (``0``: until its timeout). A tool's own error is not a failure: it
-    is a result the model reads, as in a plain run. Each activity heartbeats; one that misses
-    ``heartbeat_timeout`` seconds (its worker died) is run again on another worker.
+    is a result the model reads, as in a plain run. A ``SerializationError`` (a value Temporal
+    cannot carry) is never retried. Each activity heartbeats every ``HEARTBEAT`` (2) seconds,
+    which is how a cancellation reaches it; one that misses ``heartbeat_timeout`` seconds (its
+    worker died) is run again on another worker.
     """
 
     model_timeout: float = 300.0

@@ -14,7 +14,7 @@ from temporalio.workflow import NondeterminismError
 
 from daimon.core.errors import BuilderError
 from daimon.core.protocols import Promptable
-from daimon.temporal._activities import call_model, call_tool, run_promptable
+from daimon.temporal._activities import HEARTBEAT, call_model, call_tool, run_promptable
 from daimon.temporal._converter import data_converter
 from daimon.temporal._registry import register, unregister
 from daimon.temporal._workflow import AgentWorkflow, workflow_agent
@@ -79,8 +79,8 @@ def worker(
             workflow task is retried instead, until a deploy that matches comes back.
         stream_tokens: Stream each model call, its text so far in the activity's heartbeat
             details, which ``TemporalRun.stream(tokens=True)`` reads before the call ends.
-            Heartbeats are then sent every ``TOKEN_HEARTBEAT`` seconds at most (unless
-            ``max_heartbeat_throttle_interval`` is given).
+            Heartbeats are then sent every ``TOKEN_HEARTBEAT`` seconds at most, else every
+            ``HEARTBEAT`` seconds (unless ``max_heartbeat_throttle_interval`` is given).
         options: Passed to ``temporalio.worker.Worker``.
     """
     if not isinstance(
@@ -89,10 +89,11 @@ def worker(
         raise BuilderError("the Temporal client must use daimon's data converter: use connect()")
     named = _by_name(agents)
     register(task_queue, named, deps, workflow_agent, stream_tokens)
-    if stream_tokens:
-        throttle = timedelta(seconds=TOKEN_HEARTBEAT)
-        options.setdefault("max_heartbeat_throttle_interval", throttle)
-        options.setdefault("default_heartbeat_throttle_interval", throttle)
+    # The SDK sends a heartbeat every 80% of the heartbeat timeout at most (24 s for 30 s):
+    # daimon's are more frequent, so a cancellation reaches a running tool within seconds.
+    throttle = timedelta(seconds=TOKEN_HEARTBEAT if stream_tokens else HEARTBEAT)
+    options.setdefault("max_heartbeat_throttle_interval", throttle)
+    options.setdefault("default_heartbeat_throttle_interval", throttle)
     # daimon's modules (and the libraries they load lazily) come from outside the sandbox:
     # they are the same code the plain run uses, and hold no per-run state of their own.
     restrictions = SandboxRestrictions.default.with_passthrough_modules(*_PASSED_THROUGH)

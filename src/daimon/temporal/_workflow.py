@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import operator
 from datetime import timedelta
 from typing import Any
@@ -29,8 +30,8 @@ with workflow.unsafe.imports_passed_through():
     from daimon.agent import Agent
     from daimon.core.chat import ChatRequest, ChatResponse
     from daimon.core.checkpoints import CheckpointState
-    from daimon.core.codec import dumps
-    from daimon.core.errors import DaimonError, ModelError
+    from daimon.core.codec import CODEC_VERSION, to_data
+    from daimon.core.errors import DaimonError, ModelError, SerializationError
     from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd, ToolResult
     from daimon.core.messages import ToolCall
     from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
@@ -72,10 +73,19 @@ __all__ = (
 CARRIED_EVENTS = 1000
 """Stream events a continue-as-new carries to the next workflow run (the newest ones)."""
 
+NEVER_RETRIED = ("SerializationError",)
+"""Activity errors no attempt can mend: a value Temporal cannot carry fails its call once."""
+
 
 def _digest(value: object) -> str:
-    """A short fingerprint of an activity's input: its id changes when the input does."""
-    return hashlib.sha256(dumps(value).encode()).hexdigest()[:16]
+    """A short fingerprint of an activity's input: its id changes when the input does.
+
+    The input's versioned JSON (``codec.dumps``'s text) in UTF-8, a lone surrogate included
+    (a plain run takes one in a prompt or arguments: so does the workflow).
+    """
+    envelope = {"daimon": CODEC_VERSION, "data": to_data(value)}
+    text = json.dumps(envelope, ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 class ToActivities(Extension):
@@ -240,14 +250,15 @@ class AgentWorkflow:
     async def run(self, request: RunRequest) -> AgentResponse[Any]:
         """Run the agent to its answer, waiting (durably) for every approval it needs."""
         try:
-            response = await self._run(request)
+            response = portable(await self._run(request))
+            _check_carried(response)  # here, the run fails; later, every workflow task would
         except workflow.ContinueAsNewError:
             raise
         except BaseException as exc:
             self._phase = "cancelled" if is_cancelled_exception(exc) else "failed"
             raise
         self._phase = "completed"
-        return portable(response)
+        return response
 
     async def _run(self, request: RunRequest) -> AgentResponse[Any]:
         agent = self._start(request)
@@ -268,7 +279,7 @@ class AgentWorkflow:
             self._phase = "awaiting_approval"
             if response is not request.paused and self._history_full():
                 # a long run sheds its history while it waits: the paused state is all it needs
-                workflow.continue_as_new(self._next(paused=response))
+                self._continue_as_new(self._next(paused=response))
             await workflow.wait_condition(self._all_decided)
             decisions = {p.id: self._decisions.pop(p.id) for p in self._pending}
             self._pending = ()
@@ -290,6 +301,7 @@ class AgentWorkflow:
             backoff_coefficient=options.backoff,
             maximum_interval=_seconds(options.max_interval),
             maximum_attempts=options.max_attempts,
+            non_retryable_error_types=NEVER_RETRIED,
         )
         self._agent = lookup(workflow.info().task_queue, request.agent).workflow_agent
         return self._agent
@@ -375,7 +387,19 @@ class AgentWorkflow:
         if saved is None or self._calls == self._calls_at_start or not self._history_full():
             return
         if _is_state(saved, ctx):
-            workflow.continue_as_new(self._next(resume=saved))
+            self._continue_as_new(self._next(resume=saved))
+
+    def _continue_as_new(self, request: RunRequest) -> None:
+        """Continue as a new workflow run from ``request``, when Temporal can carry it.
+
+        A request over the payload limit (a run whose messages hold megabytes) goes on in this
+        workflow run instead: checked here, it would otherwise fail every workflow task.
+        """
+        try:
+            _check_carried(request)
+        except SerializationError:
+            return
+        workflow.continue_as_new(request)
 
     def _history_full(self) -> bool:
         info = workflow.info()
@@ -408,6 +432,10 @@ class AgentWorkflow:
     def _all_decided(self) -> bool:
         return all(p.id in self._decisions for p in self._pending)
 
+    def _undecided(self) -> tuple[ApprovalRequest, ...]:
+        """The calls still waiting for a decision (a decided one waits only for the run)."""
+        return tuple(p for p in self._pending if p.id not in self._decisions)
+
     # ------------------------------------------------------------------------- approvals
 
     @workflow.update(name="decide")
@@ -420,8 +448,9 @@ class AgentWorkflow:
 
     @decide.validator
     def _check_decision(self, decision: Decision) -> None:
-        if not any(p.id == decision.approval_id for p in self._pending):
-            pending = ", ".join(p.id for p in self._pending) or "none"
+        undecided = self._undecided()
+        if not any(p.id == decision.approval_id for p in undecided):
+            pending = ", ".join(p.id for p in undecided) or "none"
             raise ApplicationError(
                 f"no pending approval {decision.approval_id!r} (pending: {pending})",
                 type="ApprovalNotPending",
@@ -440,18 +469,25 @@ class AgentWorkflow:
 
     @workflow.query(name="status")
     def status(self) -> RunStatus:
-        """The run's phase, messages, usage, cost and pending approvals."""
+        """The run's phase, messages, usage, cost and the approvals still awaiting a decision.
+
+        A decided call is no longer pending, even before the run has resumed with it; once
+        every call is decided the run is ``running``.
+        """
         ctx = self.ctx
         events = self._events_before + len(self._events)
         paused = self._paused
+        pending = self._undecided()
+        waiting = self._phase == "awaiting_approval"
+        phase: RunPhase = "running" if waiting and not pending else self._phase
         if ctx is None and paused is not None:  # continued as new: the paused run's state
             return RunStatus(
-                phase=self._phase,
+                phase=phase,
                 iteration=paused.iterations,
                 usage=paused.usage,
                 cost=paused.cost,
                 messages=paused.messages,
-                pending_approvals=self._pending,
+                pending_approvals=pending,
                 events=events,
             )
         saved = self.checkpoint
@@ -467,12 +503,12 @@ class AgentWorkflow:
         if ctx is None:
             return RunStatus(phase=self._phase, events=events)
         return RunStatus(
-            phase=self._phase,
+            phase=phase,
             iteration=ctx.iteration,
             usage=ctx.usage,
             cost=ctx.cost,
             messages=tuple(ctx.messages),
-            pending_approvals=self._pending,
+            pending_approvals=pending,
             events=events,
         )
 
@@ -534,6 +570,16 @@ def _is_state(saved: CheckpointState, ctx: RunState) -> bool:
         and len(saved.messages) == len(ctx.messages)
         and all(map(operator.is_, saved.messages, ctx.messages))
     )
+
+
+def _check_carried(value: object) -> None:
+    """Raise :class:`SerializationError` when Temporal cannot carry ``value`` (see the converter).
+
+    The SDK encodes a workflow's result and a continue-as-new's input after the workflow's code
+    has run, where an error fails the workflow task again and again; checked in the code, the
+    run fails, or goes on, at once.
+    """
+    workflow.payload_converter().to_payloads([value])
 
 
 def _seconds(value: float) -> timedelta:
