@@ -576,7 +576,7 @@ class Run:
 
         Its references to itself go too (the context's usage callback, the extension chains), so
         the run's objects are freed as it ends, not by the garbage collector: a cycle left here
-        cost a bare run 1.4 µs (25 objects for the collector per run; docs/benchmarks.md).
+        cost a bare run 1.4 µs (25 objects for the collector per run; CHANGELOG.md).
         """
         self._detach()
         self.state.on_usage = None  # a tool's report after the run's end has no run to add to

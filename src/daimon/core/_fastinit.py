@@ -1,6 +1,6 @@
 """A cheaper ``__init__`` for the frozen, slotted dataclasses that every run builds many of.
 
-Kept because it is measured to matter (docs/benchmarks.md, "Micro-optimisations, measured"):
+Kept because it is measured to matter (docs/benchmarks.md, "The speed tricks that stay"):
 without :func:`fast_init`, a ReAct run with an async tool takes 4.8 µs more (23.0 -> 27.8 µs,
 +21%; ``benchmarks/tree_ab.py``, 9 interleaved rounds) and a streamed text delta 0.2-0.35 µs more
 (of 1.6-2.1 µs); :func:`fast_new` saves another 1.0-1.4 µs a run (4-5%;

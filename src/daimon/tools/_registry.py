@@ -121,7 +121,7 @@ class ToolRegistry:
         seconds: float | None = getattr(found, "timeout", None)
         # Every call's one path: attempts under the timeout (if any), retried as the policy says.
         # Written out here, not in a helper coroutine, whose frame cost 0.2-0.5 µs a call against
-        # nothing measurable this way (docs/benchmarks.md, "The registry's one path").
+        # nothing measurable this way (CHANGELOG.md, "The registry's one path").
         attempt = 0
         while True:
             deadline = asyncio.timeout(seconds) if seconds is not None else None
