@@ -129,16 +129,16 @@ async def test_a_save_replayed_after_a_lost_reply_is_not_a_conflict(store: Redis
     from daimon.kit import checkpoint_records as _base
 
     record = _base.encode(CheckpointState(run_id="r", iteration=1), 1, 1_700_000_000_000)
-    keys = [f"{store.prefix}run:r", f"{store.prefix}runs"]
-    args = [0, record, 1_700_000_000_000, 0, 0, "r", "save-1"]
+    keys = [f"{store.prefix}run:r", f"{store.prefix}runs", f"{store.prefix}lease:r"]
+    args = [0, record, 1_700_000_000_000, 0, 0, "r", "save-1", ""]
     assert await store._save_script(keys=keys, args=args) == 0
     assert await store._save_script(keys=keys, args=args) == 0  # the replay
     other = _base.encode(CheckpointState(run_id="r", iteration=2), 1, 1_700_000_000_001)
-    rival = [0, other, 1, 0, 0, "r", "save-2"]
+    rival = [0, other, 1, 0, 0, "r", "save-2", ""]
     assert await store._save_script(keys=keys, args=rival) == 1  # a rival
     # A rival whose record is byte-equal (two resumers claiming one run in one millisecond) is
     # still a rival: it used to pass as the first save's replay, and both ran the pending tool.
-    twin = [0, record, 1_700_000_000_000, 0, 0, "r", "save-3"]
+    twin = [0, record, 1_700_000_000_000, 0, 0, "r", "save-3", ""]
     assert await store._save_script(keys=keys, args=twin) == 1
     assert [s.iteration for s in await store.history("r")] == [1]
 
