@@ -37,7 +37,9 @@ from daimon.kit.lifecycle import SetupOnEnter
 
 __all__ = (
     "BaseCheckpoint",
+    "DEFAULT_LEASE",
     "Record",
+    "check_lease",
     "check_retention",
     "check_run_id",
     "conflict",
@@ -47,8 +49,8 @@ __all__ = (
     "encode_lease",
     "expired",
     "lease_lost",
-    "leased",
     "lease_owner",
+    "leased",
     "now_ms",
     "rebind",
 )
