@@ -4,9 +4,10 @@ Standard library only. Every file is written whole (temp file, ``fsync``, link i
 ``fsync`` of the folder), so a crash leaves either the old checkpoint or the new one, and every
 record carries a sha256 so a damaged file is detected instead of resumed from.
 
-A run's lease is a file per generation, ``<run_id>/.lease-00000003``: a new holder links the next
-generation's file into place (only one can), a holder renews by replacing its own generation's file
-whole, and a holder whose next generation exists has lost the lease.
+A run's lease is a file per generation, ``<run_id>/.lease-00000003``: a new holder creates the next
+generation's file (only one can), a holder renews by replacing its own generation's file whole and
+releases it by renaming it to ``.released-00000003``, and a holder whose next generation exists has
+lost the lease.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ __all__ = ("FileCheckpoint",)
 
 _log = logging.getLogger("daimon.checkpoint")
 _RECORD = re.compile(r"[0-9]{8,18}\.json")
-_LEASE = re.compile(r"\.lease-([0-9]{8,18})")
+_LEASE = re.compile(r"\.(lease|released)-([0-9]{8,18})")
 _LEFTOVER_SECONDS = 600.0
 """Temporary files and folders older than this are a crash's leftovers; ``prune`` removes them."""
 _NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
@@ -56,9 +57,13 @@ def _lease_path(run_dir: Path, token: int) -> Path:
     return run_dir / f".lease-{token:08d}"
 
 
+def _released_path(run_dir: Path, token: int) -> Path:
+    return run_dir / f".released-{token:08d}"
+
+
 def _lease_tokens(run_dir: Path) -> list[int]:
-    """Generations of the run's lease files, oldest first."""
-    return sorted(int(m[1]) for name in os.listdir(run_dir) if (m := _LEASE.fullmatch(name)))
+    """Generations of the run's lease files, held or released, oldest first."""
+    return sorted(int(m[2]) for name in os.listdir(run_dir) if (m := _LEASE.fullmatch(name)))
 
 
 def _read_lease(run_dir: Path, run_id: str, token: int) -> Lease | None:
@@ -71,22 +76,31 @@ def _read_lease(run_dir: Path, run_id: str, token: int) -> Lease | None:
 
 
 def _write_lease(run_dir: Path, lease: Lease, *, new: bool) -> None:
-    """Put ``lease`` in its generation's file whole: a new file (only one writer can), or replaced.
+    """Put ``lease`` in its generation's file: a new file (only one writer can), or replaced whole.
 
-    No ``fsync``: a lease protects against other processes, which read the page cache; after a
-    machine crash an empty lease file reads as ended, as its holder is.
+    A new file is written in place: a reader that finds it half written reads it as ended and
+    tries the next generation, then backs off when it reads it again (see ``_take_lease``). No
+    ``fsync``: a lease guards against other processes, which read the page cache; after a machine
+    crash an empty or torn lease file reads as ended, as its holder is.
 
     Raises:
         FileExistsError: ``new`` and the generation's file exists: another holder took it.
     """
     final = _lease_path(run_dir, lease.token)
+    data = _base.encode_lease(lease)
+    if new:
+        fd = os.open(
+            final, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644
+        )
+        try:
+            os.write(fd, data)  # a few dozen bytes: one write
+        finally:
+            os.close(fd)
+        return
     tmp = run_dir / f"{final.name}.{secrets.token_hex(6)}.tmp"
     try:
-        tmp.write_bytes(_base.encode_lease(lease))
-        if new:
-            os.link(tmp, final)
-        else:
-            os.replace(tmp, final)
+        tmp.write_bytes(data)
+        os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -198,11 +212,13 @@ class FileCheckpoint(BaseCheckpoint):
 
     def _take_lease(self, run_id: str, owner: str) -> Lease:
         run_dir = self._run_dir(run_id)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        if not run_dir.is_dir():
+            run_dir.mkdir(parents=True, exist_ok=True)
+            _fsync_dir(self._root)
         tokens = _lease_tokens(run_dir)
         last = tokens[-1] if tokens else 0
         now = _base.now_ms()
-        current = _read_lease(run_dir, run_id, last) if last else None
+        current = _read_lease(run_dir, run_id, last) if last else None  # None: released or ended
         lease = Lease(run_id=run_id, owner=owner, token=last + 1, expires_at=now + self._lease_ms)
         if current is not None and current.expires_at > now:
             raise _base.leased(run_id, current, lease)
@@ -211,7 +227,7 @@ class FileCheckpoint(BaseCheckpoint):
         except FileExistsError:  # another process took this generation first
             raise _base.leased(run_id, _read_lease(run_dir, run_id, lease.token), lease) from None
         if last:
-            # Its holder may have renewed it between our read and our link: then it lives on,
+            # Its holder may have renewed it between our read and our write: then it lives on,
             # and we back off (a holder renews first, then checks that no next generation exists).
             current = _read_lease(run_dir, run_id, last)
             if current is not None and current.expires_at > _base.now_ms():
@@ -219,6 +235,7 @@ class FileCheckpoint(BaseCheckpoint):
                 raise _base.leased(run_id, current, lease)
             for old in tokens:
                 _lease_path(run_dir, old).unlink(missing_ok=True)
+                _released_path(run_dir, old).unlink(missing_ok=True)
         return lease
 
     def _extend_lease(self, lease: Lease) -> Lease:
@@ -237,13 +254,11 @@ class FileCheckpoint(BaseCheckpoint):
 
     def _end_lease(self, lease: Lease) -> None:
         run_dir = self._run_dir(lease.run_id)
-        if (
-            not _lease_path(run_dir, lease.token).exists()
-            or _lease_path(run_dir, lease.token + 1).exists()
-        ):
+        if _lease_path(run_dir, lease.token + 1).exists():  # taken over after it expired
             return
+        # A rename to a new name: no data to write, and no flush as a replace would cause.
         with contextlib.suppress(FileNotFoundError):  # the run was deleted meanwhile
-            _write_lease(run_dir, dataclasses.replace(lease, expires_at=0), new=False)
+            os.rename(_lease_path(run_dir, lease.token), _released_path(run_dir, lease.token))
 
     def _run_dir(self, run_id: str) -> Path:
         _base.check_run_id(run_id)

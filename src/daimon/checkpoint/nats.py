@@ -122,22 +122,29 @@ class NatsKVCheckpoint(BaseCheckpoint):
     async def _acquire(self, run_id: str, owner: str) -> Lease:
         kv, key = await self._kv(), _key(run_id, "lease")
         now = _base.now_ms()
-        entry = await _entry(kv, key)
-        current = _base.decode_lease(entry.value or b"", run_id) if entry is not None else None
-        if current is not None and current.expires_at > now:
-            raise _base.leased(run_id, current)
         lease = Lease(run_id=run_id, owner=owner, token=0, expires_at=now + self._lease_ms)
+        data = _base.encode_lease(lease)
         try:
-            if entry is None:
-                revision = int(await kv.create(key, _base.encode_lease(lease)))
-            else:
-                revision = int(await kv.update(key, _base.encode_lease(lease), last=entry.revision))
+            revision = await kv.create(key, data)  # a run never leased: one request
+        except nats_errors.KeyWrongLastSequenceError:
+            revision = await self._take_over(kv, key, lease, now)
+        self._lease_revisions[run_id] = int(revision)
+        return dataclasses.replace(lease, token=int(revision))
+
+    async def _take_over(self, kv: Any, key: str, lease: Lease, now: int) -> int:
+        """Replace the run's lease by ``lease`` if it ended; its new revision."""
+        entry = await _entry(kv, key)
+        current = _base.decode_lease(entry.value or b"", lease.run_id) if entry else None
+        if current is not None and current.expires_at > now:
+            raise _base.leased(lease.run_id, current)
+        try:
+            if entry is None:  # released by a purge meanwhile
+                return int(await kv.create(key, _base.encode_lease(lease)))
+            return int(await kv.update(key, _base.encode_lease(lease), last=entry.revision))
         except nats_errors.KeyWrongLastSequenceError:  # another process took it first
             rival = await _entry(kv, key)
-            held = _base.decode_lease(rival.value or b"", run_id) if rival is not None else None
-            raise _base.leased(run_id, held, lease) from None
-        self._lease_revisions[run_id] = revision
-        return dataclasses.replace(lease, token=revision)
+            held = _base.decode_lease(rival.value or b"", lease.run_id) if rival else None
+            raise _base.leased(lease.run_id, held, lease) from None
 
     async def _renew(self, lease: Lease) -> Lease:
         kv, key = await self._kv(), _key(lease.run_id, "lease")
