@@ -1,8 +1,8 @@
-"""What a checkpointed run costs, per store: one ReAct run (model -> tool -> model) saved as it goes.
+"""What a checkpointed run costs, per store: a ReAct run (model -> tool -> model) saved as it goes.
 
 Usage (from the repository root; Redis on 127.0.0.1:6379 and NATS on 127.0.0.1:4222 for those):
 
-    .venv/bin/python benchmarks/checkpoint_runs.py [--rounds 5] [--runs 200] [--stores file,redis,nats]
+    .venv/bin/python benchmarks/checkpoint_runs.py [--rounds 5] [--runs 200] [--stores file,nats]
 
 Prints, per store, the median over rounds of the mean milliseconds per run, each run a new
 ``run_id``. Run it against two checkouts (``PYTHONPATH=<checkout>/src``) to compare them: since

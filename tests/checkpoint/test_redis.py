@@ -12,7 +12,12 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from daimon.checkpoint.redis import RedisCheckpoint
-from daimon.core import CheckpointCorruptError, CheckpointState, SerializationError
+from daimon.core import (
+    CheckpointConflictError,
+    CheckpointCorruptError,
+    CheckpointState,
+    SerializationError,
+)
 from daimon.testing.checkpoint import CheckpointConformance, sample_state
 
 pytestmark = pytest.mark.service("redis")
@@ -162,3 +167,27 @@ async def test_two_handles_saving_equal_records_at_once_conflict(redis_url: str)
         await first.delete("twin")
         await first.aclose()
         await second.aclose()
+
+
+async def test_the_server_clock_rules_a_holder_whose_lease_it_expired_cannot_save(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Fencing in the save script: a holder whose own clock says its lease lives is still refused
+    once the server expired the lease and another holder took it."""
+    holder = RedisCheckpoint.from_url(redis_url, prefix=redis_prefix)
+    taker = RedisCheckpoint.from_url(redis_url, prefix=redis_prefix)
+    try:
+        lease = await holder.acquire("r")
+        await holder.save(CheckpointState(run_id="r", iteration=1))
+        await holder._client.pexpire(f"{redis_prefix}lease:r", 1)  # the server's clock ran ahead
+        await asyncio.sleep(0.05)
+        taken = await taker.acquire("r")
+        assert taken.token > lease.token
+        with pytest.raises(CheckpointConflictError, match="expired or was taken over"):
+            await holder.save(CheckpointState(run_id="r", iteration=2))
+        with pytest.raises(CheckpointConflictError):
+            await holder.renew(lease)
+        assert [s.iteration for s in await taker.history("r")] == [1]
+    finally:
+        await holder.aclose()
+        await taker.aclose()
