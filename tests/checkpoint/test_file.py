@@ -13,10 +13,12 @@ import pytest
 from daimon.checkpoint.file import FileCheckpoint
 from daimon.core import (
     BuilderError,
+    CheckpointConflictError,
     CheckpointCorruptError,
     CheckpointState,
     DaimonError,
     InvalidIdError,
+    RunLeasedError,
     SerializationError,
 )
 from daimon.testing.checkpoint import CheckpointConformance, sample_state
@@ -246,3 +248,32 @@ async def test_retention_options_are_checked() -> None:
     for bad_ttl in (0, -1.0, float("nan"), float("inf"), "10"):
         with pytest.raises(BuilderError, match="ttl"):
             FileCheckpoint("x", ttl=bad_ttl)  # type: ignore[arg-type]
+
+
+async def test_a_holder_whose_lease_was_taken_over_cannot_save(tmp_path: Path) -> None:
+    """Fencing by the next generation's file: a holder whose own clock says its lease lives is
+    still refused once another process took the lease over (clocks that disagree)."""
+    holder, taker = FileCheckpoint(tmp_path), FileCheckpoint(tmp_path)
+    lease = await holder.acquire("r")
+    await holder.save(CheckpointState(run_id="r", iteration=1))
+    lease_file = tmp_path / "r" / ".lease-00000001"
+    record = json.loads(lease_file.read_bytes())
+    lease_file.write_text(json.dumps({**record, "expires_at": 1}))  # the taker's clock: expired
+    taken = await taker.acquire("r")
+    assert taken.token == lease.token + 1
+    with pytest.raises(CheckpointConflictError, match="was taken over"):
+        await holder.save(CheckpointState(run_id="r", iteration=2))
+    with pytest.raises(CheckpointConflictError):
+        await holder.renew(lease)
+    await holder.release(lease)  # leaves the taker's lease alone
+    assert sorted(os.listdir(tmp_path / "r")) == [".lease-00000002", "00000001.json"]
+
+
+async def test_a_torn_lease_file_counts_as_ended(tmp_path: Path) -> None:
+    """A lease file cut short (its writer's machine crashed) is taken over, not obeyed."""
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / ".lease-00000004").write_bytes(b'{"daimon_lease":1,"own')
+    lease = await FileCheckpoint(tmp_path).acquire("r")
+    assert lease.token == 5
+    with pytest.raises(RunLeasedError):
+        await FileCheckpoint(tmp_path).acquire("r")

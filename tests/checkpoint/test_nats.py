@@ -40,9 +40,10 @@ class TestNatsKVCheckpoint(CheckpointConformance):
         handles: list[NatsKVCheckpoint] = []
 
         async def make(**options: Any) -> NatsKVCheckpoint:
-            handles.append(NatsKVCheckpoint.from_url(nats_url, bucket=bucket, **options))
-            await handles[-1].setup()
-            return handles[-1]
+            handle = NatsKVCheckpoint.from_url(nats_url, bucket=bucket, **options)
+            handles.append(handle)
+            await handle.setup()  # others may be made meanwhile: return this one, not the last
+            return handle
 
         yield make
         for handle in handles:

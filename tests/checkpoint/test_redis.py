@@ -12,7 +12,12 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from daimon.checkpoint.redis import RedisCheckpoint
-from daimon.core import CheckpointCorruptError, CheckpointState, SerializationError
+from daimon.core import (
+    CheckpointConflictError,
+    CheckpointCorruptError,
+    CheckpointState,
+    SerializationError,
+)
 from daimon.testing.checkpoint import CheckpointConformance, sample_state
 
 pytestmark = pytest.mark.service("redis")
@@ -129,16 +134,16 @@ async def test_a_save_replayed_after_a_lost_reply_is_not_a_conflict(store: Redis
     from daimon.kit import checkpoint_records as _base
 
     record = _base.encode(CheckpointState(run_id="r", iteration=1), 1, 1_700_000_000_000)
-    keys = [f"{store.prefix}run:r", f"{store.prefix}runs"]
-    args = [0, record, 1_700_000_000_000, 0, 0, "r", "save-1"]
+    keys = [f"{store.prefix}run:r", f"{store.prefix}runs", f"{store.prefix}lease:r"]
+    args = [0, record, 1_700_000_000_000, 0, 0, "r", "save-1", ""]
     assert await store._save_script(keys=keys, args=args) == 0
     assert await store._save_script(keys=keys, args=args) == 0  # the replay
     other = _base.encode(CheckpointState(run_id="r", iteration=2), 1, 1_700_000_000_001)
-    rival = [0, other, 1, 0, 0, "r", "save-2"]
+    rival = [0, other, 1, 0, 0, "r", "save-2", ""]
     assert await store._save_script(keys=keys, args=rival) == 1  # a rival
     # A rival whose record is byte-equal (two resumers claiming one run in one millisecond) is
     # still a rival: it used to pass as the first save's replay, and both ran the pending tool.
-    twin = [0, record, 1_700_000_000_000, 0, 0, "r", "save-3"]
+    twin = [0, record, 1_700_000_000_000, 0, 0, "r", "save-3", ""]
     assert await store._save_script(keys=keys, args=twin) == 1
     assert [s.iteration for s in await store.history("r")] == [1]
 
@@ -162,3 +167,27 @@ async def test_two_handles_saving_equal_records_at_once_conflict(redis_url: str)
         await first.delete("twin")
         await first.aclose()
         await second.aclose()
+
+
+async def test_the_server_clock_rules_a_holder_whose_lease_it_expired_cannot_save(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Fencing in the save script: a holder whose own clock says its lease lives is still refused
+    once the server expired the lease and another holder took it."""
+    holder = RedisCheckpoint.from_url(redis_url, prefix=redis_prefix)
+    taker = RedisCheckpoint.from_url(redis_url, prefix=redis_prefix)
+    try:
+        lease = await holder.acquire("r")
+        await holder.save(CheckpointState(run_id="r", iteration=1))
+        await holder._client.pexpire(f"{redis_prefix}lease:r", 1)  # the server's clock ran ahead
+        await asyncio.sleep(0.05)
+        taken = await taker.acquire("r")
+        assert taken.token > lease.token
+        with pytest.raises(CheckpointConflictError, match="expired or was taken over"):
+            await holder.save(CheckpointState(run_id="r", iteration=2))
+        with pytest.raises(CheckpointConflictError):
+            await holder.renew(lease)
+        assert [s.iteration for s in await taker.history("r")] == [1]
+    finally:
+        await holder.aclose()
+        await taker.aclose()

@@ -74,6 +74,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.ClientToolError: (errors.BuilderError,),
     errors.EmptyDocumentError: (errors.KnowledgeBaseError,),
     errors.UnknownPausedRunError: (DaimonError, LookupError),
+    errors.RunLeasedError: (CheckpointConflictError,),
 }
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from daimon.core.checkpoints import CheckpointState, RunProgress
+from daimon.core.checkpoints import CheckpointState, Lease, RunLeases, RunProgress
 from daimon.core.errors import CheckpointConflictError, CheckpointCorruptError
 from daimon.core.messages import ToolCall
 from daimon.core.results import AgentResponse
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from daimon.core.protocols import Checkpoint
 
 __all__ = ("Restored", "RunCheckpointer", "snapshot")
+
+_log = logging.getLogger("daimon.checkpoint")
 
 _LEGACY_KEY = "daimon"
 """Where checkpoints written before ``CheckpointState.progress`` kept the loop's bookkeeping."""
@@ -76,15 +79,32 @@ def snapshot(
 
 
 class RunCheckpointer:
-    """Writes one run's snapshots to its agent's checkpoint store, one at a time."""
+    """Writes one run's snapshots to its agent's checkpoint store, one at a time.
 
-    __slots__ = ("_checkpoint", "_held", "_lock", "_state")
+    With a store that leases runs (:class:`~daimon.core.RunLeases`), it holds the run's lease from
+    before the run is loaded until :meth:`end_lease`, renewing it every third of its length.
+    """
+
+    __slots__ = (
+        "_checkpoint",
+        "_held",
+        "_lease",
+        "_leases",
+        "_lock",
+        "_renewer",
+        "_state",
+        "_stop",
+    )
 
     def __init__(self, checkpoint: Checkpoint | None, state: RunState) -> None:
         self._checkpoint = checkpoint
         self._state = state
         self._lock: asyncio.Lock | None = None  # made on the first write: most runs never write
         self._held: tuple[int, str] | None = None
+        self._leases = _leasing(checkpoint)
+        self._lease: Lease | None = None
+        self._stop: asyncio.Event | None = None
+        self._renewer: asyncio.Task[None] | None = None
 
     def hold(self) -> None:
         """Mark the run as in progress in this process until :meth:`release`.
@@ -104,27 +124,85 @@ class RunCheckpointer:
         self._held = key
 
     def release(self) -> None:
-        """End what :meth:`hold` started (safe to call when it did not)."""
+        """End what :meth:`hold` started (safe to call when it did not).
+
+        A lease :meth:`end_lease` did not give up is no longer renewed: it expires by itself.
+        """
         if self._held is not None:
             _IN_PROGRESS.discard(self._held)
             self._held = None
+        if self._stop is not None:
+            self._stop.set()
+
+    async def end_lease(self) -> None:
+        """Stop renewing the run's lease and give it up (safe to call when none is held).
+
+        A store that fails to release it is logged, not raised: the lease then expires by itself.
+        """
+        lease, self._lease = self._lease, None
+        store = self._leases
+        if lease is None or store is None or self._stop is None or self._renewer is None:
+            return
+        self._stop.set()
+        await asyncio.wait([self._renewer])  # a renewal in flight lands before the release
+        try:
+            await store.release(lease)
+        except Exception as exc:  # the lease expires by itself
+            _log.warning("could not release the lease of run %r: %s", lease.run_id, exc)
+
+    async def _take_lease(self, run_id: str) -> None:
+        """Hold the run's lease while it runs (when the store leases runs).
+
+        Raises:
+            RunLeasedError: Another process holds a live lease on the run.
+        """
+        store = self._leases
+        if store is None:
+            return
+        self._lease = await store.acquire(run_id)
+        self._stop = asyncio.Event()
+        self._renewer = asyncio.create_task(self._renew(store, store.lease / 3, self._stop))
+
+    async def _renew(self, store: RunLeases, every: float, stop: asyncio.Event) -> None:
+        """Renew the lease every ``every`` seconds until ``stop`` is set or the lease is lost."""
+        while not stop.is_set():
+            try:
+                async with asyncio.timeout(every):
+                    await stop.wait()
+                return
+            except TimeoutError:
+                pass
+            lease = self._lease
+            if lease is None:
+                return
+            try:
+                self._lease = await store.renew(lease)
+            except CheckpointConflictError as exc:  # the run's next save is refused
+                _log.warning("run %r lost its lease: %s", lease.run_id, exc)
+                return
+            except Exception as exc:  # tried again next time; saves stop at the lease's end
+                _log.warning("could not renew the lease of run %r: %s", lease.run_id, exc)
 
     async def restore(self, saved: CheckpointState | None = None) -> Restored | None:
         """Put the run's saved state into the run state, and claim the run if it goes on.
 
-        With a store, the store's newest checkpoint of the run wins over a ``saved`` state handed
-        in (a paused response kept by the caller may be older than what the run did since).
-        A run that goes on is claimed first: its state is saved again, a compare-and-set, so of
-        two processes resuming one run only one gets past this point, before any tool runs.
+        With a store, the run's lease is taken first (when the store leases runs), then the
+        store's newest checkpoint of the run wins over a ``saved`` state handed in (a paused
+        response kept by the caller may be older than what the run did since). A run that goes
+        on is claimed too: its state is saved again, a compare-and-set, so of two processes
+        resuming one run only one gets past this point, before any tool runs.
         ``None`` when there is nothing to resume: a new run.
 
         Raises:
+            RunLeasedError: Another process holds the run's lease: it is running the run.
             CheckpointConflictError: Another process claimed or continued the run first.
             CheckpointCorruptError: The state holds no agent run's progress.
         """
         state = self._state
         if self._checkpoint is not None:
-            stored = await self._checkpoint.load(saved.run_id if saved else state.run_id)
+            run_id = saved.run_id if saved else state.run_id
+            await self._take_lease(run_id)
+            stored = await self._checkpoint.load(run_id)
             saved = stored or saved
         if saved is None:
             return None
@@ -172,6 +250,11 @@ class RunCheckpointer:
             self._lock = asyncio.Lock()
         async with self._lock:
             await self._checkpoint.save(saved)
+
+
+def _leasing(store: object) -> RunLeases | None:
+    """``store`` when it leases runs, else ``None``."""
+    return store if isinstance(store, RunLeases) else None
 
 
 def _progress_of(saved: CheckpointState) -> RunProgress:

@@ -249,6 +249,8 @@ class Run:
                 client.check_results((), {})  # nothing waits: every id is unknown
             await self._start(prompt, history, instructions)
         elif restored.finished is not None:
+            if self._checkpointer is not None:
+                await self._checkpointer.end_lease()
             return Done(response=restored.finished)
         else:
             self.pending, self.completed = restored.pending, restored.completed
@@ -528,6 +530,7 @@ class Run:
         if self._checkpointer is not None:
             finished = self._advance(status="completed", text=result.text)
             await self._checkpointer.save((), {}, finished)
+            await self._checkpointer.end_lease()
         for hook in self.agent.hooks:
             await hook.on_run_end(result, self.state)
         if stop_reason is None:
@@ -538,6 +541,8 @@ class Run:
         """End the run's turn waiting for approvals or client results: the calls, how to resume."""
         state, run_id = self.state, self.state.run_id
         await self._save()
+        if self._checkpointer is not None:
+            await self._checkpointer.end_lease()
         client = self._client
         names = client.names if client is not None else frozenset()
         paused = AgentResponse(
@@ -567,7 +572,9 @@ class Run:
         return Done(response=paused)
 
     async def failed(self, exc: BaseException) -> None:
-        """A run that raised, was cancelled or abandoned ends its hooks too."""
+        """A run that raised, was cancelled or abandoned gives its lease up and ends its hooks."""
+        if self._checkpointer is not None:
+            await self._checkpointer.end_lease()
         for hook in self.agent.hooks:
             await hook.on_error(exc, self.state)
 

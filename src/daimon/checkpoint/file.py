@@ -3,12 +3,18 @@
 Standard library only. Every file is written whole (temp file, ``fsync``, link into place,
 ``fsync`` of the folder), so a crash leaves either the old checkpoint or the new one, and every
 record carries a sha256 so a damaged file is detected instead of resumed from.
+
+A run's lease is a file per generation, ``<run_id>/.lease-00000003``: a new holder creates the next
+generation's file (only one can), a holder renews by replacing its own generation's file whole and
+releases it by renaming it to ``.released-00000003``, and a holder whose next generation exists has
+lost the lease.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import logging
 import os
@@ -18,7 +24,7 @@ import shutil
 import time
 from pathlib import Path
 
-from daimon.core.checkpoints import CheckpointState
+from daimon.core.checkpoints import CheckpointState, Lease
 from daimon.core.errors import CheckpointCorruptError, DaimonError, InvalidIdError
 from daimon.kit import checkpoint_records as _base
 from daimon.kit.checkpoint_records import BaseCheckpoint
@@ -27,6 +33,7 @@ __all__ = ("FileCheckpoint",)
 
 _log = logging.getLogger("daimon.checkpoint")
 _RECORD = re.compile(r"[0-9]{8,18}\.json")
+_LEASE = re.compile(r"\.(lease|released)-([0-9]{8,18})")
 _LEFTOVER_SECONDS = 600.0
 """Temporary files and folders older than this are a crash's leftovers; ``prune`` removes them."""
 _NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
@@ -44,6 +51,58 @@ def _fsync_dir(path: Path) -> None:
 
 def _path(run_dir: Path, seq: int) -> Path:
     return run_dir / f"{seq:08d}.json"
+
+
+def _lease_path(run_dir: Path, token: int) -> Path:
+    return run_dir / f".lease-{token:08d}"
+
+
+def _released_path(run_dir: Path, token: int) -> Path:
+    return run_dir / f".released-{token:08d}"
+
+
+def _lease_tokens(run_dir: Path) -> list[int]:
+    """Generations of the run's lease files, held or released, oldest first."""
+    return sorted(int(m[2]) for name in os.listdir(run_dir) if (m := _LEASE.fullmatch(name)))
+
+
+def _read_lease(run_dir: Path, run_id: str, token: int) -> Lease | None:
+    """The lease of generation ``token``; ``None`` when it is gone or unreadable (ended)."""
+    try:
+        data = _lease_path(run_dir, token).read_bytes()
+    except FileNotFoundError:
+        return None
+    return _base.decode_lease(data, run_id)
+
+
+def _write_lease(run_dir: Path, lease: Lease, *, new: bool) -> None:
+    """Put ``lease`` in its generation's file: a new file (only one writer can), or replaced whole.
+
+    A new file is written in place: a reader that finds it half written reads it as ended and
+    tries the next generation, then backs off when it reads it again (see ``_take_lease``). No
+    ``fsync``: a lease guards against other processes, which read the page cache; after a machine
+    crash an empty or torn lease file reads as ended, as its holder is.
+
+    Raises:
+        FileExistsError: ``new`` and the generation's file exists: another holder took it.
+    """
+    final = _lease_path(run_dir, lease.token)
+    data = _base.encode_lease(lease)
+    if new:
+        fd = os.open(
+            final, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644
+        )
+        try:
+            os.write(fd, data)  # a few dozen bytes: one write
+        finally:
+            os.close(fd)
+        return
+    tmp = run_dir / f"{final.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _write_new(path: Path, data: bytes, *, mtime_ms: int | None = None) -> None:
@@ -79,6 +138,8 @@ class FileCheckpoint(BaseCheckpoint):
         keep_last: Keep at most this many checkpoints per run (``None``: all).
         ttl: Seconds a checkpoint is kept after it was saved (``None``: forever). Expired ones are
             never returned, and :meth:`prune` deletes them.
+        lease: Seconds a run's lease lasts unless renewed (see :meth:`acquire`). Lease expiry is
+            judged by wall-clock time, so processes sharing the folder need clocks in step.
     """
 
     def __init__(
@@ -87,8 +148,9 @@ class FileCheckpoint(BaseCheckpoint):
         *,
         keep_last: int | None = None,
         ttl: float | None = None,
+        lease: float = _base.DEFAULT_LEASE,
     ) -> None:
-        super().__init__(keep_last=keep_last, ttl=ttl)
+        super().__init__(keep_last=keep_last, ttl=ttl, lease=lease)
         self._root = Path(directory)
 
     @property
@@ -137,7 +199,66 @@ class FileCheckpoint(BaseCheckpoint):
         """
         return await asyncio.to_thread(self._prune)
 
+    async def _acquire(self, run_id: str, owner: str) -> Lease:
+        return await asyncio.to_thread(self._take_lease, run_id, owner)
+
+    async def _renew(self, lease: Lease) -> Lease:
+        return await asyncio.to_thread(self._extend_lease, lease)
+
+    async def _release(self, lease: Lease) -> None:
+        await asyncio.to_thread(self._end_lease, lease)
+
     # -- blocking part, run in a worker thread
+
+    def _take_lease(self, run_id: str, owner: str) -> Lease:
+        run_dir = self._run_dir(run_id)
+        if not run_dir.is_dir():
+            run_dir.mkdir(parents=True, exist_ok=True)
+            _fsync_dir(self._root)
+        tokens = _lease_tokens(run_dir)
+        last = tokens[-1] if tokens else 0
+        now = _base.now_ms()
+        current = _read_lease(run_dir, run_id, last) if last else None  # None: released or ended
+        lease = Lease(run_id=run_id, owner=owner, token=last + 1, expires_at=now + self._lease_ms)
+        if current is not None and current.expires_at > now:
+            raise _base.leased(run_id, current, lease)
+        try:
+            _write_lease(run_dir, lease, new=True)
+        except FileExistsError:  # another process took this generation first
+            raise _base.leased(run_id, _read_lease(run_dir, run_id, lease.token), lease) from None
+        if last:
+            # Its holder may have renewed it between our read and our write: then it lives on,
+            # and we back off (a holder renews first, then checks that no next generation exists).
+            current = _read_lease(run_dir, run_id, last)
+            if current is not None and current.expires_at > _base.now_ms():
+                _lease_path(run_dir, lease.token).unlink(missing_ok=True)
+                raise _base.leased(run_id, current, lease)
+            for old in tokens:
+                _lease_path(run_dir, old).unlink(missing_ok=True)
+                _released_path(run_dir, old).unlink(missing_ok=True)
+        return lease
+
+    def _extend_lease(self, lease: Lease) -> Lease:
+        run_dir = self._run_dir(lease.run_id)
+        lost = _base.lease_lost(lease.run_id, f"(generation {lease.token}) was taken over")
+        if _lease_path(run_dir, lease.token + 1).exists():
+            raise lost
+        renewed = dataclasses.replace(lease, expires_at=_base.now_ms() + self._lease_ms)
+        try:
+            _write_lease(run_dir, renewed, new=False)
+        except FileNotFoundError:  # the run was deleted
+            raise lost from None
+        if _lease_path(run_dir, lease.token + 1).exists():  # taken over while we wrote
+            raise lost
+        return renewed
+
+    def _end_lease(self, lease: Lease) -> None:
+        run_dir = self._run_dir(lease.run_id)
+        if _lease_path(run_dir, lease.token + 1).exists():  # taken over after it expired
+            return
+        # A rename to a new name: no data to write, and no flush as a replace would cause.
+        with contextlib.suppress(FileNotFoundError):  # the run was deleted meanwhile
+            os.rename(_lease_path(run_dir, lease.token), _released_path(run_dir, lease.token))
 
     def _run_dir(self, run_id: str) -> Path:
         _base.check_run_id(run_id)
@@ -166,6 +287,9 @@ class FileCheckpoint(BaseCheckpoint):
         if not run_dir.is_dir():
             run_dir.mkdir(parents=True, exist_ok=True)
             _fsync_dir(self._root)
+        lease = self.fence(run_id)
+        if lease is not None and _lease_path(run_dir, lease.token + 1).exists():
+            raise _base.lease_lost(run_id, f"(generation {lease.token}) was taken over")
         seqs = self._seqs(run_dir)
         found = seqs[-1] if seqs else None
         if found is not None and found != expected:

@@ -2,16 +2,21 @@
 
 The bucket's per-key history keeps a run's checkpoints (at most 64, a JetStream limit), and every
 save is a compare-and-set on the key's revision, so two writers can never both continue a run.
+
+A run's lease is the key ``lease.<run_id>``: taken, renewed and released by compare-and-set on its
+revision; its token is the revision at which it was taken.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 from typing import Any
 from urllib.parse import quote, unquote
 
-from daimon.core.checkpoints import CheckpointState
+from daimon.core.checkpoints import CheckpointState, Lease
 from daimon.core.errors import BuilderError, CheckpointCorruptError, DaimonError
 from daimon.core.optional import require
 from daimon.kit import checkpoint_records as _base
@@ -26,10 +31,10 @@ _log = logging.getLogger("daimon.checkpoint")
 _MAX_HISTORY = 64
 
 
-def _key(run_id: str) -> str:
+def _key(run_id: str, kind: str = "run") -> str:
     """``run.<run_id>``, every byte outside ``[A-Za-z0-9_-]`` written as ``=XX`` (a valid key)."""
     quoted = quote(_base.check_run_id(run_id), safe="")
-    return "run." + quoted.replace(".", "%2E").replace("~", "%7E").replace("%", "=")
+    return f"{kind}." + quoted.replace(".", "%2E").replace("~", "%7E").replace("%", "=")
 
 
 def _run_id(key: str) -> str:
@@ -50,6 +55,8 @@ class NatsKVCheckpoint(BaseCheckpoint):
         bucket: The key-value bucket's name.
         keep_last: Keep at most this many checkpoints per run, 1 to 64 (``None``: 64).
         ttl: Seconds a checkpoint is kept after it was saved (``None``: forever).
+        lease: Seconds a run's lease lasts unless renewed (see :meth:`acquire`). Lease expiry is
+            judged by wall-clock time, so processes sharing the bucket need clocks in step.
     """
 
     def __init__(
@@ -59,8 +66,9 @@ class NatsKVCheckpoint(BaseCheckpoint):
         bucket: str = "daimon_checkpoints",
         keep_last: int | None = None,
         ttl: float | None = None,
+        lease: float = _base.DEFAULT_LEASE,
     ) -> None:
-        super().__init__(keep_last=keep_last, ttl=ttl)
+        super().__init__(keep_last=keep_last, ttl=ttl, lease=lease)
         if keep_last is not None and keep_last > _MAX_HISTORY:
             raise BuilderError(f"keep_last must be at most {_MAX_HISTORY} on NATS, got {keep_last}")
         self._url = client if isinstance(client, str) else None
@@ -68,6 +76,7 @@ class NatsKVCheckpoint(BaseCheckpoint):
         self._bucket = bucket
         self._kv_handle: Any = None
         self._revisions: dict[str, int] = {}
+        self._lease_revisions: dict[str, int] = {}
         self._lock = asyncio.Lock()
         self._closed = False
 
@@ -110,11 +119,57 @@ class NatsKVCheckpoint(BaseCheckpoint):
                     )
         return self._kv_handle
 
+    async def _acquire(self, run_id: str, owner: str) -> Lease:
+        kv, key = await self._kv(), _key(run_id, "lease")
+        now = _base.now_ms()
+        lease = Lease(run_id=run_id, owner=owner, token=0, expires_at=now + self._lease_ms)
+        data = _base.encode_lease(lease)
+        try:
+            revision = await kv.create(key, data)  # a run never leased: one request
+        except nats_errors.KeyWrongLastSequenceError:
+            revision = await self._take_over(kv, key, lease, now)
+        self._lease_revisions[run_id] = int(revision)
+        return dataclasses.replace(lease, token=int(revision))
+
+    async def _take_over(self, kv: Any, key: str, lease: Lease, now: int) -> int:
+        """Replace the run's lease by ``lease`` if it ended; its new revision."""
+        entry = await _entry(kv, key)
+        current = _base.decode_lease(entry.value or b"", lease.run_id) if entry else None
+        if current is not None and current.expires_at > now:
+            raise _base.leased(lease.run_id, current)
+        try:
+            if entry is None:  # released by a purge meanwhile
+                return int(await kv.create(key, _base.encode_lease(lease)))
+            return int(await kv.update(key, _base.encode_lease(lease), last=entry.revision))
+        except nats_errors.KeyWrongLastSequenceError:  # another process took it first
+            rival = await _entry(kv, key)
+            held = _base.decode_lease(rival.value or b"", lease.run_id) if rival else None
+            raise _base.leased(lease.run_id, held, lease) from None
+
+    async def _renew(self, lease: Lease) -> Lease:
+        kv, key = await self._kv(), _key(lease.run_id, "lease")
+        renewed = dataclasses.replace(lease, expires_at=_base.now_ms() + self._lease_ms)
+        last = self._lease_revisions.get(lease.run_id, lease.token)
+        try:
+            revision = await kv.update(key, _base.encode_lease(renewed), last=last)
+        except nats_errors.KeyWrongLastSequenceError:
+            raise _base.lease_lost(lease.run_id, f"(token {lease.token}) was taken over") from None
+        self._lease_revisions[lease.run_id] = int(revision)
+        return renewed
+
+    async def _release(self, lease: Lease) -> None:
+        kv, key = await self._kv(), _key(lease.run_id, "lease")
+        last = self._lease_revisions.pop(lease.run_id, lease.token)
+        ended = _base.encode_lease(dataclasses.replace(lease, expires_at=0))
+        with contextlib.suppress(nats_errors.KeyWrongLastSequenceError):  # taken over meanwhile
+            await kv.update(key, ended, last=last)
+
     async def save(self, state: CheckpointState) -> None:
         """Store ``state`` as the next checkpoint of its run."""
         run_id = state.run_id
         key = _key(run_id)
         kv = await self._kv()
+        self.fence(run_id)  # a lease ended by this clock; the revision check below does the rest
         expected = self._seen.get(run_id)
         seq = (expected or 0) + 1
         record = _base.encode(state, seq)
@@ -269,6 +324,14 @@ class NatsKVCheckpoint(BaseCheckpoint):
         """
         await self._kv()
         return 0
+
+
+async def _entry(kv: Any, key: str) -> Any:
+    """The key's newest entry, or ``None`` when it has none (never written, or deleted)."""
+    try:
+        return await kv.get(key)
+    except nats_errors.KeyNotFoundError:  # KeyDeletedError is one too
+        return None
 
 
 def _is_marker(headers: dict[str, str] | None) -> bool:

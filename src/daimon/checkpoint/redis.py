@@ -1,18 +1,21 @@
 """Checkpoints in Redis: a hash per run, written by Lua scripts so every save is atomic.
 
 Keys, under ``prefix``: ``run:<run_id>``, a hash of checkpoint number to record plus a ``head``
-field naming the newest; and ``runs``, a sorted set of run ids by their last save time. Meant for
-one Redis server (not Redis Cluster: the keys of a save live in different slots).
+field naming the newest; ``runs``, a sorted set of run ids by their last save time;
+``lease:<run_id>``, a hash of the run's lease (``token``, ``owner``) that expires by the server's
+clock (``PEXPIRE``); and ``lease-tokens``, the counter that numbers leases. Meant for one Redis
+server (not Redis Cluster: the keys of a save live in different slots).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from typing import Any, cast
 
-from daimon.core.checkpoints import CheckpointState
-from daimon.core.errors import CheckpointCorruptError, DaimonError
+from daimon.core.checkpoints import CheckpointState, Lease
+from daimon.core.errors import CheckpointCorruptError, DaimonError, RunLeasedError
 from daimon.core.optional import require
 from daimon.kit import checkpoint_records as _base
 from daimon.kit.checkpoint_records import BaseCheckpoint
@@ -25,12 +28,14 @@ __all__ = ("RedisCheckpoint",)
 
 _log = logging.getLogger("daimon.checkpoint")
 
-# KEYS: run hash, runs index. ARGV: expected seq (0: none), record, now ms, ttl ms (0: none),
-# keep_last (0: all), run id, this save's token. Returns 0 when written, else the newest seq in
+# KEYS: run hash, runs index, lease hash. ARGV: expected seq (0: none), record, now ms, ttl ms
+# (0: none), keep_last (0: all), run id, this save's token, the saver's lease token ('': none).
+# Returns 0 when written, -1 when the saver's lease is no longer the run's, else the newest seq in
 # the store. A save retried after its reply was lost finds its own token beside the head: two
 # handles saving byte-equal records in one millisecond (two resumers claiming one run) used to
 # pass that test both, so each thought it had claimed the run.
 _SAVE = """
+if ARGV[8] ~= '' and redis.call('HGET', KEYS[3], 'token') ~= ARGV[8] then return -1 end
 local head = tonumber(redis.call('HGET', KEYS[1], 'head') or '0')
 local expected = tonumber(ARGV[1])
 local seq = expected + 1
@@ -48,6 +53,33 @@ if keep > 0 then
 end
 if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[6])
+return 0
+"""
+
+# KEYS: lease hash, token counter. ARGV: owner, lease ms. A live lease (its key has not expired)
+# is left alone; otherwise the next token is taken. Returns {1 when taken else 0, token, owner,
+# ms left, server time ms} of the lease held after the call.
+_ACQUIRE = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local held = redis.call('HMGET', KEYS[1], 'token', 'owner')
+if held[1] then return {0, tonumber(held[1]), held[2], redis.call('PTTL', KEYS[1]), now} end
+local token = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[1], 'token', token, 'owner', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {1, token, ARGV[1], tonumber(ARGV[2]), now}
+"""
+
+# KEYS: lease hash. ARGV: token, lease ms. Returns 1 when extended, 0 when the lease is not held.
+_RENEW = """
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+# KEYS: lease hash. ARGV: token. Deletes the lease if it is still this one.
+_RELEASE = """
+if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 """
 
@@ -105,6 +137,8 @@ class RedisCheckpoint(BaseCheckpoint):
         keep_last: Keep at most this many checkpoints per run (``None``: all).
         ttl: Seconds a checkpoint is kept after it was saved (``None``: forever); a run's keys
             expire ``ttl`` seconds after its last save.
+        lease: Seconds a run's lease lasts unless renewed (see :meth:`acquire`), by the Redis
+            server's clock.
     """
 
     def __init__(
@@ -114,14 +148,18 @@ class RedisCheckpoint(BaseCheckpoint):
         prefix: str = "daimon:ckpt:",
         keep_last: int | None = None,
         ttl: float | None = None,
+        lease: float = _base.DEFAULT_LEASE,
     ) -> None:
-        super().__init__(keep_last=keep_last, ttl=ttl)
+        super().__init__(keep_last=keep_last, ttl=ttl, lease=lease)
         self._owned = isinstance(client, str)
         self._client: Any = _connect(client) if self._owned else client
         self._prefix = prefix
         self._save_script = self._client.register_script(_SAVE)
         self._fork_script = self._client.register_script(_FORK)
         self._trim_script = self._client.register_script(_TRIM)
+        self._acquire_script = self._client.register_script(_ACQUIRE)
+        self._renew_script = self._client.register_script(_RENEW)
+        self._release_script = self._client.register_script(_RELEASE)
         self._closed = False
 
     @classmethod
@@ -147,6 +185,29 @@ class RedisCheckpoint(BaseCheckpoint):
     def _index(self) -> str:
         return f"{self._prefix}runs"
 
+    def _lease_key(self, run_id: str) -> str:
+        return f"{self._prefix}lease:{_base.check_run_id(run_id)}"
+
+    async def _acquire(self, run_id: str, owner: str) -> Lease:
+        keys = [self._lease_key(run_id), f"{self._prefix}lease-tokens"]
+        taken, token, holder, left, now = await self._acquire_script(
+            keys=keys, args=[owner, self._lease_ms]
+        )
+        expires_at = int(now) + max(int(left), 0)
+        if not int(taken):
+            raise RunLeasedError(run_id, _as_str(holder), expires_at)
+        return Lease(run_id=run_id, owner=owner, token=int(token), expires_at=expires_at)
+
+    async def _renew(self, lease: Lease) -> Lease:
+        args = [lease.token, self._lease_ms]
+        now = _base.now_ms()
+        if not int(await self._renew_script(keys=[self._lease_key(lease.run_id)], args=args)):
+            raise _base.lease_lost(lease.run_id, f"(token {lease.token}) expired or was taken over")
+        return dataclasses.replace(lease, expires_at=now + self._lease_ms)
+
+    async def _release(self, lease: Lease) -> None:
+        await self._release_script(keys=[self._lease_key(lease.run_id)], args=[lease.token])
+
     async def save(self, state: CheckpointState) -> None:
         """Store ``state`` as the next checkpoint of its run."""
         run_id = state.run_id
@@ -156,8 +217,13 @@ class RedisCheckpoint(BaseCheckpoint):
         now = _base.now_ms()
         record = _base.encode(state, seq, now)
         token = uuid.uuid4().hex
-        args = [expected or 0, record, now, self._ttl_ms, self._keep_last or 0, run_id, token]
-        head = int(await self._save_script(keys=[key, self._index], args=args))
+        lease = self.fence(run_id)
+        held = "" if lease is None else str(lease.token)
+        args = [expected or 0, record, now, self._ttl_ms, self._keep_last or 0, run_id, token, held]
+        keys = [key, self._index, self._lease_key(run_id)]
+        head = int(await self._save_script(keys=keys, args=args))
+        if head == -1:
+            raise _base.lease_lost(run_id, f"(token {held}) expired or was taken over")
         if head:
             raise _base.conflict(run_id, expected, head)
         self._seen[run_id] = seq

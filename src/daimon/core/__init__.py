@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     )
     from daimon.core.checkpoints import (
         CheckpointState,
+        Lease,
+        RunLeases,
         RunProgress,
     )
     from daimon.core.documents import (
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
         PromptTemplateError,
         RepeatedToolCallError,
         RunCancelled,
+        RunLeasedError,
         SchemaValidationError,
         SerializationError,
         SkillError,
@@ -156,6 +159,8 @@ _LAZY: dict[str, str] = {
     "ClientToolError": "daimon.core.errors",
     "CheckpointState": "daimon.core.checkpoints",
     "RunProgress": "daimon.core.checkpoints",
+    "Lease": "daimon.core.checkpoints",
+    "RunLeases": "daimon.core.checkpoints",
     "IdKind": "daimon.core.ids",
     "MAX_ID_BYTES": "daimon.core.ids",
     "check_id": "daimon.core.ids",
@@ -204,6 +209,7 @@ _LAZY: dict[str, str] = {
     "Role": "daimon.core.messages",
     "NoClientError": "daimon.core.errors",
     "RunCancelled": "daimon.core.errors",
+    "RunLeasedError": "daimon.core.errors",
     "SchemaValidationError": "daimon.core.errors",
     "ScoredDocument": "daimon.core.documents",
     "SerializationError": "daimon.core.errors",
@@ -281,6 +287,7 @@ __all__ = (
     "InvalidIdError",
     "KnowledgeBase",
     "KnowledgeBaseError",
+    "Lease",
     "MAX_ID_BYTES",
     "MCPError",
     "MaxIterationsError",
@@ -303,6 +310,8 @@ __all__ = (
     "Retriever",
     "Role",
     "RunCancelled",
+    "RunLeasedError",
+    "RunLeases",
     "RunProgress",
     "SchemaValidationError",
     "ScoredDocument",

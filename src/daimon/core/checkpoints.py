@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from daimon.core._fastinit import fast_init
 from daimon.core.chat import Usage
 from daimon.core.messages import Message, ToolCall
 from daimon.core.tools import ToolOutput
 
-__all__ = ("CheckpointState", "RunProgress")
+__all__ = ("CheckpointState", "Lease", "RunLeases", "RunProgress")
 
 
 @fast_init  # hot: two per run (figures: core/_fastinit.py)
@@ -50,3 +50,51 @@ class CheckpointState:
     progress: RunProgress | None = None
     """An agent run's own bookkeeping (``None`` in states that flows and callers write)."""
     kind: Literal["checkpoint_state"] = field(default="checkpoint_state", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lease:
+    """The right to run one run: held by one process at a time, renewed while it runs."""
+
+    run_id: str
+    owner: str
+    """Who holds it: ``host:pid`` of the holding process."""
+    token: int
+    """The lease's generation in the run: each new holder's is higher (fencing)."""
+    expires_at: int
+    """When it ends unless renewed, in milliseconds since the epoch by the store's clock."""
+
+
+@runtime_checkable
+class RunLeases(Protocol):
+    """A checkpoint store that leases runs, so one run has one live runner across processes.
+
+    The agent acquires a run's lease before it loads the run, renews it every third of
+    ``lease`` seconds while the run goes on, and releases it when the run ends. A holder whose
+    lease ended (expired, or taken over after it expired) can no longer save the run.
+    """
+
+    @property
+    def lease(self) -> float:
+        """Seconds a lease lasts unless renewed."""
+        ...
+
+    async def acquire(self, run_id: str) -> Lease:
+        """Take the run's lease.
+
+        Raises:
+            RunLeasedError: another holder's lease is live.
+        """
+        ...
+
+    async def renew(self, lease: Lease) -> Lease:
+        """Extend ``lease`` by ``lease`` seconds from now.
+
+        Raises:
+            CheckpointConflictError: the lease ended: it expired or another holder took it.
+        """
+        ...
+
+    async def release(self, lease: Lease) -> None:
+        """Give the lease up (nothing happens if it already ended)."""
+        ...

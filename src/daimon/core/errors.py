@@ -13,6 +13,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     ├── SerializationError            bad persisted or wire data (also a ValueError)
     │   └── CheckpointCorruptError
     ├── CheckpointConflictError       another writer saved the run first
+    │   └── RunLeasedError            another process holds the run's lease (typed owner, expiry)
     ├── UnknownPausedRunError         a resume names a paused run not kept (also a LookupError)
     ├── ToolError                     a tool call went wrong
     │   ├── ToolExecutionError
@@ -48,6 +49,7 @@ be parsed out of a message.
 from __future__ import annotations
 
 import builtins
+import datetime
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -80,6 +82,7 @@ __all__ = (
     "PromptTemplateError",
     "RepeatedToolCallError",
     "RunCancelled",
+    "RunLeasedError",
     "SchemaValidationError",
     "SerializationError",
     "SkillError",
@@ -494,3 +497,26 @@ class EmptyDocumentError(KnowledgeBaseError):
     def __init__(self, document_id: str) -> None:
         super().__init__(f"document {document_id!r} is empty: there is no text to embed")
         self.document_id = document_id
+
+
+class RunLeasedError(CheckpointConflictError):
+    """Another process holds the run's lease: it runs the run now, so this one runs nothing.
+
+    Attributes:
+        owner: Who holds the lease (``host:pid`` of its process).
+        expires_at: When the lease ends unless its owner renews it, in milliseconds since the
+            epoch by the store's clock.
+    """
+
+    def __init__(self, run_id: str, owner: str, expires_at: int) -> None:
+        when = datetime.datetime.fromtimestamp(expires_at / 1000, datetime.UTC)
+        until = when.isoformat(timespec="milliseconds")
+        super().__init__(
+            run_id,
+            None,
+            None,
+            message=f"run {run_id!r} is leased by {owner} until {until}"
+            " (renewed while it runs): it is running elsewhere; resume it after that owner ends",
+        )
+        self.owner = owner
+        self.expires_at = expires_at

@@ -13,31 +13,46 @@ retention options ``keep_last`` and ``ttl`` as keywords, and closes its handles 
             return make
 
 Beyond the :class:`daimon.core.Checkpoint` protocol, the suite checks the methods of
-:class:`CheckpointStore`: ``history``, ``fork`` and ``prune``, and the optimistic concurrency every
-daimon backend has (a handle that has not seen a run's newest checkpoint cannot save over it).
+:class:`CheckpointStore`: ``history``, ``fork`` and ``prune``, the optimistic concurrency every
+daimon backend has (a handle that has not seen a run's newest checkpoint cannot save over it), and
+run leases (:class:`daimon.core.RunLeases`, option ``lease``): agents resuming a run that died
+inside a tool call, started 0 to 200 ms apart, run the tool once; a dead owner's lease is taken
+over once it expires, and the dead owner can no longer save.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import pytest
 
-from daimon.core.chat import Usage
-from daimon.core.checkpoints import CheckpointState
-from daimon.core.errors import DaimonError, InvalidIdError, SerializationError
-from daimon.core.messages import Message, ToolCall
+from daimon.agent import Agent
+from daimon.core.chat import ChatRequest, ChatResponse, Usage
+from daimon.core.checkpoints import CheckpointState, Lease, RunLeases
+from daimon.core.errors import (
+    CheckpointConflictError,
+    DaimonError,
+    InvalidIdError,
+    RunLeasedError,
+    SerializationError,
+)
+from daimon.core.messages import Message, Role, ToolCall
 from daimon.core.protocols import Checkpoint
+from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
+from daimon.models.function import FunctionModel
 from daimon.testing.memory import sample_messages
+from daimon.tools import tool
 
 __all__ = ("CheckpointConformance", "CheckpointFactory", "CheckpointStore", "sample_state")
 
 
-class CheckpointStore(Checkpoint, Protocol):
-    """A :class:`~daimon.core.Checkpoint` with history, forks and retention, as daimon's are."""
+class CheckpointStore(Checkpoint, RunLeases, Protocol):
+    """A :class:`~daimon.core.Checkpoint` with history, forks, retention and leases (daimon's)."""
 
     async def history(self, run_id: str) -> list[CheckpointState]:
         """Every checkpoint of the run, newest last."""
@@ -56,7 +71,7 @@ class CheckpointFactory(Protocol):
     """Opens a new handle on the store under test."""
 
     def __call__(self, **options: Any) -> Awaitable[CheckpointStore]:
-        """A handle with these options (``keep_last``, ``ttl``)."""
+        """A handle with these options (``keep_last``, ``ttl``, ``lease``)."""
         ...
 
 
@@ -88,6 +103,56 @@ def _state(run_id: str, iteration: int) -> CheckpointState:
 
 async def _iterations(store: CheckpointStore, run_id: str) -> list[int]:
     return [state.iteration for state in await store.history(run_id)]
+
+
+_WAIT = 10.0
+"""Seconds a test waits for something that should happen at once (generous: CI is loaded)."""
+
+
+class _Crash(BaseException):
+    """Stands in for the process dying mid-tool: nothing in daimon catches a BaseException."""
+
+
+def _one_call(request: ChatRequest) -> ChatResponse:
+    """Asks for one call of ``charge``, then answers with its result."""
+    results = [m.text for m in request.messages if m.role is Role.TOOL]
+    if not results:
+        return ChatResponse.tool_use(ToolCall(id="c1", name="charge", arguments={"cents": 5}))
+    return ChatResponse.reply(f"charged: {results[0]}")
+
+
+def _charging_agent(
+    store: Checkpoint, charges: list[int], *, crash: bool = False, hold: asyncio.Event | None = None
+) -> Agent:
+    """An agent whose one tool records a charge; it crashes, or waits for ``hold`` (bounded)."""
+
+    @tool
+    async def charge(cents: int) -> str:
+        """Charge a card (the side effect that must never run twice)."""
+        charges.append(cents)
+        if crash:
+            raise _Crash
+        if hold is not None:  # the owner stays alive and inside the tool meanwhile
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hold.wait(), _WAIT)
+        return f"{cents} cents"
+
+    return Agent(FunctionModel(_one_call), tools=[charge], checkpoint=store)
+
+
+async def _died_mid_tool(store: CheckpointStore, run_id: str) -> None:
+    """A run whose process died while its tool ran: the checkpoint holds the pending call."""
+    charges: list[int] = []
+    with pytest.raises(_Crash):
+        await _charging_agent(store, charges, crash=True).prompt("pay", run_id=run_id)
+    assert charges == [5]
+    saved = await store.load(run_id)
+    assert saved is not None and saved.pending_tool_calls
+
+
+async def _until_expired(lease: Lease) -> None:
+    """Sleep until the wall clock is past ``lease``'s expiry (and a little more)."""
+    await asyncio.sleep(max(0, lease.expires_at - time.time_ns() // 1_000_000) / 1000 + 0.05)
 
 
 class CheckpointConformance:
@@ -240,3 +305,120 @@ class CheckpointConformance:
                 await call()
             assert raised.value.value == run_id
         assert await checkpoint.list_runs() == []
+
+    # -------------------------------------------------------------------------------- leases
+
+    async def test_a_live_lease_is_refused_naming_its_owner(
+        self, make_checkpoint: CheckpointFactory
+    ) -> None:
+        """A second holder is refused while the lease lives; once released, the run is free."""
+        first, second = await make_checkpoint(), await make_checkpoint()
+        lease = await first.acquire("r")
+        assert lease.run_id == "r" and ":" in lease.owner
+        with pytest.raises(RunLeasedError) as refused:
+            await second.acquire("r")
+        assert isinstance(refused.value, CheckpointConflictError)
+        assert refused.value.owner == lease.owner and lease.owner in str(refused.value)
+        assert abs(refused.value.expires_at - lease.expires_at) < 1000
+        assert (await first.acquire("other")).run_id == "other"  # leases are per run
+        await first.release(lease)
+        taken = await second.acquire("r")
+        assert taken.token > lease.token  # each new holder's token is higher
+        await first.release(lease)  # releasing an ended lease changes nothing
+        with pytest.raises(RunLeasedError):
+            await first.acquire("r")
+
+    async def test_racing_acquires_one_wins(self, make_checkpoint: CheckpointFactory) -> None:
+        """Of handles taking one run's lease at once, exactly one gets it."""
+        handles = [await make_checkpoint() for _ in range(4)]
+        outcomes = await asyncio.gather(*(h.acquire("r") for h in handles), return_exceptions=True)
+        assert sum(isinstance(o, Lease) for o in outcomes) == 1, outcomes
+        assert all(isinstance(o, (Lease, RunLeasedError)) for o in outcomes), outcomes
+
+    async def test_a_renewed_lease_outlives_its_first_expiry(
+        self, make_checkpoint: CheckpointFactory
+    ) -> None:
+        """``renew`` extends the lease from now; the holder keeps it past its first expiry."""
+        holder, other = await make_checkpoint(lease=1.5), await make_checkpoint()
+        lease = await holder.acquire("r")
+        await asyncio.sleep(0.5)
+        renewed = await holder.renew(lease)
+        assert renewed.token == lease.token and renewed.expires_at > lease.expires_at
+        await _until_expired(lease)
+        with pytest.raises(RunLeasedError):
+            await other.acquire("r")
+        await holder.save(_state("r", 1))  # the holder still saves
+
+    async def test_an_expired_lease_is_taken_over_and_its_holder_fenced(
+        self, make_checkpoint: CheckpointFactory
+    ) -> None:
+        """After expiry another handle takes the run; the old holder can neither save nor renew."""
+        old, new = await make_checkpoint(lease=0.5), await make_checkpoint()
+        lease = await old.acquire("r")
+        await old.save(_state("r", 1))
+        await _until_expired(lease)
+        taken = await new.acquire("r")
+        assert taken.token > lease.token
+        assert await new.load("r") == _state("r", 1)
+        await new.save(_state("r", 2))
+        with pytest.raises(CheckpointConflictError):
+            await old.save(_state("r", 3))
+        with pytest.raises(CheckpointConflictError):
+            await old.renew(lease)
+        await old.release(lease)  # the old holder's release leaves the new lease alone
+        with pytest.raises(RunLeasedError):
+            await old.acquire("r")
+        assert await _iterations(new, "r") == [1, 2]
+
+    @pytest.mark.parametrize("stagger_ms", [0, 10, 50, 200])
+    async def test_staggered_resumers_run_a_pending_tool_once(
+        self, make_checkpoint: CheckpointFactory, stagger_ms: int
+    ) -> None:
+        """Agents resuming a run that died mid-tool, ``stagger_ms`` apart: the tool runs once.
+
+        The first resumer stays inside the tool until every other one was refused, so each later
+        one finds a live owner: it is refused (``RunLeasedError``) before it runs anything.
+        """
+        await _died_mid_tool(await make_checkpoint(), "staggered")
+        charges: list[int] = []
+        refused = asyncio.Event()
+
+        async def resume(delay: float) -> AgentResponse[Any] | CheckpointConflictError:
+            await asyncio.sleep(delay)
+            agent = _charging_agent(await make_checkpoint(), charges, hold=refused)
+            try:
+                return await agent.resume("staggered")
+            except CheckpointConflictError as exc:
+                refused.set()
+                return exc
+
+        outcomes = await asyncio.gather(resume(0), resume(stagger_ms / 1000))
+
+        assert charges == [5], (charges, outcomes)
+        answers = [o.text for o in outcomes if isinstance(o, AgentResponse)]
+        assert answers == ["charged: 5 cents"], outcomes
+        assert sum(isinstance(o, RunLeasedError) for o in outcomes) == 1, outcomes
+
+    async def test_a_dead_owners_run_completes_once_after_its_lease_expires(
+        self, make_checkpoint: CheckpointFactory
+    ) -> None:
+        """A run whose owner died holding its lease: refused until expiry, then completed once."""
+        await _died_mid_tool(await make_checkpoint(), "orphan")
+        dead = await make_checkpoint(lease=0.5)
+        lease = await dead.acquire("orphan")  # took the run, then died: never renews
+        assert await dead.load("orphan") is not None
+        charges: list[int] = []
+        agent = _charging_agent(await make_checkpoint(), charges)
+        with pytest.raises(RunLeasedError) as refused:
+            await agent.resume("orphan")
+        assert refused.value.owner == lease.owner and charges == []
+
+        await _until_expired(lease)
+        response = await agent.resume("orphan")
+
+        assert response.text == "charged: 5 cents" and charges == [5]
+        with pytest.raises(CheckpointConflictError):  # the dead owner's late save is refused
+            await dead.save(CheckpointState(run_id="orphan", iteration=99))
+        again = _charging_agent(await make_checkpoint(), charges)
+        assert (await again.resume("orphan")).text == "charged: 5 cents"  # finished: nothing runs
+        assert charges == [5]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 
 from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, tool
 from daimon.checkpoint import FileCheckpoint
+from daimon.core.errors import RunLeasedError
 from daimon.models import FunctionModel
 
 directory, log_path, run_id, generation = sys.argv[1:5]
@@ -39,9 +41,16 @@ def planner(request: ChatRequest) -> ChatResponse:
 
 
 async def main() -> None:
-    agent = Agent(FunctionModel(planner), tools=[work], checkpoint=FileCheckpoint(directory))
+    # A short lease: the killed generation's lease expires soon after its death.
+    store = FileCheckpoint(directory, lease=0.3)
+    agent = Agent(FunctionModel(planner), tools=[work], checkpoint=store)
     print("ready", flush=True)
-    response = await agent.prompt("run the plan", run_id=run_id)
+    while True:
+        try:
+            response = await agent.prompt("run the plan", run_id=run_id)
+            break
+        except RunLeasedError as leased:  # the killed generation's lease: wait for its end
+            await asyncio.sleep(max(0, leased.expires_at - time.time() * 1000) / 1000 + 0.01)
     print(response.text, flush=True)
 
 
