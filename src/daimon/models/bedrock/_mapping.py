@@ -39,11 +39,11 @@ from daimon.models.bedrock import _reasoning
 
 __all__ = (
     "CACHE_POINT",
-    "caches_prompts",
     "ERROR_STATUS",
     "EventDecoder",
     "MERGED_FIELDS",
     "RETRYABLE_ERRORS",
+    "caches_prompts",
     "messages_to_wire",
     "request_params",
     "response_from_wire",
