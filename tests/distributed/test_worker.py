@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -329,6 +330,24 @@ async def test_a_redelivered_task_resumes_from_its_checkpoint(broker: MemoryBrok
     assert executions == Counter({"o1": 1})  # resumed after the tool call: not charged twice
     assert model_calls == 3
     assert list(checkpoint.saved) == ["order-o1"]
+
+
+async def test_a_run_leased_elsewhere_is_tried_again_after_its_lease(
+    broker: MemoryBroker, tmp_path: Path
+) -> None:
+    """A task whose run another process still holds waits that lease out, not its attempts."""
+    from daimon.checkpoint import FileCheckpoint
+
+    holder = FileCheckpoint(tmp_path, lease=1.0)
+    await holder.acquire("order-o2")  # a worker that died mid-run: its lease runs out in 1 s
+    agent = Agent(FunctionModel(lambda request: "done"), checkpoint=FileCheckpoint(tmp_path))
+    worker = Worker(agent, broker.handle(), retry_delay=0.0, poll=0.05)
+    running = await start(worker)
+    task_id = await broker.submit(new_task("buy", run_id="order-o2"))
+    status = await settled(broker, task_id)
+    await stop(worker, running)
+    assert status.result is not None and status.result.output == "done", status
+    assert (worker.completed, worker.failed) == (1, 1)  # refused once, then run
 
 
 async def test_runs_under_the_task_trace(broker: MemoryBroker) -> None:

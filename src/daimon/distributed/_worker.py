@@ -23,6 +23,7 @@ from daimon.core.errors import (
     OutputValidationError,
     RepeatedToolCallError,
     RunCancelled,
+    RunLeasedError,
     SerializationError,
 )
 from daimon.core.protocols import Broker, Delivery, Promptable, Resumable
@@ -75,6 +76,11 @@ def _call_timeout(lease: float) -> float:
     network cut (sent into a connection that no longer carries anything) cannot eat the lease.
     """
     return min(max(lease / 5.0, 1.0), 5.0)
+
+
+def _lease_left(error: RunLeasedError) -> float:
+    """Seconds until the run lease that refused this attempt ends, and a little more."""
+    return max(error.expires_at / 1000.0 - time.time(), 0.0) + 0.25
 
 
 def _backoff(attempt: int) -> float:
@@ -314,6 +320,8 @@ class Worker:
         task = run.delivery.task
         retry = self.should_retry(exc)
         delay = self.retry_delay(task.attempt) if callable(self.retry_delay) else self.retry_delay
+        if isinstance(exc, RunLeasedError):  # its run still runs elsewhere: try after that lease
+            delay = max(delay, _lease_left(exc))
         error = f"{type(exc).__name__}: {exc}"
         _log.warning(
             "task %s attempt %d failed (%s): %s",
