@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from daimon import Message
-from daimon.core import InvalidIdError
+from daimon.core import InvalidIdError, RunLeasedError
 from daimon.memory import TokenWindowMemory
 from daimon.memory.sqlite import SQLiteMemory
 from daimon.server._errors import describe_failure
@@ -184,3 +184,10 @@ def test_a_session_id_no_backend_can_store_is_refused_naming_the_field(live: Liv
 def test_a_run_refused_for_its_id_is_the_callers_mistake() -> None:
     status, kind, message = describe_failure(InvalidIdError("run", "", "it is empty"))
     assert (status, kind, message) == (400, "InvalidIdError", "invalid run id '': it is empty")
+
+
+def test_a_run_leased_elsewhere_is_a_conflict() -> None:
+    refused = RunLeasedError("order-1", owner="worker-a:12", expires_at=1_800_000_000_000)
+    status, kind, message = describe_failure(refused)
+    assert (status, kind) == (409, "RunLeasedError")
+    assert "leased by worker-a:12" in message

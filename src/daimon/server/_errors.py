@@ -18,6 +18,7 @@ from starlette.responses import Response
 from daimon.core.errors import (
     AgentRunError,
     ApprovalRequiredError,
+    CheckpointConflictError,
     ClientToolError,
     DaimonError,
     GuardrailBlockedError,
@@ -67,6 +68,8 @@ def describe_failure(exc: BaseException) -> tuple[int, str, str]:
         return 504, "TimeoutError", str(exc)
     if isinstance(exc, ApprovalRequiredError):
         return 409, "approval_required", str(exc)
+    if isinstance(exc, CheckpointConflictError):  # another process runs (or ran) the run
+        return 409, type(exc).__name__, str(exc)
     if isinstance(exc, (GuardrailBlockedError, InvalidIdError, ClientToolError)):
         return 400, type(exc).__name__, str(exc)
     if isinstance(exc, ModelError):
