@@ -89,8 +89,8 @@ class LoadTogether:
     Two resumers started at once may or may not load the run before the other claims it: that
     depends on how fast each one's connection opens. This pins the case the claim is for (both
     read the same checkpoint, then race to run its pending tool), so the test never depends on
-    timing. (A resumer that loads after another's claim, while that one's tool still runs, is
-    the documented limit: telling a live resumer from a dead one needs a lease.)
+    timing. (A resumer that starts after another's claim, while that one's tool still runs, is
+    refused by the run's lease: tests/checkpoint's staggered-resumer cases.)
     """
 
     def __init__(self, store: Checkpoint, barrier: asyncio.Barrier) -> None:
