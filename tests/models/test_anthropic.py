@@ -578,14 +578,10 @@ class TestAnthropicModel(ModelConformance):
     # ------------------------------------------------------------ empty fields
     async def test_empty_fields_are_left_out(self, model: Model, wire_server: WireServer) -> None:
         """A tool without a docstring has no description; empty text parts are dropped."""
-
-        @tool
-        def ping() -> str:
-            return "pong"
-
+        ping = ToolSpec(name="ping", description="", parameters={"type": "object"})
         wire_server.reply_json(self.encode_response(self._text()))
         parts = [TextPart(text=""), ImagePart(url="https://example.com/cat.png")]
-        await model.generate(ChatRequest(messages=(Message.user(parts),), tools=(ping.spec,)))
+        await model.generate(ChatRequest(messages=(Message.user(parts),), tools=(ping,)))
         body = wire_server.last.body
         assert "description" not in body["tools"][0]
         assert [b["type"] for b in body["messages"][0]["content"]] == ["image"]

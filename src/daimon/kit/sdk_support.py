@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 from daimon.core.chat import StopReason, Usage
+from daimon.core.tools import ToolSpec
 from daimon.kit.lifecycle import AsyncClosing
 
 __all__ = (
@@ -24,7 +25,22 @@ __all__ = (
     "is_retryable_status",
     "retry_after",
     "stop_reason",
+    "tool_definition",
 )
+
+
+def tool_definition(spec: ToolSpec, schema_field: str, schema: object = None) -> dict[str, Any]:
+    """A function as providers declare one: name, description, the schema under ``schema_field``.
+
+    The description is left out when the tool has none: providers refuse ``""`` (Bedrock's
+    minimum length is 1) or read it as a description that says nothing. ``schema`` replaces the
+    plain JSON Schema for a provider that wraps it.
+    """
+    definition: dict[str, Any] = {"name": spec.name}
+    if spec.description:
+        definition["description"] = spec.description
+    definition[schema_field] = dict(spec.parameters) if schema is None else schema
+    return definition
 
 
 def is_retryable_status(status: int) -> bool:

@@ -38,7 +38,7 @@ from daimon.kit.media import (
     text_of,
     unsupported,
 )
-from daimon.kit.sdk_support import cache_exclusive_usage, stop_reason
+from daimon.kit.sdk_support import cache_exclusive_usage, stop_reason, tool_definition
 from daimon.kit.streaming import PendingToolCall
 from daimon.models.anthropic import _thinking
 
@@ -122,10 +122,7 @@ def request_body(
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:
     """A tool definition; a tool without a description goes without the field."""
-    tool: dict[str, Any] = {"name": spec.name, "input_schema": dict(spec.parameters)}
-    if spec.description:
-        tool["description"] = spec.description
-    return tool
+    return tool_definition(spec, "input_schema")
 
 
 EPHEMERAL: Mapping[str, str] = {"type": "ephemeral"}

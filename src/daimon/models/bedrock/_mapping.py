@@ -33,7 +33,7 @@ from daimon.core.messages import (
 )
 from daimon.core.tools import ToolSpec
 from daimon.kit.media import CacheMode, has_cache_points, inline, stand_in, unsupported
-from daimon.kit.sdk_support import cache_exclusive_usage, stop_reason
+from daimon.kit.sdk_support import cache_exclusive_usage, stop_reason, tool_definition
 from daimon.kit.streaming import PendingToolCall
 from daimon.models.bedrock import _reasoning
 
@@ -175,10 +175,7 @@ def request_params(
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:
     """A ``toolSpec``; without a description when there is none (Converse wants 1+ characters)."""
-    tool: dict[str, Any] = {"name": spec.name, "inputSchema": {"json": dict(spec.parameters)}}
-    if spec.description:
-        tool["description"] = spec.description
-    return {"toolSpec": tool}
+    return {"toolSpec": tool_definition(spec, "inputSchema", {"json": dict(spec.parameters)})}
 
 
 def _uses_tools(messages: Sequence[Mapping[str, Any]]) -> bool:

@@ -46,9 +46,8 @@ from daimon.core.messages import (
     TextPart,
     ToolCall,
 )
-from daimon.core.tools import ToolSpec
 from daimon.kit.media import inline, stand_in
-from daimon.kit.sdk_support import stop_reason
+from daimon.kit.sdk_support import stop_reason, tool_definition
 
 __all__ = (
     "ChunkDecoder",
@@ -271,7 +270,7 @@ def request_config(request: ChatRequest, system: str) -> dict[str, Any]:
     if system:
         config["system_instruction"] = {"parts": [{"text": system}]}
     if request.tools:
-        declarations = [_declaration(spec) for spec in request.tools]
+        declarations = [tool_definition(spec, "parameters_json_schema") for spec in request.tools]
         config["tools"] = [{"function_declarations": declarations}]
     if request.tool_choice is not None:
         config["tool_config"] = {"function_calling_config": _tool_choice(request.tool_choice)}
@@ -283,15 +282,6 @@ def request_config(request: ChatRequest, system: str) -> dict[str, Any]:
         config["response_mime_type"] = "application/json"
         config["response_json_schema"] = dict(request.response_format.schema)
     return config
-
-
-def _declaration(spec: ToolSpec) -> dict[str, Any]:
-    """A function declaration; no ``description`` for a tool without one (not ``""``)."""
-    declaration: dict[str, Any] = {"name": spec.name}
-    if spec.description:
-        declaration["description"] = spec.description
-    declaration["parameters_json_schema"] = dict(spec.parameters)
-    return declaration
 
 
 def _tool_choice(choice: str) -> dict[str, Any]:

@@ -36,9 +36,8 @@ from daimon.core.messages import (
     TextPart,
     ToolCall,
 )
-from daimon.core.tools import ToolSpec
 from daimon.kit.media import inline, stand_in, text_of, unsupported
-from daimon.kit.sdk_support import stop_reason
+from daimon.kit.sdk_support import stop_reason, tool_definition
 
 __all__ = (
     "CHAT_ARGUMENTS",
@@ -77,7 +76,9 @@ def chat_arguments(request: ChatRequest) -> dict[str, Any]:
     elif request.tool_choice not in (None, "auto", "required"):
         specs = [spec for spec in specs if spec.name == request.tool_choice]
     if specs:
-        arguments["tools"] = [{"type": "function", "function": _function(spec)} for spec in specs]
+        arguments["tools"] = [
+            {"type": "function", "function": tool_definition(spec, "parameters")} for spec in specs
+        ]
     options: dict[str, Any] = {}
     if request.temperature is not None:
         options["temperature"] = request.temperature
@@ -88,15 +89,6 @@ def chat_arguments(request: ChatRequest) -> dict[str, Any]:
     if request.response_format is not None:
         arguments["format"] = dict(request.response_format.schema)
     return arguments
-
-
-def _function(spec: ToolSpec) -> dict[str, Any]:
-    """A tool's ``function``; no ``description`` for a tool without one (not ``""``)."""
-    function: dict[str, Any] = {"name": spec.name}
-    if spec.description:
-        function["description"] = spec.description
-    function["parameters"] = dict(spec.parameters)
-    return function
 
 
 def messages_to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:

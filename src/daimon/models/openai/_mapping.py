@@ -28,9 +28,8 @@ from daimon.core.messages import (
     TextPart,
     ToolCall,
 )
-from daimon.core.tools import ToolSpec
 from daimon.kit.media import b64, data_url, inline, stand_in, text_of, unsupported
-from daimon.kit.sdk_support import stop_reason
+from daimon.kit.sdk_support import stop_reason, tool_definition
 from daimon.kit.streaming import PendingToolCall
 
 __all__ = (
@@ -66,7 +65,8 @@ def request_body(
     }
     if request.tools:
         body["tools"] = [
-            {"type": "function", "function": _function(spec)} for spec in request.tools
+            {"type": "function", "function": tool_definition(spec, "parameters")}
+            for spec in request.tools
         ]
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
@@ -81,15 +81,6 @@ def request_body(
             "json_schema": {"name": fmt.name, "schema": dict(fmt.schema), "strict": fmt.strict},
         }
     return body
-
-
-def _function(spec: ToolSpec) -> dict[str, Any]:
-    """A tool's ``function`` object; no ``description`` for a tool without one (not ``""``)."""
-    function: dict[str, Any] = {"name": spec.name}
-    if spec.description:
-        function["description"] = spec.description
-    function["parameters"] = dict(spec.parameters)
-    return function
 
 
 def _tool_choice(choice: str) -> Any:

@@ -28,6 +28,7 @@ from daimon.core.messages import (
 )
 from daimon.core.tools import ToolSpec
 from daimon.kit.media import data_url, inline, stand_in, text_of, unsupported
+from daimon.kit.sdk_support import tool_definition
 from daimon.kit.streaming import PendingToolCall
 from daimon.models.openai._mapping import document_text, image_url
 
@@ -77,12 +78,8 @@ def request_body(request: ChatRequest, *, provider: str = "openai") -> dict[str,
 
 def _function_tool(spec: ToolSpec) -> dict[str, Any]:
     """A function tool; no ``description`` for a tool without one (not ``""``)."""
-    tool: dict[str, Any] = {"type": "function", "name": spec.name}
-    if spec.description:
-        tool["description"] = spec.description
-    tool["parameters"] = dict(spec.parameters)
-    tool["strict"] = False  # the API's default is strict, which refuses most hand-written schemas
-    return tool
+    # The API's default is strict, which refuses most hand-written schemas.
+    return {"type": "function", **tool_definition(spec, "parameters"), "strict": False}
 
 
 def input_items(messages: Any, *, provider: str = "openai") -> list[dict[str, Any]]:
