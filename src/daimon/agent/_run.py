@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from daimon.agent._budget import Rollup, RunBudget
 from daimon.agent._chain import Relayed, model_chain, tool_chain
-from daimon.agent._checkpointing import RunCheckpointer, snapshot
+from daimon.agent._checkpointing import Restored, RunCheckpointer, snapshot
 from daimon.agent._client_tools import ClientTools, to_custom
 from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
 from daimon.agent._repeats import RepeatGuard
@@ -253,12 +253,7 @@ class Run:
                 await self._checkpointer.end_lease()
             return Done(response=restored.finished)
         else:
-            self.pending, self.completed = restored.pending, restored.completed
-            self.progress = restored.progress
-            if self.state.session_id is not None:  # the saved run's session
-                self._memory = self.agent.memory
-            if client is not None:
-                client.check_results(self.pending, self.completed)
+            self._continue(restored)
         agent = self.agent
         if client is not None and client.specs:
             self.tools = (*self.tools, *client.specs)
@@ -275,14 +270,25 @@ class Run:
             else:
                 self.tools = (*self.tools, agent.output.tool_spec)
         if self.tool_choice is not None:
-            check_tool_choice(self.tool_choice, self.tools)
-            if restored is not None and called_a_tool(
-                self.state.messages[self.progress.new_start :]
-            ):
-                self.tool_choice = None
+            self._check_tool_choice(self.tool_choice, resumed=restored is not None)
         for hook in agent.hooks:
             await hook.on_run_start(self.state)
         return None
+
+    def _continue(self, restored: Restored) -> None:
+        """Take up a saved run where it stopped: its pending calls, results and bookkeeping."""
+        self.pending, self.completed = restored.pending, restored.completed
+        self.progress = restored.progress
+        if self.state.session_id is not None:  # the saved run's session
+            self._memory = self.agent.memory
+        if self._client is not None:
+            self._client.check_results(self.pending, self.completed)
+
+    def _check_tool_choice(self, choice: str, *, resumed: bool) -> None:
+        """Refuse a choice the run's tools cannot honour; drop it once the run called a tool."""
+        check_tool_choice(choice, self.tools)
+        if resumed and called_a_tool(self.state.messages[self.progress.new_start :]):
+            self.tool_choice = None
 
     async def _start(
         self,

@@ -163,10 +163,16 @@ def settle(
     ``action`` is ``complete`` (with ``result``), ``pause`` (with ``paused``), ``fail``,
     ``retry`` (with ``error``) or ``release``; the outcome is ``ok``, ``paused``, ``requeued``,
     ``released``, ``dead``, ``stale`` or ``ended``. A pause, like a release, uses up no attempt.
+    The same complete or pause again (a retry whose first answer was lost) gets the first's
+    outcome: the attempt's own record stands.
     """
     if rec.attempt != attempt:
         return "stale"
     if rec.state != "running":
+        if action == "complete" and rec.state == "completed" and rec.result == result:
+            return "ok"
+        if action == "pause" and rec.state == "paused" and rec.paused == paused:
+            return "paused"
         return "ended"
     if action == "complete":
         rec.state, rec.result, rec.error = "completed", result, None

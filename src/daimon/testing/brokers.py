@@ -253,6 +253,7 @@ class BrokerConformance:
         await broker.submit(sample_task())
         delivery = await _claim(broker)
         assert await delivery.complete(sample_result()) is True
+        assert await delivery.complete(sample_result()) is True  # a retry whose answer was lost
         assert await delivery.complete(sample_result(output="second")) is False
         assert await delivery.fail("late failure") is False
         assert await delivery.heartbeat() is False
@@ -519,6 +520,7 @@ class BrokerConformance:
         first = await _claim(worker)
         pause = sample_pause(first.task)
         assert await first.pause(pause) is True
+        assert await first.pause(pause) is True  # a retry whose first answer was lost
         status = await client.status("task-1")
         assert (status.state, status.approvals, status.result) == (
             TaskState.PAUSED,
@@ -638,6 +640,9 @@ class TaskStoreConformance:
         )
         assert await store.settle("t", 2, "complete", max_deliver=3, result=sample_result("t")) == (
             "ok"
+        )
+        assert await store.settle("t", 2, "complete", max_deliver=3, result=sample_result("t")) == (
+            "ok"  # the same result again: a retry whose first answer was lost
         )
         assert await store.settle("t", 2, "fail", max_deliver=3, error="late") == "ended"
         assert (await store.status("t")).result == sample_result("t")

@@ -179,14 +179,17 @@ return 1
 _SETTLE = (
     _LIB
     + """
-local s = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'released')
+local s = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'released', 'result', 'paused')
 local attempt = tonumber(ARGV[4])
 if tonumber(s[2]) ~= attempt then return 'stale' end
+local action = ARGV[5]
 if s[1] ~= 'running' then
   ack(ARGV[1], ARGV[2])
+  -- the same complete or pause again (its first answer was lost): the first's outcome
+  if action == 'complete' and s[1] == 'completed' and s[4] == ARGV[6] then return 'ok' end
+  if action == 'pause' and s[1] == 'paused' and s[5] == ARGV[6] then return 'paused' end
   return 'ended'
 end
-local action = ARGV[5]
 if action == 'complete' then
   redis.call('HSET', KEYS[1], 'state', 'completed', 'result', ARGV[6])
   redis.call('HDEL', KEYS[1], 'error')
