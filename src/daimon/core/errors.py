@@ -49,7 +49,6 @@ be parsed out of a message.
 from __future__ import annotations
 
 import builtins
-import datetime
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -509,6 +508,8 @@ class RunLeasedError(CheckpointConflictError):
     """
 
     def __init__(self, run_id: str, owner: str, expires_at: int) -> None:
+        import datetime  # here: `import daimon` stays light (tests/tools/test_lazy_imports.py)
+
         when = datetime.datetime.fromtimestamp(expires_at / 1000, datetime.UTC)
         until = when.isoformat(timespec="milliseconds")
         super().__init__(
