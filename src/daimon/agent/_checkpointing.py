@@ -52,19 +52,11 @@ def snapshot(
     custom: dict[str, Any] | None = None,
 ) -> CheckpointState:
     """The run as a CheckpointState: what a checkpoint stores and a paused run hands back."""
+    extra: dict[str, Any] = {}
     if custom is not None:
-        return CheckpointState(
-            run_id=state.run_id,
-            messages=tuple(state.messages),
-            iteration=state.iteration,
-            usage=state.usage,
-            cost=state.cost,
-            pending_tool_calls=tuple(pending),
-            completed_tool_results=dict(completed),
-            custom=custom,
-            session_id=state.session_id,
-            progress=progress,
-        )
+        extra["custom"] = custom
+    if state.effects:
+        extra["effects"] = dict(state.effects)
     return CheckpointState(
         run_id=state.run_id,
         messages=tuple(state.messages),
@@ -75,6 +67,7 @@ def snapshot(
         completed_tool_results=dict(completed),
         session_id=state.session_id,
         progress=progress,
+        **extra,
     )
 
 
@@ -212,6 +205,7 @@ class RunCheckpointer:
         state.iteration = saved.iteration
         state.usage = saved.usage
         state.cost = saved.cost
+        state.effects = saved.effects
         if state.session_id is None:
             state.session_id = saved.session_id
         finished = None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from daimon.agent._budget import Rollup, RunBudget
 from daimon.agent._chain import Relayed, model_chain, tool_chain
 from daimon.agent._checkpointing import Restored, RunCheckpointer, snapshot
+from daimon.agent._effects import intend, settle_doubts
 from daimon.agent._client_tools import ClientTools, to_custom
 from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
 from daimon.agent._repeats import RepeatGuard
@@ -461,7 +462,10 @@ class Run:
             raise RunCancelled(self.cancel.reason)
         self.tool_choice = None  # the model called a tool: from now on it chooses
         calls, completed = self.pending, self.completed
-        waiting = apply_decisions(agent, calls, completed, self._decisions)
+        waiting = (
+            settle_doubts(state, calls, completed, self._decisions) if state.effects else []
+        )
+        waiting += apply_decisions(agent, calls, completed, self._decisions)
         if self._client is not None:  # client calls wait for the caller's results
             waiting = [*waiting, *self._client.take(calls, completed)]
         todo = runnable(calls, completed, waiting)
@@ -471,9 +475,11 @@ class Run:
                 self._repeats = RepeatGuard(limit)
             self._repeats.check(todo)
         assert self._rollup is not None
-        turn = ToolTurn(self.tool_chain or self._call_tool, completed, self.stream)
+        turn = ToolTurn(self.tool_chain or self._call_tool, state, completed, self.stream)
         if self._checkpointer is not None:
             turn.checkpoint(self._checkpointer, calls, self.progress)
+            if todo and intend(agent, state, todo):
+                await self._save()  # write-ahead: the intents are stored before any call runs
         ended: Ended | None = None
         if todo:
             try:
@@ -560,7 +566,9 @@ class Run:
             run_id=run_id,
             session_id=state.session_id,
             pending_approvals=tuple(
-                ApprovalRequest(id=c.id, call=c, run_id=run_id)
+                ApprovalRequest(
+                    id=c.id, call=c, run_id=run_id, in_doubt=_in_doubt(state, c.id)
+                )
                 for c in waiting
                 if c.name not in names
             ),
@@ -676,6 +684,12 @@ def _retry_prompt(failure: str, native: bool) -> str:
         else f"Give your final answer by calling the {OUTPUT_TOOL} tool."
     )
     return f"Your answer did not match the required output format: {failure}. {how}"
+
+
+def _in_doubt(state: RunContext[Any], call_id: str) -> bool:
+    """Whether the call waits for a person because it is in doubt (rather than for approval)."""
+    record = state.effects.get(call_id)
+    return record is not None and record.status == "in_doubt"
 
 
 def _as_text(value: Any) -> str:

@@ -15,12 +15,14 @@ from daimon.core.events import ToolResult
 from daimon.core.messages import ContentPart, Message, Role, TextPart, ToolCall
 from daimon.core.results import ApprovalDecision
 from daimon.core.tools import ToolOutput
+from daimon.agent._effects import settle
 from daimon.extensions import CallTool
 from daimon.tools import EndRun
 
 if TYPE_CHECKING:
     from daimon.agent._agent import Agent
     from daimon.agent._checkpointing import RunCheckpointer
+    from daimon.state import RunState
 
 __all__ = (
     "Ended",
@@ -170,12 +172,17 @@ class ToolTurn:
         "_calls",
         "_checkpointer",
         "_progress",
+        "_state",
         "completed",
         "durations",
     )
 
-    def __init__(self, call: CallTool, completed: dict[str, ToolOutput], timed: bool) -> None:
+    def __init__(
+        self, call: CallTool, state: RunState, completed: dict[str, ToolOutput], timed: bool
+    ) -> None:
         self._call = call
+        self._state = state
+        """The run: its effect ledger marks each recorded call completed as its result comes in."""
         """A tool call through the agent's extensions (or the tool itself when it has none)."""
         self.completed = completed
         self.durations: dict[str, float] | None = {} if timed else None
@@ -213,6 +220,8 @@ class ToolTurn:
         except EndRun as end:
             raise Ended(end, call) from None
         self.completed[key] = output
+        if self._state.effects:
+            settle(self._state, key)
         if self.durations is not None:
             self.durations[key] = time.perf_counter() - started
         if self._checkpointer is not None:

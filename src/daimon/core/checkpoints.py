@@ -5,12 +5,66 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from daimon.core._added import ADDED
 from daimon.core._fastinit import fast_init
 from daimon.core.chat import Usage
 from daimon.core.messages import Message, ToolCall
 from daimon.core.tools import ToolOutput
 
-__all__ = ("CheckpointState", "Lease", "RunLeases", "RunProgress")
+__all__ = (
+    "CheckpointState",
+    "EFFECTS",
+    "Effect",
+    "EffectRecord",
+    "EffectStatus",
+    "Lease",
+    "RunLeases",
+    "RunProgress",
+    "idempotency_key",
+)
+
+Effect = Literal["repeatable", "keyed", "once", "ask"]
+"""What a tool's call does when it is in doubt: it started and its process stopped before its
+result was recorded, so whether its effect happened is unknown.
+
+* ``repeatable`` (the default): run it again. For reads and calls that are safe to repeat.
+* ``keyed``: run it again with the same ``ctx.idempotency_key``, for a service that applies
+  each key's effect once.
+* ``once``: never run it again; the model is told the outcome is unknown.
+* ``ask``: never run it again by itself; the run pauses for a person to approve running it again
+  or to reject it.
+"""
+
+EFFECTS: tuple[Effect, ...] = ("repeatable", "keyed", "once", "ask")
+"""Every :data:`Effect`, the default first."""
+
+EffectStatus = Literal["started", "completed", "in_doubt", "skipped"]
+"""Where a call stands in its run's effect ledger: ``started`` (its intent is recorded, it runs),
+``completed`` (its result is recorded: it never runs again), ``in_doubt`` (it started, its
+result was never recorded, and its tool may not run again: ``once``, or ``ask`` awaiting a
+person), ``skipped`` (in doubt, and a person decided not to run it again)."""
+
+
+def idempotency_key(run_id: str, call_id: str) -> str:
+    """``run_id:call_id``: a call's key, the same on every attempt of it."""
+    return f"{run_id}:{call_id}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EffectRecord:
+    """One tool call in its run's effect ledger, written before the call runs."""
+
+    call_id: str
+    tool: str
+    effect: Effect
+    status: EffectStatus
+    arguments_sha256: str
+    """Digest of the call's arguments (JSON text as the model sent it)."""
+    idempotency_key: str
+    """``ctx.idempotency_key`` of the call: the same on every attempt."""
+    attempts: int = 1
+    """How many times the call started (a ``repeatable`` or ``keyed`` call in doubt runs again)."""
+    kind: Literal["effect_record"] = field(default="effect_record", init=False, repr=False)
 
 
 @fast_init  # hot: two per run (figures: core/_fastinit.py)
@@ -49,6 +103,10 @@ class CheckpointState:
     session_id: str | None = None
     progress: RunProgress | None = None
     """An agent run's own bookkeeping (``None`` in states that flows and callers write)."""
+    effects: dict[str, EffectRecord] = field(
+        default_factory=dict[str, EffectRecord], metadata=ADDED
+    )
+    """The run's effect ledger: the calls of tools that declare an effect, by call id."""
     kind: Literal["checkpoint_state"] = field(default="checkpoint_state", init=False, repr=False)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
+from daimon.core._added import ADDED
 from daimon.core._fastinit import fast_init
 from daimon.core.chat import Usage
 from daimon.core.checkpoints import CheckpointState
@@ -31,6 +32,9 @@ class ApprovalRequest:
     """Stable across retries and resumes: the id of the call it is about."""
     call: ToolCall
     run_id: str
+    in_doubt: bool = field(default=False, metadata=ADDED)
+    """The call started before and its outcome is unknown (its tool's effect is ``ask``): approving
+    runs it again, rejecting tells the model it was not."""
     kind: Literal["approval_request"] = field(default="approval_request", init=False, repr=False)
 
 

@@ -10,16 +10,20 @@ and tool name, so nothing is copied per call and a tool reads the run's usage as
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic
 
 from daimon.core.cancel import CancelToken
 from daimon.core.chat import _NO_USAGE, Usage  # the shared zero: a run starts from it
+from daimon.core.checkpoints import idempotency_key
 from daimon.core.errors import NoClientError
 from daimon.core.messages import Message
 from daimon.tools._client import Elicitation, LogLevel, RunClient, current_client, log_locally
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
+
+    from daimon.core.checkpoints import EffectRecord
 
     DepsT = TypeVar("DepsT", default=Any)
 else:  # typing.TypeVar takes no default before Python 3.13; only type checkers read it
@@ -35,6 +39,7 @@ _SHARED = (
     "client",
     "cost",
     "deps",
+    "effects",
     "iteration",
     "messages",
     "on_usage",
@@ -43,6 +48,8 @@ _SHARED = (
     "usage",
 )
 """The run-level fields: one value per run, seen alike by the run's context and its call views."""
+
+_NO_EFFECTS: Mapping[str, EffectRecord] = MappingProxyType({})
 
 
 class RunContext(Generic[DepsT]):
@@ -81,6 +88,9 @@ class RunContext(Generic[DepsT]):
     """The id of the tool call being executed (``""`` outside a tool call)."""
     tool_name: str
     """The name of the tool being executed (``""`` outside a tool call)."""
+    effects: Mapping[str, EffectRecord]
+    """The run's effect ledger: every call of a tool that declares an effect, by call id, with
+    where it stands (started, completed, in doubt, skipped). Replaced, never mutated."""
     client: RunClient | None
     """The caller's back-channel (an MCP client, set by daimon's MCP server), else ``None``.
 
@@ -115,6 +125,7 @@ class RunContext(Generic[DepsT]):
         self.cost = cost
         self.iteration = iteration
         self.on_usage = on_usage
+        self.effects = _NO_EFFECTS
         self.client = client
         self.call_id = call_id
         self.tool_name = tool_name
@@ -199,7 +210,7 @@ class RunContext(Generic[DepsT]):
     @property
     def idempotency_key(self) -> str:
         """``run_id:call_id``: the same for a call and any retry or resumed re-delivery of it."""
-        return f"{self.run_id}:{self.call_id}"
+        return idempotency_key(self.run_id, self.call_id)
 
     def __repr__(self) -> str:
         call = f", call_id={self.call_id!r}, tool_name={self.tool_name!r}" if self.call_id else ""
@@ -236,6 +247,7 @@ class _CallView(RunContext[Any]):
         client = _through("client")
         cost = _through("cost")
         deps = _through("deps")
+        effects = _through("effects")
         iteration = _through("iteration")
         messages = _through("messages")
         on_usage = _through("on_usage")

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar, overload
 
+from daimon.core.checkpoints import Effect
 from daimon.tools._function import FunctionTool
 from daimon.tools._retry import ToolRetryPolicy
 
@@ -25,6 +26,7 @@ def tool(
     timeout: float | None = None,
     retry_policy: ToolRetryPolicy | None = None,
     requires_approval: bool = False,
+    effect: Effect = "repeatable",
     inline: bool = False,
 ) -> FunctionTool[P, R]: ...
 
@@ -37,6 +39,7 @@ def tool(
     timeout: float | None = None,
     retry_policy: ToolRetryPolicy | None = None,
     requires_approval: bool = False,
+    effect: Effect = "repeatable",
     inline: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
@@ -50,6 +53,7 @@ def tool(
     timeout: float | None = None,
     retry_policy: ToolRetryPolicy | None = None,
     requires_approval: bool = False,
+    effect: Effect = "repeatable",
     inline: bool = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a sync or async function a tool; use as ``@tool`` or ``@tool(name=..., ...)``.
@@ -72,6 +76,11 @@ def tool(
         timeout: Seconds a call may take before it fails with a timeout error.
         retry_policy: Retries when the tool raises; defaults to the agent's policy.
         requires_approval: Pause the run before each call until a person approves or rejects it.
+        effect: What a call does when it is in doubt (it started, and the process running it
+            stopped before its result was recorded): ``"repeatable"`` (the default) runs it
+            again, ``"keyed"`` runs it again with the same ``ctx.idempotency_key``, ``"once"``
+            tells the model the outcome is unknown, ``"ask"`` pauses the run for a person. A run
+            with a checkpoint store records each non-repeatable call's intent before it runs.
         inline: Run a sync function on the event loop's thread (it must be fast; no timeout).
 
     Raises:
@@ -97,6 +106,7 @@ def tool(
             timeout=timeout,
             retry_policy=retry_policy,
             requires_approval=requires_approval,
+            effect=effect,
             inline=inline,
             localns=localns,
         )

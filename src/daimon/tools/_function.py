@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from daimon.core.checkpoints import EFFECTS, Effect
 from daimon.core.errors import BuilderError
 from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.tools._context import RunContext
@@ -50,6 +51,7 @@ class FunctionTool(Generic[P, R]):
         timeout: Seconds a call may take.
         retry_policy: Retries when the tool raises.
         requires_approval: Each call waits for a person's approval before it runs.
+        effect: What a call in doubt does (see :data:`~daimon.core.Effect`).
         inline: Run a sync function on the event loop's thread instead of a worker thread.
         localns: Extra names for resolving string annotations (the decorating scope's locals).
 
@@ -68,6 +70,7 @@ class FunctionTool(Generic[P, R]):
         "_is_async",
         "_positional",
         "description",
+        "effect",
         "function",
         "inline",
         "name",
@@ -92,6 +95,8 @@ class FunctionTool(Generic[P, R]):
     """Retries for this tool, or ``None`` to use the agent's default."""
     requires_approval: bool
     """Whether each call waits for a person's approval before it runs."""
+    effect: Effect
+    """What a call does when it is in doubt (see :data:`~daimon.core.Effect`)."""
     inline: bool
     """Whether the sync function runs on the event loop's thread (blocking it while it runs)."""
     function: Callable[P, R]
@@ -106,6 +111,7 @@ class FunctionTool(Generic[P, R]):
         timeout: float | None = None,
         retry_policy: ToolRetryPolicy | None = None,
         requires_approval: bool = False,
+        effect: Effect = "repeatable",
         inline: bool = False,
         localns: Mapping[str, Any] | None = None,
     ) -> None:
@@ -128,6 +134,7 @@ class FunctionTool(Generic[P, R]):
         self._is_async = _is_async(function)
         self.inline = _check_inline(self.name, inline, self._is_async, self.timeout)
         self.parameters_schema = self._analyse(doc.params, localns)
+        self.effect = _check_effect(self.name, effect, self._context_param)
         self.spec = ToolSpec(
             name=self.name, description=self.description, parameters=self.parameters_schema
         )
@@ -298,6 +305,19 @@ def _check_inline(name: str, inline: Any, is_async: bool, timeout: float | None)
             "function running on the event loop's thread"
         )
     return inline
+
+
+def _check_effect(name: str, effect: Any, context_param: str | None) -> Effect:
+    if effect not in EFFECTS:
+        raise BuilderError(
+            f"tool {name!r}: effect must be one of {', '.join(map(repr, EFFECTS))}, got {effect!r}"
+        )
+    if effect == "keyed" and context_param is None:
+        raise BuilderError(
+            f"tool {name!r}: a keyed tool passes ctx.idempotency_key to the service it calls; "
+            "give it a RunContext parameter to read the key from"
+        )
+    return effect  # type: ignore[no-any-return]  # checked against EFFECTS above
 
 
 def _check_timeout(name: str, timeout: Any) -> float | None:
