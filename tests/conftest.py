@@ -100,9 +100,11 @@ def service_url() -> dict[str, str]:
     """URLs of the services tests may use, by name (mark the test with ``service`` too)."""
     redis_host, redis_port = service_address("redis")
     nats_host, nats_port = service_address("nats")
+    pg_host, pg_port = service_address("postgres")
     return {
         "redis": f"redis://{redis_host}:{redis_port}/0",
         "nats": f"nats://{nats_host}:{nats_port}",
+        "postgres": f"postgresql://postgres@{pg_host}:{pg_port}/test",
     }
 
 
@@ -129,6 +131,30 @@ async def redis_prefix(redis_url: str) -> AsyncIterator[str]:
             await client.delete(*keys)
     finally:
         await client.aclose()
+
+
+# ------------------------------------------------------------------ postgres
+
+
+@pytest.fixture
+def postgres_url(service_url: dict[str, str]) -> str:
+    """The shared test PostgreSQL (mark the test with ``service("postgres")`` too)."""
+    return service_url["postgres"]
+
+
+@pytest.fixture
+async def postgres_prefix(postgres_url: str) -> AsyncIterator[str]:
+    """A table prefix no other test uses; its tables are dropped afterwards."""
+    import psycopg
+
+    name = f"t{uuid.uuid4().hex[:12]}_"
+    yield name
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE %s", (f"{name}%",)
+        )
+        for (table,) in await cursor.fetchall():
+            await conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
 
 
 @pytest.fixture

@@ -83,6 +83,7 @@ __all__ = (
     "RunCancelled",
     "RunLeasedError",
     "SchemaValidationError",
+    "SchemaVersionError",
     "SerializationError",
     "SkillError",
     "StreamClosedError",
@@ -521,3 +522,22 @@ class RunLeasedError(CheckpointConflictError):
         )
         self.owner = owner
         self.expires_at = expires_at
+
+
+class SchemaVersionError(DaimonError):
+    """A database's tables were written by a newer daimon: this one does not know their version.
+
+    Attributes:
+        component: Whose tables (``checkpoint``, ``memory``, ...).
+        found: The version the database holds.
+        known: The newest version this daimon knows.
+    """
+
+    def __init__(self, component: str, found: int, known: int) -> None:
+        super().__init__(
+            f"the database's {component} tables are at version {found}, newer than this daimon "
+            f"knows ({known}): upgrade daimon-agents to use them"
+        )
+        self.component = component
+        self.found = found
+        self.known = known
