@@ -218,6 +218,8 @@ class ToolTurn:
         try:
             output = await self._call(call)
         except EndRun as end:
+            if self._state.effects:
+                settle(self._state, key)  # it returned: its end is its result
             raise Ended(end, call) from None
         self.completed[key] = output
         if self._state.effects:
