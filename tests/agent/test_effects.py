@@ -255,7 +255,7 @@ async def test_the_run_context_shows_the_ledger(tmp_path: Path) -> None:
 
 
 def test_a_keyed_tool_must_read_its_key() -> None:
-    with pytest.raises(BuilderError, match="keyed tool .* RunContext"):
+    with pytest.raises(BuilderError, match=r"keyed tool .* RunContext"):
 
         @tool(effect="keyed")
         def charge(cents: int) -> str:
@@ -264,7 +264,7 @@ def test_a_keyed_tool_must_read_its_key() -> None:
 
 
 def test_an_unknown_effect_is_refused() -> None:
-    with pytest.raises(BuilderError, match="effect must be one of 'repeatable', 'keyed'"):
+    with pytest.raises(BuilderError, match=r"effect must be one of 'repeatable', 'keyed'"):
 
         @tool(effect="twice")  # type: ignore[call-overload]
         def charge(cents: int) -> str:

@@ -75,6 +75,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.EmptyDocumentError: (errors.KnowledgeBaseError,),
     errors.UnknownPausedRunError: (DaimonError, LookupError),
     errors.RunLeasedError: (CheckpointConflictError,),
+    errors.SchemaVersionError: (DaimonError,),
 }
 
 

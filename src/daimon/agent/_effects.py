@@ -1,5 +1,6 @@
-"""The run's effect ledger: each call of a tool that declares an effect is recorded before it runs
-and again when its result is in; a call found started but never finished is in doubt.
+"""The run's effect ledger: each call of a tool that declares an effect, before and after it runs.
+
+A call found started but never finished is in doubt.
 
 The ledger is part of the run's checkpoint (:attr:`CheckpointState.effects`), so it is written in
 the same atomic save as the rest of the run. A call's intent is saved before the call starts (one

@@ -14,6 +14,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   └── CheckpointCorruptError
     ├── CheckpointConflictError       another writer saved the run first
     │   └── RunLeasedError            another process holds the run's lease (typed owner, expiry)
+    ├── SchemaVersionError            a database's tables are newer than this daimon knows
     ├── UnknownPausedRunError         a resume names a paused run not kept (also a LookupError)
     ├── ToolError                     a tool call went wrong
     │   ├── ToolExecutionError
