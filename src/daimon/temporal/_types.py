@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from daimon.core.chat import ChatRequest, Usage
-from daimon.core.checkpoints import CheckpointState
+from daimon.core.checkpoints import CheckpointState, EffectRecord
 from daimon.core.errors import BuilderError
 from daimon.core.events import StreamEvent
 from daimon.core.messages import Message, ToolCall
@@ -188,4 +188,7 @@ class RunStatus:
     pending_approvals: tuple[ApprovalRequest, ...] = ()
     events: int = 0
     """How many stream events the run has recorded (see the ``events`` query)."""
+    effects: dict[str, EffectRecord] = field(default_factory=dict[str, EffectRecord])
+    """The run's effect ledger (``RunContext.effects``): each call of a tool that declares an
+    effect, by call id, and where it stands (started, completed, in doubt, skipped)."""
     kind: Literal["temporal_run_status"] = field(default="temporal_run_status", init=False)
