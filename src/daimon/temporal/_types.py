@@ -46,7 +46,9 @@ class ActivityOptions:
     is a result the model reads, as in a plain run. A ``SerializationError`` (a value Temporal
     cannot carry) is never retried. Each activity heartbeats every ``HEARTBEAT`` (2) seconds,
     which is how a cancellation reaches it; one that misses ``heartbeat_timeout`` seconds (its
-    worker died) is run again on another worker.
+    worker died) is run again on another worker. Not a tool call whose tool declares
+    ``effect="once"`` or ``"ask"``: its activity has one attempt (its tool's own errors are
+    retried within it), and a lost one leaves the call in doubt, decided as the tool declared.
     """
 
     model_timeout: float = 300.0
