@@ -370,6 +370,22 @@ class CheckpointConformance:
             await old.acquire("r")
         assert await _iterations(new, "r") == [1, 2]
 
+    async def test_delete_removes_the_runs_lease(self, make_checkpoint: CheckpointFactory) -> None:
+        """Deleting a run removes its live lease too: the id can be leased and run again at once."""
+        holder, other = await make_checkpoint(), await make_checkpoint()
+        await holder.acquire("r")
+        await holder.save(_state("r", 1))
+        await other.acquire("leased-only")  # a run leased before its first save
+        await other.delete("r")
+        await holder.delete("leased-only")
+        again = await other.acquire("r")
+        assert again.run_id == "r" and again.owner
+        assert await other.load("r") is None
+        await other.save(_state("r", 2))
+        assert await _iterations(other, "r") == [2]
+        assert (await holder.acquire("leased-only")).run_id == "leased-only"
+        assert await holder.list_runs() == ["r"]
+
     @pytest.mark.parametrize("stagger_ms", [0, 10, 50, 200])
     async def test_staggered_resumers_run_a_pending_tool_once(
         self, make_checkpoint: CheckpointFactory, stagger_ms: int
