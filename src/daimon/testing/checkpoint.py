@@ -17,7 +17,7 @@ Beyond the :class:`daimon.core.Checkpoint` protocol, the suite checks the method
 daimon backend has (a handle that has not seen a run's newest checkpoint cannot save over it), and
 run leases (:class:`daimon.core.RunLeases`, option ``lease``): agents resuming a run that died
 inside a tool call, started 0 to 200 ms apart, run the tool once; a dead owner's lease is taken
-over once it expires, and the dead owner can no longer save.
+over once it expires, and the dead owner can no longer save; deleting a run removes its lease too.
 """
 
 from __future__ import annotations
