@@ -19,6 +19,7 @@ from daimon.core import (
     CheckpointConflictError,
     CheckpointCorruptError,
     CheckpointState,
+    DaimonError,
     SchemaVersionError,
     SerializationError,
     codec,
@@ -372,3 +373,12 @@ def test_a_url_or_a_pool_is_required() -> None:
         PostgresCheckpoint("")
     with pytest.raises(BuilderError, match="AsyncConnectionPool"):
         PostgresCheckpoint(42)
+
+
+async def test_aclose_is_idempotent_and_final(postgres_url: str, postgres_prefix: str) -> None:
+    store = PostgresCheckpoint(postgres_url, prefix=postgres_prefix)
+    await store.save(CheckpointState(run_id="r", iteration=1))
+    await store.aclose()
+    await store.aclose()
+    with pytest.raises(DaimonError, match="closed"):
+        await store.load("r")

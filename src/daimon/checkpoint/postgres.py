@@ -297,6 +297,7 @@ class PostgresCheckpoint(BaseCheckpoint):
         """Close the pool if this handle opened it; safe to call again."""
         async with self._lock:
             self._closed = True
+            self._ready = False
             if self._owned and self._pool is not None:
                 pool, self._pool = self._pool, None
                 await pool.close()
