@@ -25,6 +25,8 @@ _SCHEMES: dict[str, tuple[str, str]] = {
     "grpcs": ("daimon.distributed.brokers.grpc", "GrpcBroker"),
     "pubsub": ("daimon.distributed.brokers.pubsub", "PubSubBroker"),
     "sb": ("daimon.distributed.brokers.servicebus", "ServiceBusBroker"),
+    "postgresql": ("daimon.distributed.brokers.postgres", "PostgresBroker"),
+    "postgres": ("daimon.distributed.brokers.postgres", "PostgresBroker"),
 }
 
 
@@ -50,7 +52,8 @@ def broker_from_url(url: str, **options: Any) -> Broker:
 
     Schemes: ``memory``, ``redis``/``rediss``/``unix`` (Redis Streams), ``nats``/``tls`` (NATS
     JetStream), ``amqp``/``amqps`` (RabbitMQ), ``sqs`` (Amazon SQS), ``grpc``/``grpcs`` (the
-    daimon broker service), ``pubsub`` (Google Pub/Sub). Options are the broker's keyword
+    daimon broker service), ``pubsub`` (Google Pub/Sub), ``postgresql``/``postgres`` (a
+    PostgreSQL table, its own task store). Options are the broker's keyword
     arguments, such as ``lease``, ``max_deliver`` and ``queue``. RabbitMQ, SQS and Pub/Sub keep
     task states in a store: give ``store="redis://..."`` (a store made from a URL is closed
     with the broker).

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from daimon.distributed.brokers.grpc import GrpcBroker, GrpcBrokerServer
     from daimon.distributed.brokers.memory import MemoryBroker
     from daimon.distributed.brokers.nats import NatsBroker
+    from daimon.distributed.brokers.postgres import PostgresBroker
     from daimon.distributed.brokers.pubsub import PubSubBroker
     from daimon.distributed.brokers.rabbitmq import RabbitMQBroker
     from daimon.distributed.brokers.redis import RedisBroker, RedisTaskStore
@@ -25,6 +26,7 @@ __all__ = (
     "GrpcBrokerServer",
     "MemoryBroker",
     "NatsBroker",
+    "PostgresBroker",
     "PubSubBroker",
     "RabbitMQBroker",
     "RedisBroker",
@@ -39,6 +41,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "GrpcBrokerServer": ("daimon.distributed.brokers.grpc", "GrpcBrokerServer"),
     "MemoryBroker": ("daimon.distributed.brokers.memory", "MemoryBroker"),
     "NatsBroker": ("daimon.distributed.brokers.nats", "NatsBroker"),
+    "PostgresBroker": ("daimon.distributed.brokers.postgres", "PostgresBroker"),
     "PubSubBroker": ("daimon.distributed.brokers.pubsub", "PubSubBroker"),
     "RabbitMQBroker": ("daimon.distributed.brokers.rabbitmq", "RabbitMQBroker"),
     "RedisBroker": ("daimon.distributed.brokers.redis", "RedisBroker"),
