@@ -10,8 +10,8 @@ Usage (from the repository root; Redis on 127.0.0.1:6379 for the ``redis`` store
 The run: a ``FunctionModel`` asks for ``add(a=2, b=3)``, the tool runs (``async def``), the model
 answers; every run has a new ``run_id`` and every answer is checked. Stores: ``none`` (no
 checkpoint: nothing is recorded whatever the effect), ``file`` (``FileCheckpoint`` in a temporary
-folder, fsynced), ``redis`` (``RedisCheckpoint``, local), ``postgres`` (no such store yet: its row
-says so; :func:`open_store` is where to open it once there is one).
+folder, fsynced), ``redis`` (``RedisCheckpoint``, local), ``postgres`` (``PostgresCheckpoint`` on
+the local PostgreSQL, under a table prefix of its own, dropped afterwards).
 
 Each round starts fresh interpreters with a tree's ``src`` first on ``PYTHONPATH``, one after
 the other: ``ledger`` (``--after``, every store with both effects), then with ``--before`` also
@@ -45,6 +45,7 @@ from typing import Any
 
 HERE_SRC = Path(__file__).resolve().parent.parent / "src"
 REDIS_URL = "redis://127.0.0.1:6379/0"
+POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 EFFECTS = ("repeatable", "once")
 BLOCKS = 10
 """Blocks per cell and round: the cells of one interpreter take turns, a block each."""
@@ -91,12 +92,8 @@ async def open_store(kind: str) -> AsyncIterator[Any]:
         async with open_redis() as store:
             yield store
     elif kind == "postgres":
-        import daimon.checkpoint
-
-        if not hasattr(daimon.checkpoint, "PostgresCheckpoint"):
-            raise StoreMissing("not a checkpoint store yet")
-        raise StoreMissing("daimon.checkpoint.PostgresCheckpoint exists: open it in open_store()")
-        yield  # unreachable: keeps this an async generator
+        async with open_postgres() as store:
+            yield store
     else:
         raise SystemExit(f"unknown store {kind!r}: none, file, redis or postgres")
 
@@ -115,6 +112,25 @@ async def open_redis() -> AsyncIterator[Any]:
     if keys:
         await client.delete(*keys)
     await client.aclose()
+
+
+@asynccontextmanager
+async def open_postgres() -> AsyncIterator[Any]:
+    import daimon.checkpoint
+
+    if not hasattr(daimon.checkpoint, "PostgresCheckpoint"):
+        raise StoreMissing("not a checkpoint store in this tree")
+    import psycopg
+
+    prefix = f"bench_{uuid.uuid4().hex[:12]}_"
+    async with daimon.checkpoint.PostgresCheckpoint.from_url(POSTGRES_URL, prefix=prefix) as store:
+        yield store
+    async with await psycopg.AsyncConnection.connect(POSTGRES_URL, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE %s", (f"{prefix}%",)
+        )
+        for (table,) in await cursor.fetchall():
+            await conn.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
 
 
 async def check_ledger(store: Any, run_id: str, effect: str) -> None:
