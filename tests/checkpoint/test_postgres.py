@@ -229,7 +229,7 @@ async def test_a_takeover_waits_for_a_save_in_flight(
 ) -> None:
     """The save holds the lease row while it writes: a takeover starting meanwhile waits for it,
     then the new holder loads what the old one saved."""
-    holder = PostgresCheckpoint(postgres_url, prefix=postgres_prefix, lease=0.3)
+    holder = PostgresCheckpoint(postgres_url, prefix=postgres_prefix, lease=1.0)
     taker = PostgresCheckpoint(postgres_url, prefix=postgres_prefix)
     try:
         lease = await holder.acquire("r")

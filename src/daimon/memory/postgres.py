@@ -32,7 +32,7 @@ from daimon.kit.sql_schema import DEFAULT_PREFIX, Schema, check_prefix, migrate
 psycopg = require("psycopg", extra="postgres")
 psycopg_pool = require("psycopg_pool", extra="postgres")
 
-__all__ = ("SCHEMA", "PostgresMemory")
+__all__ = ("PostgresMemory", "SCHEMA")
 
 T = TypeVar("T")
 
