@@ -87,6 +87,28 @@ def nats_target(url: str) -> Target:
     )
 
 
+async def _drop_rabbitmq(url: str, redis_url: str, queue: str) -> None:
+    import aio_pika
+
+    connection = await aio_pika.connect(url)
+    async with connection:
+        channel = await connection.channel()
+        for name in (queue, f"{queue}.delay", f"{queue}.dead"):
+            await channel.queue_delete(name)
+        await channel.exchange_delete(f"{queue}.dlx")
+    await _drop_redis(redis_url, f"daimon:{{{queue}}}:*")
+
+
+def rabbitmq_target(url: str, redis_url: str) -> Target:
+    queue = f"fault.{uuid.uuid4().hex[:10]}"
+    return Target(
+        "rabbitmq",
+        url,
+        {"queue": queue, "store": redis_url},
+        lambda: _drop_rabbitmq(url, redis_url, queue),
+    )
+
+
 # --- Worker processes.
 
 

@@ -48,6 +48,7 @@ from ._fleet import (
     _drop_redis,
     count,
     nats_target,
+    rabbitmq_target,
     redis_target,
     report,
     submit_all,
@@ -67,28 +68,6 @@ pytestmark = pytest.mark.skipif(
 
 
 # --- Brokers under test.
-
-
-async def _drop_rabbitmq(url: str, redis_url: str, queue: str) -> None:
-    import aio_pika
-
-    connection = await aio_pika.connect(url)
-    async with connection:
-        channel = await connection.channel()
-        for name in (queue, f"{queue}.delay", f"{queue}.dead"):
-            await channel.queue_delete(name)
-        await channel.exchange_delete(f"{queue}.dlx")
-    await _drop_redis(redis_url, f"daimon:{{{queue}}}:*")
-
-
-def rabbitmq_target(url: str, redis_url: str) -> Target:
-    queue = f"fault.{uuid.uuid4().hex[:10]}"
-    return Target(
-        "rabbitmq",
-        url,
-        {"queue": queue, "store": redis_url},
-        lambda: _drop_rabbitmq(url, redis_url, queue),
-    )
 
 
 def grpc_target(address: str, stop: Callable[[], None] = lambda: None) -> Target:
