@@ -240,6 +240,89 @@ async def until_done(fleet: Fleet, least: int, within: float) -> None:
         await asyncio.sleep(0.2)
 
 
+@dataclass
+class Tally:
+    """What the runs' calls did, checked call by call against the log and the final state."""
+
+    in_doubt: Counter[str] = field(default_factory=Counter)
+    """Calls in doubt after a kill, by policy (an execution, or an intent, whose result was
+    never saved)."""
+    again: Counter[str] = field(default_factory=Counter)
+    """Executions beyond a call's first, by policy."""
+    unknown_started: int = 0
+    """Executions of the ``once`` calls the model was told are UNKNOWN_OUTCOME."""
+    ended_unsaved: int = 0
+    """Executions that ended but whose result no save kept (the kill came between)."""
+    repeated_after_record: list[str] = field(default_factory=list)
+
+    def check(self, state: CheckpointState, call_id: str, call: Call) -> None:
+        """Tally one call; note it when it started again after its result was saved."""
+        policy, run = POLICY[call_id], state.run_id
+        text = result_of(state, call_id)
+        executions = [e for _, e in call.starts]
+        recorded = text.partition(" ")[0].partition("@")[2]
+        self.again[policy] += max(len(executions) - 1, 0)
+        self.ended_unsaved += sum(1 for e in executions if e in call.ends and e != recorded)
+        check_ledger(state, call_id, text, executions)
+        if text == UNKNOWN_OUTCOME:
+            self.in_doubt[policy] += 1
+            self.unknown_started += len(executions)
+        else:
+            assert recorded in executions, f"{run} {call_id}: {text} never started"
+            assert recorded in call.ends, f"{run} {call_id}: {text} never ended"
+            self.in_doubt[policy] += executions.index(recorded) > 0
+            if executions[-1] != recorded:  # started again after the recorded one
+                self.repeated_after_record.append(
+                    f"{run} {call_id}: started {executions}, its result from {recorded}"
+                )
+        for line, execution in call.saved:  # a start after a save that held a result
+            if later := [e for at, e in call.starts if at > line]:
+                self.repeated_after_record.append(
+                    f"{run} {call_id}: {later} started after {execution}'s result was saved"
+                )
+
+    def summary(self) -> str:
+        doubt, again = self.in_doubt, self.again
+        return (
+            f"in doubt: repeatable {doubt['repeatable']}, keyed {doubt['keyed']}, once "
+            f"{doubt['once']} (UNKNOWN_OUTCOME; {self.unknown_started} of them had started); "
+            f"{self.ended_unsaved} executions ended but no save kept their result; "
+            f"re-executions: repeatable {again['repeatable']}, keyed {again['keyed']}, once "
+            f"{again['once']}, after a saved result {len(self.repeated_after_record)}"
+        )
+
+
+def check_ledger(state: CheckpointState, call_id: str, text: str, executions: list[str]) -> None:
+    """The run's effect ledger agrees with the log: status, and an intent per execution."""
+    record = state.effects.get(call_id)
+    if POLICY[call_id] == "repeatable":
+        assert record is None, f"{state.run_id}: a repeatable call in the ledger: {record}"
+        return
+    assert record is not None, f"{state.run_id}: {call_id} missing from the ledger"
+    if text == UNKNOWN_OUTCOME:
+        assert POLICY[call_id] == "once", f"{state.run_id} {call_id}: {text}"
+        assert record.status == "in_doubt", record
+    else:
+        assert record.status == "completed", record
+    assert record.attempts >= len(executions), (record, executions)
+    if POLICY[call_id] == "once":
+        assert record.attempts == 1, record
+
+
+def check_card_service(
+    runs: list[str], received: list[tuple[str, str]], applied: list[tuple[str, str]]
+) -> None:
+    """Each run's charge was applied once, under the one key every attempt sent."""
+    applied_per_run = Counter(run for _, run in applied)
+    assert sorted(applied_per_run) == sorted(runs), "a run's charge was never applied"
+    assert max(applied_per_run.values()) == 1, "a charge applied twice"
+    keys: dict[str, set[str]] = defaultdict(set)
+    for key, run in received:
+        keys[run].add(key)
+    changed = {run: k for run, k in keys.items() if k != {f"{run}:c-charge"}}
+    assert not changed, f"a call's idempotency key changed between attempts: {changed}"
+
+
 # --- The test.
 
 
@@ -292,50 +375,19 @@ async def test_killed_workers_never_repeat_a_recorded_or_once_call(
 
     lost = [r for r in runs if statuses[r].state is not TaskState.COMPLETED]
     assert not lost, f"{len(lost)} runs did not complete: {[statuses[r] for r in lost[:5]]}"
+    tally = Tally()
     calls = calls_from(events)
-    repeated_after_record: list[str] = []
-    in_doubt: Counter[str] = Counter()
-    again: Counter[str] = Counter()
-    unknown_started = ended_in_doubt = 0
     for run in runs:
         state = states[run]
         assert state is not None and state.progress is not None, run
         assert state.progress.status == "completed", (run, state.progress)
         result = statuses[run].result
         assert result is not None and result.output == state.progress.text, run
-        for call_id, policy in POLICY.items():
-            call = calls[run, call_id]
-            text = result_of(state, call_id)
-            executions = [e for _, e in call.starts]
-            again[policy] += max(len(executions) - 1, 0)
-            recorded = text.partition(" ")[0].partition("@")[2]
-            ended_in_doubt += sum(1 for e in executions if e in call.ends and e != recorded)
-            if text == UNKNOWN_OUTCOME:
-                assert policy == "once", f"{run} {call_id}: {text}"
-                in_doubt[policy] += 1
-                unknown_started += len(executions)
-            else:
-                assert recorded in executions, f"{run} {call_id}: {text} never started"
-                assert recorded in call.ends, f"{run} {call_id}: {recorded} never ended"
-                in_doubt[policy] += executions.index(recorded) > 0
-                if executions[-1] != recorded:  # started again after the recorded one
-                    repeated_after_record.append(
-                        f"{run} {call_id}: started {executions}, its result from {recorded}"
-                    )
-            for line, execution in call.saved:  # a start after a save that held a result
-                later = [e for at, e in call.starts if at > line]
-                if later:
-                    repeated_after_record.append(
-                        f"{run} {call_id}: {later} started after {execution}'s result was saved"
-                    )
-    assert not repeated_after_record, repeated_after_record[:10]
-    assert again["once"] == 0, f"{again['once']} once calls ran again"
-
-    applied_per_run = Counter(run for _, run in applied)
-    keys_per_run = {run: {key for key, r in received if r == run} for run in runs}
-    assert sorted(applied_per_run) == sorted(runs), "a run's charge was never applied"
-    assert max(applied_per_run.values()) == 1, "a charge applied twice"
-    assert all(keys == {f"{r}:c-charge"} for r, keys in keys_per_run.items()), "a key changed"
+        for call_id in POLICY:
+            tally.check(state, call_id, calls[state.run_id, call_id])
+    assert not tally.repeated_after_record, tally.repeated_after_record[:10]
+    assert tally.again["once"] == 0, f"{tally.again['once']} once calls ran again"
+    check_card_service(runs, received, applied)
     kills = sum(1 for e in events if e[0] == "start") - 2
     assert kills == KILLS
     cut = cut_short(events)
@@ -343,12 +395,7 @@ async def test_killed_workers_never_repeat_a_recorded_or_once_call(
     report(
         capsys,
         f"[{setup.target.name}] {RUNS} runs, {KILLS} SIGKILLs ({len(cut)} mid-tool, cutting "
-        f"{sum(cut.values())} executions short; lease "
-        f"{LEASE:g}s): {RUNS - len(lost)}/{RUNS} completed; in doubt: "
-        f"repeatable {in_doubt['repeatable']}, keyed {in_doubt['keyed']}, "
-        f"once {in_doubt['once']} (UNKNOWN_OUTCOME; {unknown_started} had started); "
-        f"{ended_in_doubt} executions ended but their result was never saved; "
-        f"re-executions: repeatable {again['repeatable']}, keyed {again['keyed']}, once "
-        f"{again['once']}, after a recorded result {len(repeated_after_record)}; card service: "
-        f"{len(received)} received, {len(applied)} applied; {elapsed:.1f}s",
+        f"{sum(cut.values())} executions short; lease {LEASE:g}s): {RUNS - len(lost)}/{RUNS} "
+        f"completed; {tally.summary()}; card service: {len(received)} received, "
+        f"{len(applied)} applied; {elapsed:.1f}s",
     )
