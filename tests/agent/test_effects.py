@@ -11,7 +11,14 @@ import pytest
 from daimon import Agent, ChatRequest, ChatResponse, Role, RunContext, ToolCall, tool
 from daimon.agent._effects import UNKNOWN_OUTCOME
 from daimon.checkpoint import FileCheckpoint, RedisCheckpoint
-from daimon.core import ApprovalDecision, BuilderError, CheckpointState, EffectRecord, codec
+from daimon.core import (
+    ApprovalDecision,
+    BuilderError,
+    CheckpointState,
+    EffectRecord,
+    ToolOutput,
+    codec,
+)
 from daimon.core.protocols import Checkpoint
 from daimon.models import FunctionModel
 
@@ -330,3 +337,34 @@ async def test_a_call_that_ends_the_run_is_recorded_completed(tmp_path: Path) ->
 
     assert done.text == "charged 5"
     assert (await FileCheckpoint(tmp_path).load("r-end")).effects["c1"].status == "completed"  # type: ignore[union-attr]
+
+
+async def test_a_runner_stalled_past_its_lease_starts_no_call(tmp_path: Path) -> None:
+    """The lease ran out between the last save and the tool (the event loop was blocked)."""
+    import time
+
+    from daimon.core import CheckpointConflictError
+    from daimon.extensions import CallTool, Extension
+    from daimon.state import RunState
+
+    calls: list[int] = []
+
+    class Stall(Extension):
+        async def wrap_tool_call(
+            self, call: ToolCall, ctx: RunState, call_next: CallTool
+        ) -> ToolOutput:
+            time.sleep(0.35)  # noqa: ASYNC251  # blocks the loop past the 0.2 s lease
+            return await call_next(call)
+
+    @tool
+    async def charge(cents: int) -> str:
+        """Charge a card."""
+        calls.append(cents)
+        return f"{cents} cents"
+
+    store = FileCheckpoint(tmp_path, lease=0.2)
+    agent = Agent(FunctionModel(one_call), tools=[charge], checkpoint=store, extensions=[Stall()])
+    with pytest.raises(CheckpointConflictError, match="lease ended before the tool call"):
+        await agent.prompt("pay", run_id="r-stall")
+
+    assert calls == []

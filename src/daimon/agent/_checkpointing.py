@@ -93,6 +93,14 @@ class RunCheckpointer:
         """
         self._hold.release()
 
+    def check_lease(self) -> None:
+        """Refuse to start tool calls once the run's lease may have ended (see RunHold.check).
+
+        Raises:
+            CheckpointConflictError: The lease ended: another process may be running the run.
+        """
+        self._hold.check()
+
     async def end_lease(self) -> None:
         """Stop renewing the run's lease and give it up (safe to call when none is held).
 

@@ -29,14 +29,14 @@ if TYPE_CHECKING:
 __all__ = ("UNKNOWN_OUTCOME", "effect_of", "intend", "settle", "settle_doubts")
 
 UNKNOWN_OUTCOME = (
-    "The outcome of this call is unknown: it started, but the process running it stopped before "
-    "its result was recorded, so it may or may not have taken effect. It was not run again."
+    "The outcome of this call is unknown: the process running it stopped before its result was "
+    "recorded, so it may or may not have taken effect. It was not run again."
 )
 """What the model reads for a ``once`` call in doubt."""
 
 _NOT_RUN_AGAIN = (
-    "The outcome of this call is unknown: it started, but the process running it stopped before "
-    "its result was recorded. A person decided not to run it again{reason}"
+    "The outcome of this call is unknown: the process running it stopped before its result was "
+    "recorded. A person decided not to run it again{reason}"
 )
 
 

@@ -528,6 +528,8 @@ class Run:
         """
         agent = self.agent
         assert self._rollup is not None
+        if self._checkpointer is not None:  # a runner stalled past its lease starts no tool
+            self._checkpointer.check_lease()
         called = agent.tools.run(
             call,
             self.state.for_call(call.id, call.name),  # a view: nothing copied

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 
 from daimon.core.checkpoints import Lease, RunLeases
 from daimon.core.errors import CheckpointConflictError
@@ -34,7 +36,7 @@ def leasing(store: object) -> RunLeases | None:
 class RunHold:
     """One run's place: held in this process, and its lease held while the run goes on."""
 
-    __slots__ = ("_held", "_lease", "_leases", "_renewer", "_stop", "_store")
+    __slots__ = ("_deadline", "_held", "_lease", "_leases", "_renewer", "_stop", "_store")
 
     def __init__(self, store: object) -> None:
         self._store = store
@@ -43,6 +45,8 @@ class RunHold:
         self._lease: Lease | None = None
         self._stop: asyncio.Event | None = None
         self._renewer: asyncio.Task[None] | None = None
+        self._deadline = math.inf
+        """``time.monotonic()`` after which the lease may have ended (from before each request)."""
 
     def hold(self, run_id: str) -> None:
         """Mark the run as in progress in this process until :meth:`release`.
@@ -78,9 +82,30 @@ class RunHold:
         store = self._leases
         if store is None:
             return
+        asked = time.monotonic()
         self._lease = await store.acquire(run_id)
+        self._deadline = asked + store.lease
         self._stop = asyncio.Event()
         self._renewer = asyncio.create_task(self._renew(store, store.lease / 3, self._stop))
+
+    def check(self) -> None:
+        """Refuse to go on once the lease may have ended (by this process's clock).
+
+        Called right before each tool runs: a runner stalled past its lease must not start a
+        call the run's new owner may start too (its next save would be refused, but too late).
+
+        Raises:
+            CheckpointConflictError: The lease ended: the run may be someone else's now.
+        """
+        lease = self._lease
+        if lease is not None and time.monotonic() >= self._deadline:
+            raise CheckpointConflictError(
+                lease.run_id,
+                None,
+                None,
+                message=f"run {lease.run_id!r}: its lease ended before the tool call could start "
+                "(another process may be running it now)",
+            )
 
     async def end(self) -> None:
         """Stop renewing the run's lease and give it up (safe to call when none is held).
@@ -110,10 +135,14 @@ class RunHold:
             lease = self._lease
             if lease is None:
                 return
+            asked = time.monotonic()
             try:
                 self._lease = await store.renew(lease)
             except CheckpointConflictError as exc:  # the run's next save is refused
                 _log.warning("run %r lost its lease: %s", lease.run_id, exc)
+                self._deadline = -math.inf
                 return
             except Exception as exc:  # tried again next time; saves stop at the lease's end
                 _log.warning("could not renew the lease of run %r: %s", lease.run_id, exc)
+            else:
+                self._deadline = asked + store.lease
