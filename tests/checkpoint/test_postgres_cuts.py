@@ -12,9 +12,11 @@ may be half-applied (a task failed without its dead letter, a checkpoint row alt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import random
 import time
+import urllib.parse
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -78,6 +80,7 @@ class Cutter:
     url: str
     app: str
     rng: random.Random
+    name = "terminated"
     cuts: Counter[str] = field(default_factory=Counter)
     """Backends terminated, by what they were doing: ``mid-write`` (in the trigger's sleep, the
     row written and not committed), ``active``, ``idle in transaction``, ``idle``."""
@@ -97,11 +100,133 @@ class Cutter:
                 for what, done in await cursor.fetchall():
                     self.cuts[what] += bool(done)
 
+    @property
+    def store_url(self) -> str:
+        """The URL the stores under test use: their backends carry ``app``."""
+        return f"{self.url}?application_name={self.app}"
+
     def stop(self) -> None:
         self._stop.set()
 
     def summary(self) -> str:
-        return ", ".join(f"{n} {what}" for what, n in sorted(self.cuts.items()))
+        return "backends terminated: " + ", ".join(
+            f"{n} {what}" for what, n in sorted(self.cuts.items())
+        )
+
+    def check(self) -> None:
+        """Enough cuts landed mid-transaction to prove anything."""
+        mid = self.cuts["mid-write"] + self.cuts["active"] + self.cuts["idle in transaction"]
+        assert mid >= 20, f"too few cuts mid-transaction: {self.cuts}"
+
+
+@dataclass
+class LostReplies:
+    """A TCP proxy to PostgreSQL that now and then drops the server's reply and closes the
+    connection: the server did the work (a write committed), the client never hears of it.
+
+    A reply to a statement in autocommit comes after its commit (PostgreSQL flushes at the
+    protocol's Sync), so a dropped reply to a write is an acknowledgement lost, the write done.
+    """
+
+    url: str
+    rng: random.Random
+    rate: float = 0.08
+    """Chance that a reply (a chunk the server sent, after the connection's first) is dropped."""
+    name = "lost replies"
+    dropped: int = 0
+    _active: bool = False
+    _server: asyncio.Server | None = None
+    _links: set[asyncio.Task[None]] = field(default_factory=set)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def store_url(self) -> str:
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        return self.url.replace(f"{self._upstream[0]}:{self._upstream[1]}", f"127.0.0.1:{port}")
+
+    @property
+    def _upstream(self) -> tuple[str, int]:
+        parts = urllib.parse.urlsplit(self.url)
+        return parts.hostname or "127.0.0.1", parts.port or 5432
+
+    async def open(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+
+    async def run(self) -> None:
+        """Drop replies until :meth:`stop` (set-up before this is left alone)."""
+        self._active = True
+        await self._stop.wait()
+        self._active = False
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def aclose(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for link in self._links:
+            link.cancel()
+        await asyncio.gather(*self._links, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        link = asyncio.current_task()
+        assert link is not None
+        self._links.add(link)
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        except OSError:
+            writer.close()
+            self._links.discard(link)
+            return
+        try:
+            pumps = [self._pump(reader, up_writer, False), self._pump(up_reader, writer, True)]
+            await asyncio.gather(*pumps)
+        finally:
+            for end in (writer, up_writer):
+                end.close()
+            self._links.discard(link)
+
+    async def _pump(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, replies: bool
+    ) -> None:
+        """Copy ``reader`` to ``writer``; from the server, drop a reply now and then and hang up."""
+        first = True
+        with contextlib.suppress(OSError):
+            while chunk := await reader.read(65536):
+                lose = replies and not first and self._active
+                if lose and self.rng.random() < self.rate:
+                    self.dropped += 1
+                    break  # both ends are closed: the client sees the connection lost
+                first = False
+                writer.write(chunk)
+                await writer.drain()
+        writer.close()
+
+    def summary(self) -> str:
+        return f"replies dropped (connection closed after the server answered): {self.dropped}"
+
+    def check(self) -> None:
+        assert self.dropped >= 20, f"too few replies dropped to prove anything: {self.dropped}"
+
+
+Fault = Cutter | LostReplies
+
+
+@pytest.fixture(params=["terminate", "lost-reply"])
+async def fault(
+    request: pytest.FixtureRequest, postgres_url: str, app: str
+) -> AsyncIterator[Fault]:
+    """What cuts the stores' connections: ``pg_terminate_backend``, or replies lost in a proxy."""
+    if request.param == "terminate":
+        yield Cutter(postgres_url, app, random.Random(7))
+        return
+    proxy = LostReplies(postgres_url, random.Random(7))
+    await proxy.open()
+    try:
+        yield proxy
+    finally:
+        await proxy.aclose()
 
 
 async def _until_it_works(call: Callable[[], Awaitable[T]], within: float = 30.0) -> T:
@@ -168,20 +293,19 @@ async def saver(store: PostgresCheckpoint, run_id: str, leased: bool, log: SaveL
 
 
 async def test_no_acknowledged_checkpoint_is_lost_nor_a_failed_one_half_written(
-    postgres_url: str, postgres_prefix: str, app: str, capsys: pytest.CaptureFixture[str]
+    postgres_url: str, postgres_prefix: str, fault: Fault, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cut_url = f"{postgres_url}?application_name={app}"
-    store = PostgresCheckpoint(cut_url, prefix=postgres_prefix, lease=60.0, max_size=RUNS)
+    store = PostgresCheckpoint(fault.store_url, prefix=postgres_prefix, lease=60.0, max_size=RUNS)
     await store.setup()
     await slow_writes(postgres_url, postgres_prefix, ["checkpoints", "checkpoint_leases"])
-    cutter, log = Cutter(postgres_url, app, random.Random(7)), SaveLog()
+    log = SaveLog()
     runs = [f"run-{n}" for n in range(RUNS)]
     started = time.monotonic()
-    cutting = asyncio.create_task(cutter.run())
+    cutting = asyncio.create_task(fault.run())
     try:
         await asyncio.gather(*(saver(store, r, n % 2 == 0, log) for n, r in enumerate(runs)))
     finally:
-        cutter.stop()
+        fault.stop()
         await cutting
         await store.aclose()
     elapsed = time.monotonic() - started
@@ -206,11 +330,11 @@ async def test_no_acknowledged_checkpoint_is_lost_nor_a_failed_one_half_written(
     acked = sum(map(len, log.acked.values()))
     raised = sum(map(len, log.raised.values()))
     assert acked + raised == RUNS * SAVES
-    assert sum(cutter.cuts.values()) >= 20, f"too few cuts to prove anything: {cutter.cuts}"
+    fault.check()
     with capsys.disabled():
         print(
-            f"\n[postgres cuts, checkpoints] {RUNS * SAVES} saves in {elapsed:.1f}s, "
-            f"{log.renewals} lease renewals; backends terminated: {cutter.summary()}; "
+            f"\n[postgres cuts, checkpoints: {fault.name}] {RUNS * SAVES} saves in "
+            f"{elapsed:.1f}s, {log.renewals} lease renewals; {fault.summary()}; "
             f"{acked} acknowledged, all stored intact; {raised} raised ({dict(log.errors)}): "
             f"{in_doubt_written} of them stored whole (in doubt), the rest not at all"
         )
@@ -322,9 +446,8 @@ async def broker_rows(url: str, prefix: str, queue: str) -> tuple[dict[str, Any]
 
 
 async def test_no_acknowledged_submit_or_settle_is_lost_nor_a_failed_one_half_applied(
-    postgres_url: str, postgres_prefix: str, app: str, capsys: pytest.CaptureFixture[str]
+    postgres_url: str, postgres_prefix: str, fault: Fault, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cut_url = f"{postgres_url}?application_name={app}"
     queue = f"cuts-{uuid.uuid4().hex[:8]}"
     options: dict[str, Any] = {
         "queue": queue,
@@ -334,14 +457,14 @@ async def test_no_acknowledged_submit_or_settle_is_lost_nor_a_failed_one_half_ap
         "poll": 0.1,
         "connect_timeout": 2.0,
     }
-    handles = [PostgresBroker(cut_url, **options) for _ in range(3)]
+    handles = [PostgresBroker(fault.store_url, **options) for _ in range(3)]
     client, workers = handles[0], handles[1:]
     await client.setup()
     await slow_writes(postgres_url, postgres_prefix, ["broker_tasks", "broker_dead"])
-    cutter, log, stop = Cutter(postgres_url, app, random.Random(11)), BrokerLog(), asyncio.Event()
+    log, stop = BrokerLog(), asyncio.Event()
     ids = [f"task-{n}" for n in range(1, TASKS + 1)]
     started = time.monotonic()
-    cutting = asyncio.create_task(cutter.run())
+    cutting = asyncio.create_task(fault.run())
     consuming = [asyncio.create_task(consumer(w, log, stop)) for w in workers for _ in range(4)]
     try:
         await asyncio.gather(*(submitter(client, ids[k::4], log) for k in range(4)))
@@ -350,7 +473,7 @@ async def test_no_acknowledged_submit_or_settle_is_lost_nor_a_failed_one_half_ap
             assert time.monotonic() < deadline, f"{TASKS - ended} submitted tasks never ended"
             await asyncio.sleep(0.2)
     finally:
-        cutter.stop()
+        fault.stop()
         stop.set()
         await cutting
         await asyncio.gather(*consuming)
@@ -374,16 +497,18 @@ async def test_no_acknowledged_submit_or_settle_is_lost_nor_a_failed_one_half_ap
         expected = "failed" if number(task_id) % DEAD_EVERY == 0 else "completed"
         assert state == expected, (task_id, rows[task_id])
     delivered = Counter(t for t, _ in log.deliveries)
-    retried = sum(1 for t in ids if number(t) % RETRY_EVERY == 0 and number(t) % DEAD_EVERY)
+    attempts: dict[str, set[int]] = defaultdict(set)
+    for task_id, attempt in log.deliveries:
+        attempts[task_id].add(attempt)
+    lost_claims = sum(max(seen) - len(seen) for seen in attempts.values())
     assert set(delivered) == set(ids)
-    mid = cutter.cuts["mid-write"] + cutter.cuts["active"] + cutter.cuts["idle in transaction"]
-    assert mid >= 20, f"too few cuts mid-transaction to prove anything: {cutter.cuts}"
+    fault.check()
     with capsys.disabled():
         print(
-            f"\n[postgres cuts, broker] {TASKS} tasks in {elapsed:.1f}s; backends terminated: "
-            f"{cutter.summary()}; {log.submit_errors} submit calls raised and were sent again; "
-            f"{len(log.deliveries)} deliveries ({retried} second ones of the retried tasks, "
-            f"{len(log.deliveries) - TASKS - retried} after a claim or a lease was lost), "
+            f"\n[postgres cuts, broker: {fault.name}] {TASKS} tasks in {elapsed:.1f}s; "
+            f"{fault.summary()}; {log.submit_errors} submit calls raised and were sent again; "
+            f"{len(log.deliveries)} deliveries ({lost_claims} attempts claimed but never "
+            "heard of, delivered again after the lease), "
             f"{log.claim_errors} claims raised; settles: "
             f"{sum(map(len, log.completed.values()))} completes, {len(log.requeued)} retries, "
             f"{len(log.dead)} dead-letterings returned, {log.refused} refused, "
