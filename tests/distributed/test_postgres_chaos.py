@@ -39,8 +39,8 @@ from daimon.checkpoint.postgres import PostgresCheckpoint
 from daimon.core import AgentTask, CheckpointState, Role, TaskState, TaskStatus
 from daimon.distributed.brokers.postgres import PostgresBroker
 
+from ._fleet import Fleet, Target, report
 from ._postgres import PrivatePostgres
-from .test_faults import Fleet, Target, report
 
 WORKER = Path(__file__).with_name("pg_chaos_worker.py")
 SCALE = os.environ.get("DAIMON_FAULT_SCALE", "ci").lower()

@@ -23,7 +23,6 @@ the database's clock (``clock_timestamp()``).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import uuid
@@ -31,12 +30,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from daimon.core.checkpoints import CheckpointState, Lease
-from daimon.core.errors import BuilderError, CheckpointCorruptError, DaimonError, RunLeasedError
+from daimon.core.errors import CheckpointCorruptError, DaimonError, RunLeasedError
 from daimon.core.optional import require
 from daimon.kit import checkpoint_records as _base
 from daimon.kit.checkpoint_records import BaseCheckpoint
-from daimon.kit.checks import check_positive
-from daimon.kit.sql_schema import DEFAULT_PREFIX, Schema, check_prefix, migrate
+from daimon.kit.sql_pool import ATTEMPTS, Connections
+from daimon.kit.sql_schema import DEFAULT_PREFIX, Schema
 
 psycopg = require("psycopg", extra="postgres")
 psycopg_pool = require("psycopg_pool", extra="postgres")
@@ -75,7 +74,6 @@ SCHEMA = Schema(
 
 _FORMAT = 1
 """The record format this daimon writes and reads (``daimon_checkpoint`` in the file format)."""
-_ATTEMPTS = 3
 """Tries of an operation whose connection failed (each idempotent: a retried save finds itself)."""
 _MS = "(extract(epoch FROM {}) * 1000)::bigint"
 
@@ -237,24 +235,15 @@ class PostgresCheckpoint(BaseCheckpoint):
         max_size: int = 4,
     ) -> None:
         super().__init__(keep_last=keep_last, ttl=ttl, lease=lease)
-        self._prefix = check_prefix(prefix)
-        self._owned = isinstance(url_or_pool, str)
-        if self._owned and not url_or_pool:
-            raise BuilderError("url must be a PostgreSQL connection string, got ''")
-        if not self._owned and not hasattr(url_or_pool, "connection"):
-            raise BuilderError(
-                "expected a PostgreSQL URL or a psycopg_pool.AsyncConnectionPool, "
-                f"got {type(url_or_pool).__name__}"
-            )
-        self._url = url_or_pool if self._owned else ""
-        self._pool: Any = None if self._owned else url_or_pool
-        self._min_size = check_positive("min_size", min_size)
-        self._max_size = check_positive("max_size", max_size)
-        if max_size < min_size:
-            raise BuilderError(f"max_size ({max_size}) is below min_size ({min_size})")
-        self._lock = asyncio.Lock()
-        self._ready = False
-        self._closed = False
+        self._db = Connections(
+            url_or_pool,
+            schema=SCHEMA,
+            prefix=prefix,
+            min_size=min_size,
+            max_size=max_size,
+            name="PostgresCheckpoint",
+        )
+        self._prefix = self._db.prefix
         self._sql = {
             name: query.replace("{p}", self._prefix)
             for name, query in {
@@ -291,55 +280,15 @@ class PostgresCheckpoint(BaseCheckpoint):
         Raises:
             SchemaVersionError: The database's tables were written by a newer daimon.
         """
-        await self._connections()
+        await self._db.pool()
 
     async def aclose(self) -> None:
         """Close the pool if this handle opened it; safe to call again."""
-        async with self._lock:
-            self._closed = True
-            self._ready = False
-            if self._owned and self._pool is not None:
-                pool, self._pool = self._pool, None
-                await pool.close()
-
-    async def _connections(self) -> Any:
-        """The pool, opened and the schema migrated on first use."""
-        if self._ready:
-            return self._pool
-        async with self._lock:
-            if self._closed:
-                raise DaimonError("PostgresCheckpoint is closed")
-            if self._pool is None:
-                pool = psycopg_pool.AsyncConnectionPool(
-                    self._url,
-                    min_size=self._min_size,
-                    max_size=self._max_size,
-                    kwargs={"autocommit": True},
-                    open=False,
-                )
-                await pool.open(wait=True)
-                self._pool = pool
-            elif self._pool.closed:
-                await self._pool.open(wait=True)
-            if not self._ready:
-                async with self._pool.connection() as conn:
-                    await migrate(conn, SCHEMA, self._prefix)
-                self._ready = True
-        return self._pool
+        await self._db.aclose()
 
     async def _run(self, work: Callable[[Any], Awaitable[T]], *, retry: bool = True) -> T:
         """``work(connection)``, tried again on a fresh connection when the connection fails."""
-        pool = await self._connections()
-        for attempt in range(1, _ATTEMPTS + 1):
-            try:
-                async with pool.connection() as conn:
-                    return await work(conn)
-            except psycopg.OperationalError as exc:
-                if not retry or attempt == _ATTEMPTS or isinstance(exc, psycopg_pool.PoolTimeout):
-                    raise
-                _log.warning("retrying a checkpoint operation after a connection error: %s", exc)
-                await asyncio.sleep(0.05 * attempt)
-        raise AssertionError("unreachable")
+        return await self._db.run(work, retry=retry)
 
     async def _rows(self, query: str, params: Any) -> list[tuple[Any, ...]]:
         async def fetch(conn: Any) -> list[tuple[Any, ...]]:
@@ -353,7 +302,7 @@ class PostgresCheckpoint(BaseCheckpoint):
 
     async def _acquire(self, run_id: str, owner: str) -> Lease:
         params = {"run": run_id, "owner": owner, "claim": uuid.uuid4(), "ms": self._lease_ms}
-        for _ in range(_ATTEMPTS):
+        for _ in range(ATTEMPTS):
             taken = await self._rows("acquire", params)
             if taken:
                 token, expires_at = taken[0]

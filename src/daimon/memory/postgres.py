@@ -14,20 +14,18 @@ session take in turn) and inserts every message, so it lands whole and contiguou
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self, TypeVar
 
-from daimon.core.errors import BuilderError, DaimonError
 from daimon.core.ids import check_id
 from daimon.core.messages import Message
 from daimon.core.optional import require
-from daimon.kit.checks import check_positive
 from daimon.kit.lifecycle import SetupOnEnter
 from daimon.kit.memory_records import decode_message, encode_message
-from daimon.kit.sql_schema import DEFAULT_PREFIX, Schema, check_prefix, migrate
+from daimon.kit.sql_pool import Connections
+from daimon.kit.sql_schema import DEFAULT_PREFIX, Schema
 
 psycopg = require("psycopg", extra="postgres")
 psycopg_pool = require("psycopg_pool", extra="postgres")
@@ -59,7 +57,6 @@ SCHEMA = Schema(
 )
 """The memory tables, version by version (``daimon db migrate`` applies them)."""
 
-_ATTEMPTS = 3
 """Tries of an operation whose connection failed."""
 
 # A batch: its seq numbers from the session's row (locked until commit), then its messages. A
@@ -111,24 +108,15 @@ class PostgresMemory(SetupOnEnter):
         min_size: int = 1,
         max_size: int = 4,
     ) -> None:
-        self._prefix = check_prefix(prefix)
-        self._owned = isinstance(url_or_pool, str)
-        if self._owned and not url_or_pool:
-            raise BuilderError("url must be a PostgreSQL connection string, got ''")
-        if not self._owned and not hasattr(url_or_pool, "connection"):
-            raise BuilderError(
-                "expected a PostgreSQL URL or a psycopg_pool.AsyncConnectionPool, "
-                f"got {type(url_or_pool).__name__}"
-            )
-        self._url = url_or_pool if self._owned else ""
-        self._pool: Any = None if self._owned else url_or_pool
-        self._min_size = check_positive("min_size", min_size)
-        self._max_size = check_positive("max_size", max_size)
-        if max_size < min_size:
-            raise BuilderError(f"max_size ({max_size}) is below min_size ({min_size})")
-        self._lock = asyncio.Lock()
-        self._ready = False
-        self._closed = False
+        self._db = Connections(
+            url_or_pool,
+            schema=SCHEMA,
+            prefix=prefix,
+            min_size=min_size,
+            max_size=max_size,
+            name="PostgresMemory",
+        )
+        self._prefix = self._db.prefix
         self._append = _APPEND.replace("{p}", self._prefix)
         self._get = _GET.replace("{p}", self._prefix)
         self._list = _LIST.replace("{p}", self._prefix)
@@ -152,16 +140,11 @@ class PostgresMemory(SetupOnEnter):
         Raises:
             SchemaVersionError: The database's tables were written by a newer daimon.
         """
-        await self._connections()
+        await self._db.pool()
 
     async def aclose(self) -> None:
         """Close the pool if this memory opened it; safe to call again."""
-        async with self._lock:
-            self._closed = True
-            self._ready = False
-            if self._owned and self._pool is not None:
-                pool, self._pool = self._pool, None
-                await pool.close()
+        await self._db.aclose()
 
     async def get_messages(self, session_id: str) -> list[Message]:
         """The session's messages, oldest first."""
@@ -213,41 +196,6 @@ class PostgresMemory(SetupOnEnter):
 
         return sorted(await self._run(fetch))
 
-    async def _connections(self) -> Any:
-        """The pool, opened and the schema migrated on first use."""
-        if self._ready:
-            return self._pool
-        async with self._lock:
-            if self._closed:
-                raise DaimonError("PostgresMemory is closed")
-            if self._pool is None:
-                pool = psycopg_pool.AsyncConnectionPool(
-                    self._url,
-                    min_size=self._min_size,
-                    max_size=self._max_size,
-                    kwargs={"autocommit": True},
-                    open=False,
-                )
-                await pool.open(wait=True)
-                self._pool = pool
-            elif self._pool.closed:
-                await self._pool.open(wait=True)
-            if not self._ready:
-                async with self._pool.connection() as conn:
-                    await migrate(conn, SCHEMA, self._prefix)
-                self._ready = True
-        return self._pool
-
     async def _run(self, work: Callable[[Any], Awaitable[T]]) -> T:
         """``work(connection)``, tried again on a fresh connection when the connection fails."""
-        pool = await self._connections()
-        for attempt in range(1, _ATTEMPTS + 1):
-            try:
-                async with pool.connection() as conn:
-                    return await work(conn)
-            except psycopg.OperationalError as exc:
-                if attempt == _ATTEMPTS or isinstance(exc, psycopg_pool.PoolTimeout):
-                    raise
-                _log.warning("retrying a memory operation after a connection error: %s", exc)
-                await asyncio.sleep(0.05 * attempt)
-        raise AssertionError("unreachable")
+        return await self._db.run(work)
