@@ -1,19 +1,25 @@
 """Where ``daimon serve`` keeps its own state: backends of :class:`daimon.core.StateStore`.
 
-:class:`MemoryStateStore` keeps it in the process (one replica); shared backends
-share it between replicas. Importing this package stays cheap: backends
+:class:`MemoryStateStore` keeps it in the process (one replica); ``RedisStateStore`` shares it between replicas. Importing this package stays cheap: backends
 that need an optional library load on first use.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from daimon.core.lazy import lazy_exports
 from daimon.serverstate.memory import MemoryStateStore
 
-__all__ = ("MemoryStateStore",)
+if TYPE_CHECKING:
+    from daimon.serverstate.redis import RedisStateStore
+
+__all__ = ("MemoryStateStore", "RedisStateStore")
 
 # name -> (module, attribute): backends that need an extra, imported on first use.
-_LAZY: dict[str, tuple[str, str]] = {}
+_LAZY: dict[str, tuple[str, str]] = {
+    "RedisStateStore": ("daimon.serverstate.redis", "RedisStateStore"),
+}
 
 
 __getattr__, __dir__ = lazy_exports(globals(), _LAZY)
