@@ -61,3 +61,10 @@ async def test_a_stream_keeps_its_newest_events() -> None:
 def test_bounds_must_be_positive(options: dict[str, object]) -> None:
     with pytest.raises(BuilderError):
         MemoryStateStore(**options)  # type: ignore[arg-type]
+
+
+async def test_waits_that_time_out_leave_nothing_behind() -> None:
+    store = MemoryStateStore()
+    for i in range(3):
+        assert await store.wait_after("mcp_event", f"s{i}", 0, wait=0.01) == []
+    assert not store._waiters

@@ -1,6 +1,7 @@
 """Where ``daimon serve`` keeps its own state: backends of :class:`daimon.core.StateStore`.
 
-:class:`MemoryStateStore` keeps it in the process (one replica); ``RedisStateStore`` shares it between replicas. Importing this package stays cheap: backends
+:class:`MemoryStateStore` keeps it in the process (one replica); ``RedisStateStore`` and
+``PostgresStateStore`` share it between replicas. Importing this package stays cheap: backends
 that need an optional library load on first use.
 """
 
@@ -12,12 +13,14 @@ from daimon.core.lazy import lazy_exports
 from daimon.serverstate.memory import MemoryStateStore
 
 if TYPE_CHECKING:
+    from daimon.serverstate.postgres import PostgresStateStore
     from daimon.serverstate.redis import RedisStateStore
 
-__all__ = ("MemoryStateStore", "RedisStateStore")
+__all__ = ("MemoryStateStore", "PostgresStateStore", "RedisStateStore")
 
 # name -> (module, attribute): backends that need an extra, imported on first use.
 _LAZY: dict[str, tuple[str, str]] = {
+    "PostgresStateStore": ("daimon.serverstate.postgres", "PostgresStateStore"),
     "RedisStateStore": ("daimon.serverstate.redis", "RedisStateStore"),
 }
 

@@ -9,6 +9,7 @@ need a shared store (:mod:`daimon.serverstate.redis`, :mod:`daimon.serverstate.p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections import OrderedDict, deque
@@ -81,7 +82,7 @@ class MemoryStateStore(SetupOnEnter):
         self.max_events = check_positive("max_events", max_events)
         self._kinds: dict[str, _Kind] = {}
         self._versions = itertools.count(1)
-        self._waiters: dict[tuple[str, str], asyncio.Event] = {}
+        self._waiters: dict[tuple[str, str], set[asyncio.Event]] = {}
 
     async def setup(self) -> None:
         """Nothing to create."""
@@ -173,8 +174,7 @@ class MemoryStateStore(SetupOnEnter):
         streams.move_to_end(stream)
         while len(streams) > self.limit:
             streams.popitem(last=False)
-        waiter = self._waiters.pop((kind, stream), None)
-        if waiter is not None:
+        for waiter in self._waiters.get((kind, stream), ()):
             waiter.set()
         return found.last
 
@@ -197,13 +197,17 @@ class MemoryStateStore(SetupOnEnter):
     ) -> list[tuple[int, str]]:
         """Events above ``after``, waiting up to ``wait`` seconds for the first."""
         deadline = time.monotonic() + check_wait(wait)
-        while True:
-            events = await self.read_after(kind, stream, after, limit)
-            left = deadline - time.monotonic()
-            if events or left <= 0:
-                return events
-            waiter = self._waiters.setdefault((kind, stream), asyncio.Event())
-            try:
-                await asyncio.wait_for(waiter.wait(), left)
-            except TimeoutError:
-                return await self.read_after(kind, stream, after, limit)
+        events = await self.read_after(kind, stream, after, limit)
+        if events:
+            return events
+        waiter = asyncio.Event()
+        waiters = self._waiters.setdefault((kind, stream), set())
+        waiters.add(waiter)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter.wait(), deadline - time.monotonic())
+        finally:
+            waiters.discard(waiter)
+            if not waiters and self._waiters.get((kind, stream)) is waiters:
+                del self._waiters[(kind, stream)]
+        return await self.read_after(kind, stream, after, limit)
