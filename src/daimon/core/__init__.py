@@ -128,6 +128,11 @@ if TYPE_CHECKING:
         ApprovalDecision,
         ApprovalRequest,
     )
+    from daimon.core.state_store import (
+        StateRecord,
+        StateStore,
+        StateStoreError,
+    )
     from daimon.core.tasks import (
         AgentTask,
         DeadLetter,
@@ -222,6 +227,9 @@ _LAZY: dict[str, str] = {
     "ScoredDocument": "daimon.core.documents",
     "SerializationError": "daimon.core.errors",
     "SkillError": "daimon.core.errors",
+    "StateRecord": "daimon.core.state_store",
+    "StateStore": "daimon.core.state_store",
+    "StateStoreError": "daimon.core.state_store",
     "StopReason": "daimon.core.chat",
     "StreamClosedError": "daimon.core.errors",
     "StreamEvent": "daimon.core.events",
@@ -329,6 +337,9 @@ __all__ = (
     "ScoredDocument",
     "SerializationError",
     "SkillError",
+    "StateRecord",
+    "StateStore",
+    "StateStoreError",
     "StopReason",
     "StreamClosedError",
     "StreamEvent",
