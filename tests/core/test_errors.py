@@ -76,6 +76,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.UnknownPausedRunError: (DaimonError, LookupError),
     errors.RunLeasedError: (CheckpointConflictError,),
     errors.SchemaVersionError: (DaimonError,),
+    errors.StateStoreError: (DaimonError, ValueError),
 }
 
 

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         SchemaVersionError,
         SerializationError,
         SkillError,
+        StateStoreError,
         StreamClosedError,
         TimeoutError,  # noqa: A004
         ToolError,
@@ -131,7 +132,6 @@ if TYPE_CHECKING:
     from daimon.core.state_store import (
         StateRecord,
         StateStore,
-        StateStoreError,
     )
     from daimon.core.tasks import (
         AgentTask,
@@ -229,7 +229,7 @@ _LAZY: dict[str, str] = {
     "SkillError": "daimon.core.errors",
     "StateRecord": "daimon.core.state_store",
     "StateStore": "daimon.core.state_store",
-    "StateStoreError": "daimon.core.state_store",
+    "StateStoreError": "daimon.core.errors",
     "StopReason": "daimon.core.chat",
     "StreamClosedError": "daimon.core.errors",
     "StreamEvent": "daimon.core.events",

@@ -22,18 +22,14 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from daimon.core.errors import DaimonError, InvalidIdError, SerializationError
+from daimon.core.errors import InvalidIdError, SerializationError, StateStoreError
 from daimon.core.ids import check_id
 
-__all__ = ("StateRecord", "StateStore", "StateStoreError")
+__all__ = ("StateRecord", "StateStore")
 # The check_* functions below are the input rules every backend applies: backends import them
 # from this module; daimon.core does not re-export them.
 
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,39}")
-
-
-class StateStoreError(DaimonError, ValueError):
-    """A state store refused an argument: a bad ttl, version, sequence number, limit or wait."""
 
 
 @dataclass(frozen=True, slots=True)

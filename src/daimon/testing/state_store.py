@@ -31,8 +31,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from daimon.core.errors import DaimonError, InvalidIdError, SerializationError
-from daimon.core.state_store import StateRecord, StateStore, StateStoreError
+from daimon.core.errors import DaimonError, InvalidIdError, SerializationError, StateStoreError
+from daimon.core.state_store import StateRecord, StateStore
 
 __all__ = ("StateStoreConformance", "StateStoreFactory")
 
