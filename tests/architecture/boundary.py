@@ -84,6 +84,8 @@ ALWAYS_INSTALLED = (
     "daimon.skills",
     "daimon.memory.window",
     "daimon.memory.summary",
+    "daimon.limits._limiter",
+    "daimon.limits.memory",
     "daimon.models.function",
     "daimon.models.scripted",
 )

@@ -58,6 +58,7 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     MaxIterationsError: (AgentRunError,),
     RepeatedToolCallError: (AgentRunError,),
     BudgetExceededError: (AgentRunError,),
+    errors.RateLimitedError: (AgentRunError,),
     errors.ApprovalRequiredError: (AgentRunError,),
     GuardrailBlockedError: (AgentRunError,),
     RunCancelled: (AgentRunError,),

@@ -29,6 +29,7 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   ├── MaxIterationsError
     │   ├── RepeatedToolCallError     the model repeated an identical call with an identical result
     │   ├── BudgetExceededError
+    │   ├── RateLimitedError          a call waited its longest for its turn under shared limits
     │   ├── ApprovalRequiredError     a run paused for approvals where none can be given
     │   ├── GuardrailBlockedError
     │   ├── OutputValidationError     structured output never matched its type
@@ -81,6 +82,7 @@ __all__ = (
     "OrchestrationError",
     "OutputValidationError",
     "PromptTemplateError",
+    "RateLimitedError",
     "RepeatedToolCallError",
     "RunCancelled",
     "RunLeasedError",
@@ -384,6 +386,23 @@ class BudgetExceededError(AgentRunError):
         self.reserved = reserved
         self.detail = detail
         """What the reservation counted and what to change, when known."""
+
+
+class RateLimitedError(AgentRunError):
+    """A model call waited its longest (``RateLimits.max_wait``) for its turn and was not sent.
+
+    Attributes:
+        key: Whose limits (an API key, a model, a tenant).
+        waited: Seconds it waited.
+    """
+
+    def __init__(self, key: str, waited: float) -> None:
+        super().__init__(
+            f"rate limited: the call waited {waited:.1f}s for its turn under {key!r}'s limits and "
+            "was not sent; raise RateLimits.max_wait or the limits, or send fewer calls"
+        )
+        self.key = key
+        self.waited = waited
 
 
 class ApprovalRequiredError(AgentRunError):
