@@ -43,6 +43,7 @@ from daimon.distributed import Broker, Worker, broker_from_url
 from daimon.models import FunctionModel
 
 from ._cut import NetworkCut
+from ._postgres import PrivatePostgres
 from .conftest import SQS_CREDENTIALS, start_moto_server, stop_moto_server
 
 PROCS = Path(__file__).with_name("_procs.py")
@@ -138,6 +139,20 @@ def rabbitmq_target(url: str, redis_url: str) -> Target:
         {"queue": queue, "store": redis_url},
         lambda: _drop_rabbitmq(url, redis_url, queue),
     )
+
+
+async def _drop_postgres(url: str, prefix: str) -> None:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        for table in ("broker_tasks", "broker_dead", "schema_versions"):
+            await conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
+
+
+def postgres_target(url: str) -> Target:
+    """A queue in tables of their own (a prefix per target), dropped afterwards."""
+    prefix = f"fault_{uuid.uuid4().hex[:10]}_"
+    return Target("postgres", url, {"prefix": prefix}, lambda: _drop_postgres(url, prefix))
 
 
 def grpc_target(address: str, stop: Callable[[], None] = lambda: None) -> Target:
@@ -253,6 +268,7 @@ BROKERS = [
     pytest.param("pubsub", marks=pytest.mark.service("redis")),  # its task store
     pytest.param("servicebus", marks=pytest.mark.service("redis")),  # a fake; store in Redis
     pytest.param("sqs", marks=pytest.mark.service("redis")),  # moto's server; store in Redis
+    pytest.param("postgres", marks=pytest.mark.service("postgres")),
 ]
 
 
@@ -274,6 +290,8 @@ async def target(
         made = servicebus_target(request.getfixturevalue("servicebus_fake"), redis_url)
     elif request.param == "sqs":
         made = sqs_target(request.getfixturevalue("sqs_endpoint"), redis_url)
+    elif request.param == "postgres":
+        made = postgres_target(request.getfixturevalue("postgres_url"))
     else:
         made = {
             "redis": lambda: redis_target(redis_url),
@@ -788,10 +806,19 @@ class PausedEmulator:
         "grpc",
         pytest.param("pubsub", marks=pytest.mark.service("redis")),  # its task store
         pytest.param("sqs", marks=pytest.mark.service("redis")),  # its task store
+        "postgres",  # a private server (initdb in a temporary directory)
     ]
 )
 def restartable(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str) -> Any:
     port = free_port()
+    if request.param == "postgres":
+        pg = PrivatePostgres()
+        try:
+            pg.start()
+            yield pg, postgres_target(pg.url)
+        finally:
+            pg.remove()
+        return
     if request.param == "grpc":
         service = grpc_service(tmp_path / "tasks.db", port)
         service.start()
