@@ -108,15 +108,21 @@ async def test_a_newer_schema_is_refused(
         await other.aclose()
 
 
-async def test_results_expire_after_their_retention(make: Any) -> None:
+async def test_results_expire_after_their_retention(
+    make: Any, postgres_url: str, postgres_prefix: str
+) -> None:
     broker = await make(result_ttl=0.5)
     await broker.submit(sample_task())
+    await broker.submit(sample_task("kept"))
     delivery = await broker.claim(wait=2)
     assert delivery is not None and await delivery.complete(sample_result())
     assert (await broker.status("task-1")).result == sample_result()
     await asyncio.sleep(0.7)
     with pytest.raises(KeyError):
         await broker.status("task-1")
+    assert await (await make()).claim(wait=0) is not None  # a new handle purges on its first claim
+    rows = await sql(postgres_url, f"SELECT task_id FROM {postgres_prefix}broker_tasks")
+    assert rows == [("kept",)]
     await broker.submit(sample_task())  # an expired id is a new task
     again = await broker.claim(wait=2)
     assert again is not None and again.task.attempt == 1
@@ -212,7 +218,7 @@ async def test_a_locked_task_is_skipped_not_waited_for(
             (queue,),
         )
         started = time.monotonic()
-        delivery = await broker.claim(wait=0.5)
+        delivery = await asyncio.wait_for(broker.claim(wait=0.5), 3)  # a wait for the lock hangs
         assert delivery is not None and delivery.task.task_id == "free"
         assert time.monotonic() - started < 0.4
         await conn.rollback()
