@@ -11,7 +11,7 @@ import pytest
 
 from daimon.core import AgentTask, SchemaVersionError, SerializationError, TaskState
 from daimon.distributed import Broker, broker_from_url
-from daimon.distributed.brokers.postgres import SCHEMA, PostgresBroker
+from daimon.distributed.brokers.postgres import SCHEMA, PostgresBroker, _Wakeups
 from daimon.kit.sql_schema import schema_version
 from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
 
@@ -180,6 +180,19 @@ async def test_a_notification_wakes_a_waiting_claim(make: Any) -> None:
     delivery = await waiting
     assert delivery is not None
     assert time.monotonic() - started < 1.0
+
+
+async def test_a_wakeup_while_no_claim_waits_is_kept_for_the_next_wait() -> None:
+    """A notification that comes while the claim's query runs wakes its next wait at once."""
+    wakeups = _Wakeups()
+    wakeups.wake_one()
+    started = time.monotonic()
+    await wakeups.wait(5.0)
+    assert time.monotonic() - started < 0.5
+    wakeups.wake_one(remember=False)  # a claim's "there may be more" is for waiting claims only
+    started = time.monotonic()
+    await wakeups.wait(0.2)
+    assert time.monotonic() - started >= 0.19
 
 
 async def test_a_task_without_notification_is_found_by_the_poll(
