@@ -9,11 +9,23 @@ from typing import Any
 import psycopg
 import pytest
 
-from daimon.core import AgentTask, SchemaVersionError, SerializationError, TaskState
+from daimon.core import (
+    AgentTask,
+    ApprovalDecision,
+    SchemaVersionError,
+    SerializationError,
+    TaskState,
+)
 from daimon.distributed import Broker, broker_from_url
 from daimon.distributed.brokers.postgres import SCHEMA, PostgresBroker, _Wakeups
 from daimon.kit.sql_schema import schema_version
-from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
+from daimon.testing.brokers import (
+    BrokerConformance,
+    broker_handles,
+    sample_pause,
+    sample_result,
+    sample_task,
+)
 
 from ._postgres import PrivatePostgres, private_postgres
 from .conftest import ServiceOutage
@@ -166,6 +178,10 @@ async def test_a_nul_character_is_refused_before_sending(make: Any) -> None:
     await broker.submit(AgentTask(task_id="slash", input="a\\u0000b"))  # text, not a NUL
     delivery = await broker.claim(wait=2)
     assert delivery is not None and delivery.task.input == "a\\u0000b"
+    assert await delivery.pause(sample_pause(delivery.task))
+    with pytest.raises(SerializationError, match="NUL"):
+        await broker.decide("slash", {"c1": ApprovalDecision.reject("a\0b")})
+    assert (await broker.status("slash")).state is TaskState.PAUSED
 
 
 async def test_a_notification_wakes_a_waiting_claim(make: Any) -> None:

@@ -241,11 +241,14 @@ _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 def _json(value: Any) -> str:
     """``value`` as versioned JSON that jsonb can hold; :class:`SerializationError` if not."""
-    text = dumps(value)
+    return _storable(dumps(value), type(value).__name__)
+
+
+def _storable(text: str, what: str) -> str:
+    """JSON ``text`` unless it holds a NUL character; :class:`SerializationError` if it does."""
     if _NUL.search(text):
         raise SerializationError(
-            f"{type(value).__name__} holds a NUL character (\\u0000), which PostgreSQL's jsonb "
-            "cannot store"
+            f"{what} holds a NUL character (\\u0000), which PostgreSQL's jsonb cannot store"
         )
     return text
 
@@ -547,7 +550,9 @@ class PostgresBroker(SettleByTaskId):
         state, attempt, paused = rows[0]
         if state != "paused" or paused is None:
             return False
-        payload = resumed_payload(loads(paused, TaskPause), as_decisions(decisions))
+        payload = _storable(
+            resumed_payload(loads(paused, TaskPause), as_decisions(decisions)), "a decision"
+        )
         return bool(await self._run("decide", id=task_id, attempt=attempt, payload=payload))
 
     async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
