@@ -11,7 +11,14 @@ import pytest
 from daimon import Agent, ChatRequest, ChatResponse, Role, RunContext, ToolCall, tool
 from daimon.agent._effects import UNKNOWN_OUTCOME
 from daimon.checkpoint import FileCheckpoint, RedisCheckpoint
-from daimon.core import ApprovalDecision, BuilderError, CheckpointState, EffectRecord, codec
+from daimon.core import (
+    ApprovalDecision,
+    BuilderError,
+    CheckpointState,
+    EffectRecord,
+    ToolOutput,
+    codec,
+)
 from daimon.core.protocols import Checkpoint
 from daimon.models import FunctionModel
 
@@ -255,7 +262,7 @@ async def test_the_run_context_shows_the_ledger(tmp_path: Path) -> None:
 
 
 def test_a_keyed_tool_must_read_its_key() -> None:
-    with pytest.raises(BuilderError, match="keyed tool .* RunContext"):
+    with pytest.raises(BuilderError, match=r"keyed tool .* RunContext"):
 
         @tool(effect="keyed")
         def charge(cents: int) -> str:
@@ -264,7 +271,7 @@ def test_a_keyed_tool_must_read_its_key() -> None:
 
 
 def test_an_unknown_effect_is_refused() -> None:
-    with pytest.raises(BuilderError, match="effect must be one of 'repeatable', 'keyed'"):
+    with pytest.raises(BuilderError, match=r"effect must be one of 'repeatable', 'keyed'"):
 
         @tool(effect="twice")  # type: ignore[call-overload]
         def charge(cents: int) -> str:
@@ -277,3 +284,87 @@ def test_a_state_without_effects_is_written_as_before() -> None:
     text = codec.dumps(CheckpointState(run_id="r"))
     assert "effects" not in text
     assert codec.loads(text, CheckpointState).effects == {}
+
+
+class FailsOnSave:
+    """A store whose ``fail_at``-th save raises, as a store that went down would."""
+
+    def __init__(self, store: Checkpoint, fail_at: int) -> None:
+        self._store = store
+        self._saves = 0
+        self._fail_at = fail_at
+
+    async def save(self, state: CheckpointState) -> None:
+        self._saves += 1
+        if self._saves == self._fail_at:
+            raise ConnectionError("store down")
+        await self._store.save(state)
+
+    async def load(self, run_id: str) -> CheckpointState | None:
+        return await self._store.load(run_id)
+
+    async def list_runs(self) -> list[str]:
+        return await self._store.list_runs()
+
+    async def delete(self, run_id: str) -> None:
+        await self._store.delete(run_id)
+
+
+async def test_a_call_whose_intent_could_not_be_saved_does_not_run(tmp_path: Path) -> None:
+    """Saves: the model's turn, then the intent (which fails): the tool never starts."""
+    service = Service()
+    down = FailsOnSave(FileCheckpoint(tmp_path), fail_at=2)
+    with pytest.raises(ConnectionError):
+        await charging_agent(down, service, "once").prompt("pay", run_id="r-down")
+    assert service.received == []
+
+    # it never started, so it is not in doubt: once the store is back, the run runs it
+    done = await charging_agent(FileCheckpoint(tmp_path), service, "once").resume("r-down")
+    assert service.received == ["r-down:c1"]
+    assert done.text == "told: 5 cents"
+
+
+async def test_a_call_that_ends_the_run_is_recorded_completed(tmp_path: Path) -> None:
+    from daimon.tools import EndRun
+
+    @tool(effect="once")
+    async def charge(cents: int) -> str:
+        """Charge a card, which ends the run."""
+        raise EndRun(text=f"charged {cents}")
+
+    agent = Agent(FunctionModel(one_call), tools=[charge], checkpoint=FileCheckpoint(tmp_path))
+    done = await agent.prompt("pay", run_id="r-end")
+
+    assert done.text == "charged 5"
+    assert (await FileCheckpoint(tmp_path).load("r-end")).effects["c1"].status == "completed"  # type: ignore[union-attr]
+
+
+async def test_a_runner_stalled_past_its_lease_starts_no_call(tmp_path: Path) -> None:
+    """The lease ran out between the last save and the tool (the event loop was blocked)."""
+    import time
+
+    from daimon.core import CheckpointConflictError
+    from daimon.extensions import CallTool, Extension
+    from daimon.state import RunState
+
+    calls: list[int] = []
+
+    class Stall(Extension):
+        async def wrap_tool_call(
+            self, call: ToolCall, ctx: RunState, call_next: CallTool
+        ) -> ToolOutput:
+            time.sleep(0.35)  # noqa: ASYNC251  # blocks the loop past the 0.2 s lease
+            return await call_next(call)
+
+    @tool
+    async def charge(cents: int) -> str:
+        """Charge a card."""
+        calls.append(cents)
+        return f"{cents} cents"
+
+    store = FileCheckpoint(tmp_path, lease=0.2)
+    agent = Agent(FunctionModel(one_call), tools=[charge], checkpoint=store, extensions=[Stall()])
+    with pytest.raises(CheckpointConflictError, match="lease ended before the tool call"):
+        await agent.prompt("pay", run_id="r-stall")
+
+    assert calls == []

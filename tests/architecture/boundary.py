@@ -96,6 +96,7 @@ PLUGIN_FOLDERS = (
     "daimon.rag.stores",
     "daimon.distributed.brokers",
     "daimon.tokens",
+    "daimon.serverstate",
 )
 """Packages that hold plugins and nothing else."""
 

@@ -14,7 +14,11 @@ from daimon.core import Checkpoint
 from daimon.testing.checkpoint import CheckpointStore
 
 CHECKPOINT_DIR = Path(daimon.checkpoint.__file__).parent
-CLIENT_LIBRARY = {"file.py": None, "redis.py": "redis", "nats.py": "nats"}
+CLIENT_LIBRARY: dict[str, set[str]] = {
+    "redis.py": {"redis"},
+    "nats.py": {"nats"},
+    "postgres.py": {"psycopg", "psycopg_pool"},
+}
 
 
 def test_all_is_sorted_and_every_name_resolves() -> None:
@@ -29,7 +33,7 @@ def test_all_is_sorted_and_every_name_resolves() -> None:
 def test_importing_the_package_loads_no_client_library() -> None:
     code = (
         "import sys, daimon.checkpoint, daimon.checkpoint.file;"
-        "print(sorted(m for m in ('redis', 'nats', 'aiosqlite') if m in sys.modules))"
+        "print(sorted(m for m in ('redis', 'nats', 'aiosqlite', 'psycopg') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -73,17 +77,23 @@ def test_plugins_import_only_stdlib_core_kit_and_their_own_client(path: Path) ->
             or (path.name == "__init__.py" and module.startswith("daimon.checkpoint."))
         )
         assert allowed, f"{path.name} imports {module}"
-    expected = CLIENT_LIBRARY.get(path.name)
-    assert _required(path) == ({expected} if expected else set())
+    assert _required(path) == CLIENT_LIBRARY.get(path.name, set())
 
 
 @pytest.mark.parametrize(
-    ("module", "library"),
-    [("daimon.checkpoint.redis", "redis"), ("daimon.checkpoint.nats", "nats")],
+    ("module", "library", "extra"),
+    [
+        ("daimon.checkpoint.redis", "redis", "redis"),
+        ("daimon.checkpoint.nats", "nats", "nats"),
+        ("daimon.checkpoint.postgres", "psycopg", "postgres"),
+    ],
 )
 def test_a_missing_client_library_names_its_extra(
-    module: str, library: str, import_without: Callable[[str, str], tuple[str, str, str]]
+    module: str,
+    library: str,
+    extra: str,
+    import_without: Callable[[str, str], tuple[str, str, str]],
 ) -> None:
-    extra, missing, message = import_without(module, library)
-    assert (extra, missing.partition(".")[0]) == (library, library)  # e.g. redis.asyncio
-    assert f'pip install "daimon-agents[{library}]"' in message
+    named, missing, message = import_without(module, library)
+    assert (named, missing.partition(".")[0]) == (extra, library)  # e.g. redis.asyncio
+    assert f'pip install "daimon-agents[{extra}]"' in message

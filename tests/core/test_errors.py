@@ -75,6 +75,8 @@ PARENTS: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.EmptyDocumentError: (errors.KnowledgeBaseError,),
     errors.UnknownPausedRunError: (DaimonError, LookupError),
     errors.RunLeasedError: (CheckpointConflictError,),
+    errors.SchemaVersionError: (DaimonError,),
+    errors.StateStoreError: (DaimonError, ValueError),
 }
 
 

@@ -57,7 +57,7 @@ async def test_a_database_newer_than_this_daimon_is_refused(
 ) -> None:
     async with await connect(postgres_url) as conn:
         await migrate(conn, V2, postgres_prefix)
-        with pytest.raises(SchemaVersionError, match="notes tables are at version 2.*knows \\(1\\)"):
+        with pytest.raises(SchemaVersionError, match=r"notes tables are at version 2.*knows \(1\)"):
             await migrate(conn, V1, postgres_prefix)
 
 

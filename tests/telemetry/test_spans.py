@@ -135,6 +135,7 @@ async def test_a_run_is_an_invoke_agent_span_over_chat_and_tool_spans(spans: Spa
         "gen_ai.tool.call.id": "call-1",
         "gen_ai.tool.type": "function",
         "gen_ai.tool.description": "Add two numbers.",
+        "daimon.tool.effect": "repeatable",
     }
     assert all(s.status.status_code is StatusCode.UNSET for s in spans.all)
     assert len({s.context.trace_id for s in spans.all}) == 1

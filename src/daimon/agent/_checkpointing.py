@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from daimon.core.checkpoints import CheckpointState, Lease, RunLeases, RunProgress
-from daimon.core.errors import CheckpointConflictError, CheckpointCorruptError
+from daimon.core._run_hold import RunHold
+from daimon.core.checkpoints import CheckpointState, RunProgress
+from daimon.core.errors import CheckpointCorruptError
 from daimon.core.messages import ToolCall
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
@@ -20,17 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ("Restored", "RunCheckpointer", "snapshot")
 
-_log = logging.getLogger("daimon.checkpoint")
 
 _LEGACY_KEY = "daimon"
 """Where checkpoints written before ``CheckpointState.progress`` kept the loop's bookkeeping."""
-
-_IN_PROGRESS: set[tuple[int, str]] = set()
-"""``(id(store), run_id)`` of every run this process is running with a checkpoint store.
-
-Handles remember the checkpoint numbers they have seen, so two runs of one id through one handle
-would each pass the other's compare-and-set: this set turns the second away before it starts.
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,26 +70,13 @@ class RunCheckpointer:
     before the run is loaded until :meth:`end_lease`, renewing it every third of its length.
     """
 
-    __slots__ = (
-        "_checkpoint",
-        "_held",
-        "_lease",
-        "_leases",
-        "_lock",
-        "_renewer",
-        "_state",
-        "_stop",
-    )
+    __slots__ = ("_checkpoint", "_hold", "_lock", "_state")
 
     def __init__(self, checkpoint: Checkpoint | None, state: RunState) -> None:
         self._checkpoint = checkpoint
         self._state = state
         self._lock: asyncio.Lock | None = None  # made on the first write: most runs never write
-        self._held: tuple[int, str] | None = None
-        self._leases = _leasing(checkpoint)
-        self._lease: Lease | None = None
-        self._stop: asyncio.Event | None = None
-        self._renewer: asyncio.Task[None] | None = None
+        self._hold = RunHold(checkpoint)
 
     def hold(self) -> None:
         """Mark the run as in progress in this process until :meth:`release`.
@@ -105,76 +84,29 @@ class RunCheckpointer:
         Raises:
             CheckpointConflictError: This process already runs it with the same store.
         """
-        key = (id(self._checkpoint), self._state.run_id)
-        if key in _IN_PROGRESS:
-            raise CheckpointConflictError(
-                self._state.run_id,
-                None,
-                None,
-                message=f"run {self._state.run_id!r} is already running in this process",
-            )
-        _IN_PROGRESS.add(key)
-        self._held = key
+        self._hold.hold(self._state.run_id)
 
     def release(self) -> None:
         """End what :meth:`hold` started (safe to call when it did not).
 
         A lease :meth:`end_lease` did not give up is no longer renewed: it expires by itself.
         """
-        if self._held is not None:
-            _IN_PROGRESS.discard(self._held)
-            self._held = None
-        if self._stop is not None:
-            self._stop.set()
+        self._hold.release()
+
+    def check_lease(self) -> None:
+        """Refuse to start tool calls once the run's lease may have ended (see RunHold.check).
+
+        Raises:
+            CheckpointConflictError: The lease ended: another process may be running the run.
+        """
+        self._hold.check()
 
     async def end_lease(self) -> None:
         """Stop renewing the run's lease and give it up (safe to call when none is held).
 
         A store that fails to release it is logged, not raised: the lease then expires by itself.
         """
-        lease, self._lease = self._lease, None
-        store = self._leases
-        if lease is None or store is None or self._stop is None or self._renewer is None:
-            return
-        self._stop.set()
-        await asyncio.wait([self._renewer])  # a renewal in flight lands before the release
-        try:
-            await store.release(lease)
-        except Exception as exc:  # the lease expires by itself
-            _log.warning("could not release the lease of run %r: %s", lease.run_id, exc)
-
-    async def _take_lease(self, run_id: str) -> None:
-        """Hold the run's lease while it runs (when the store leases runs).
-
-        Raises:
-            RunLeasedError: Another process holds a live lease on the run.
-        """
-        store = self._leases
-        if store is None:
-            return
-        self._lease = await store.acquire(run_id)
-        self._stop = asyncio.Event()
-        self._renewer = asyncio.create_task(self._renew(store, store.lease / 3, self._stop))
-
-    async def _renew(self, store: RunLeases, every: float, stop: asyncio.Event) -> None:
-        """Renew the lease every ``every`` seconds until ``stop`` is set or the lease is lost."""
-        while not stop.is_set():
-            try:
-                async with asyncio.timeout(every):
-                    await stop.wait()
-                return
-            except TimeoutError:
-                pass
-            lease = self._lease
-            if lease is None:
-                return
-            try:
-                self._lease = await store.renew(lease)
-            except CheckpointConflictError as exc:  # the run's next save is refused
-                _log.warning("run %r lost its lease: %s", lease.run_id, exc)
-                return
-            except Exception as exc:  # tried again next time; saves stop at the lease's end
-                _log.warning("could not renew the lease of run %r: %s", lease.run_id, exc)
+        await self._hold.end()
 
     async def restore(self, saved: CheckpointState | None = None) -> Restored | None:
         """Put the run's saved state into the run state, and claim the run if it goes on.
@@ -194,7 +126,7 @@ class RunCheckpointer:
         state = self._state
         if self._checkpoint is not None:
             run_id = saved.run_id if saved else state.run_id
-            await self._take_lease(run_id)
+            await self._hold.take(run_id)
             stored = await self._checkpoint.load(run_id)
             saved = stored or saved
         if saved is None:
@@ -244,11 +176,6 @@ class RunCheckpointer:
             self._lock = asyncio.Lock()
         async with self._lock:
             await self._checkpoint.save(saved)
-
-
-def _leasing(store: object) -> RunLeases | None:
-    """``store`` when it leases runs, else ``None``."""
-    return store if isinstance(store, RunLeases) else None
 
 
 def _progress_of(saved: CheckpointState) -> RunProgress:

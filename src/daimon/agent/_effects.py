@@ -1,5 +1,6 @@
-"""The run's effect ledger: each call of a tool that declares an effect is recorded before it runs
-and again when its result is in; a call found started but never finished is in doubt.
+"""The run's effect ledger: each call of a tool that declares an effect, before and after it runs.
+
+A call found started but never finished is in doubt.
 
 The ledger is part of the run's checkpoint (:attr:`CheckpointState.effects`), so it is written in
 the same atomic save as the rest of the run. A call's intent is saved before the call starts (one
@@ -28,14 +29,14 @@ if TYPE_CHECKING:
 __all__ = ("UNKNOWN_OUTCOME", "effect_of", "intend", "settle", "settle_doubts")
 
 UNKNOWN_OUTCOME = (
-    "The outcome of this call is unknown: it started, but the process running it stopped before "
-    "its result was recorded, so it may or may not have taken effect. It was not run again."
+    "The outcome of this call is unknown: the process running it stopped before its result was "
+    "recorded, so it may or may not have taken effect. It was not run again."
 )
 """What the model reads for a ``once`` call in doubt."""
 
 _NOT_RUN_AGAIN = (
-    "The outcome of this call is unknown: it started, but the process running it stopped before "
-    "its result was recorded. A person decided not to run it again{reason}"
+    "The outcome of this call is unknown: the process running it stopped before its result was "
+    "recorded. A person decided not to run it again{reason}"
 )
 
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from daimon.agent._budget import Rollup, RunBudget
 from daimon.agent._chain import Relayed, model_chain, tool_chain
 from daimon.agent._checkpointing import Restored, RunCheckpointer, snapshot
-from daimon.agent._effects import intend, settle_doubts
 from daimon.agent._client_tools import ClientTools, to_custom
+from daimon.agent._effects import intend, settle_doubts
 from daimon.agent._output import OUTPUT_TOOL, InvalidOutput, OutputSpec
 from daimon.agent._repeats import RepeatGuard
 from daimon.agent._tool_choice import called_a_tool, check_tool_choice
@@ -462,12 +462,7 @@ class Run:
             raise RunCancelled(self.cancel.reason)
         self.tool_choice = None  # the model called a tool: from now on it chooses
         calls, completed = self.pending, self.completed
-        waiting = (
-            settle_doubts(state, calls, completed, self._decisions) if state.effects else []
-        )
-        waiting += apply_decisions(agent, calls, completed, self._decisions)
-        if self._client is not None:  # client calls wait for the caller's results
-            waiting = [*waiting, *self._client.take(calls, completed)]
+        waiting = self._waiting(calls, completed)
         todo = runnable(calls, completed, waiting)
         limit = agent.max_repeated_tool_calls
         if todo and limit is not None:
@@ -509,6 +504,22 @@ class Run:
             await hook.on_iteration_end(state)
         return events, None
 
+    def _waiting(
+        self, calls: Sequence[ToolCall], completed: dict[str, ToolOutput]
+    ) -> Sequence[ToolCall]:
+        """The calls that wait for someone: a person (in doubt, or to approve), or the caller.
+
+        Decides what it can first: calls in doubt by their tools' effects, approvals given.
+        """
+        state = self.state
+        doubts = settle_doubts(state, calls, completed, self._decisions) if state.effects else ()
+        waiting = apply_decisions(self.agent, calls, completed, self._decisions)
+        if doubts:
+            waiting = [*doubts, *(c for c in waiting if c not in doubts)]
+        if self._client is not None:  # client calls wait for the caller's results
+            waiting = [*waiting, *self._client.take(calls, completed)]
+        return waiting
+
     def _call_tool(self, call: ToolCall) -> Awaitable[ToolOutput]:
         """The innermost step of the tool chain: the tool itself, through the registry.
 
@@ -517,6 +528,8 @@ class Run:
         """
         agent = self.agent
         assert self._rollup is not None
+        if self._checkpointer is not None:  # a runner stalled past its lease starts no tool
+            self._checkpointer.check_lease()
         called = agent.tools.run(
             call,
             self.state.for_call(call.id, call.name),  # a view: nothing copied
@@ -566,9 +579,7 @@ class Run:
             run_id=run_id,
             session_id=state.session_id,
             pending_approvals=tuple(
-                ApprovalRequest(
-                    id=c.id, call=c, run_id=run_id, in_doubt=_in_doubt(state, c.id)
-                )
+                ApprovalRequest(id=c.id, call=c, run_id=run_id, in_doubt=_in_doubt(state, c.id))
                 for c in waiting
                 if c.name not in names
             ),

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from daimon.agent._effects import settle
 from daimon.core._fastinit import fast_new
 from daimon.core.checkpoints import RunProgress
 from daimon.core.errors import RunCancelled
@@ -15,7 +16,6 @@ from daimon.core.events import ToolResult
 from daimon.core.messages import ContentPart, Message, Role, TextPart, ToolCall
 from daimon.core.results import ApprovalDecision
 from daimon.core.tools import ToolOutput
-from daimon.agent._effects import settle
 from daimon.extensions import CallTool
 from daimon.tools import EndRun
 
@@ -218,6 +218,8 @@ class ToolTurn:
         try:
             output = await self._call(call)
         except EndRun as end:
+            if self._state.effects:
+                settle(self._state, key)  # it returned: its end is its result
             raise Ended(end, call) from None
         self.completed[key] = output
         if self._state.effects:

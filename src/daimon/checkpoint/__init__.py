@@ -12,14 +12,16 @@ from daimon.core.lazy import lazy_exports
 if TYPE_CHECKING:
     from daimon.checkpoint.file import FileCheckpoint
     from daimon.checkpoint.nats import NatsKVCheckpoint
+    from daimon.checkpoint.postgres import PostgresCheckpoint
     from daimon.checkpoint.redis import RedisCheckpoint
 
-__all__ = ("FileCheckpoint", "NatsKVCheckpoint", "RedisCheckpoint")
+__all__ = ("FileCheckpoint", "NatsKVCheckpoint", "PostgresCheckpoint", "RedisCheckpoint")
 
 # name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str]] = {
     "FileCheckpoint": ("daimon.checkpoint.file", "FileCheckpoint"),
     "NatsKVCheckpoint": ("daimon.checkpoint.nats", "NatsKVCheckpoint"),
+    "PostgresCheckpoint": ("daimon.checkpoint.postgres", "PostgresCheckpoint"),
     "RedisCheckpoint": ("daimon.checkpoint.redis", "RedisCheckpoint"),
 }
 

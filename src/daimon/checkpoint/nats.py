@@ -282,11 +282,16 @@ class NatsKVCheckpoint(BaseCheckpoint):
         return sorted(runs)
 
     async def delete(self, run_id: str) -> None:
-        """Remove every checkpoint of the run (nothing happens if it has none)."""
+        """Remove every checkpoint of the run and its lease (nothing happens if it has none).
+
+        The id can be run again at once; a holder of the purged lease can no longer renew it.
+        """
         kv = await self._kv()
         await kv.purge(_key(run_id))
+        await kv.purge(_key(run_id, "lease"))
         self._seen.pop(run_id, None)
         self._revisions.pop(run_id, None)
+        self._lease_revisions.pop(run_id, None)
 
     async def fork(self, run_id: str, new_run_id: str) -> None:
         """Copy the run's intact checkpoints to a new run.

@@ -290,10 +290,13 @@ class RedisCheckpoint(BaseCheckpoint):
         return sorted(run_id for run_id, n in zip(runs, alive, strict=True) if n)
 
     async def delete(self, run_id: str) -> None:
-        """Remove every checkpoint of the run (nothing happens if it has none)."""
+        """Remove every checkpoint of the run and its lease (nothing happens if it has none).
+
+        The id can be run again at once; a holder of the deleted lease can no longer save.
+        """
         key = self._key(run_id)
         async with self._client.pipeline(transaction=True) as pipe:
-            pipe.delete(key)
+            pipe.delete(key, self._lease_key(run_id))
             pipe.zrem(self._index, run_id)
             await pipe.execute()
         self._seen.pop(run_id, None)

@@ -26,6 +26,7 @@ import typer
 from rich.console import Console
 
 from daimon.agent import Agent
+from daimon.cli.db import db_app
 from daimon.cli.loading import (
     AgentConfig,
     ConfigError,
@@ -59,6 +60,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+app.add_typer(db_app, name="db")
 
 ModelOption = Annotated[
     str | None,

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         SchemaVersionError,
         SerializationError,
         SkillError,
+        StateStoreError,
         StreamClosedError,
         TimeoutError,  # noqa: A004
         ToolError,
@@ -127,6 +128,10 @@ if TYPE_CHECKING:
         AgentResponse,
         ApprovalDecision,
         ApprovalRequest,
+    )
+    from daimon.core.state_store import (
+        StateRecord,
+        StateStore,
     )
     from daimon.core.tasks import (
         AgentTask,
@@ -222,6 +227,9 @@ _LAZY: dict[str, str] = {
     "ScoredDocument": "daimon.core.documents",
     "SerializationError": "daimon.core.errors",
     "SkillError": "daimon.core.errors",
+    "StateRecord": "daimon.core.state_store",
+    "StateStore": "daimon.core.state_store",
+    "StateStoreError": "daimon.core.errors",
     "StopReason": "daimon.core.chat",
     "StreamClosedError": "daimon.core.errors",
     "StreamEvent": "daimon.core.events",
@@ -329,6 +337,9 @@ __all__ = (
     "ScoredDocument",
     "SerializationError",
     "SkillError",
+    "StateRecord",
+    "StateStore",
+    "StateStoreError",
     "StopReason",
     "StreamClosedError",
     "StreamEvent",

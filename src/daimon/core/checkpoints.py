@@ -13,14 +13,12 @@ from daimon.core.tools import ToolOutput
 
 __all__ = (
     "CheckpointState",
-    "EFFECTS",
     "Effect",
     "EffectRecord",
     "EffectStatus",
     "Lease",
     "RunLeases",
     "RunProgress",
-    "idempotency_key",
 )
 
 Effect = Literal["repeatable", "keyed", "once", "ask"]

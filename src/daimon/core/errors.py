@@ -14,6 +14,8 @@ Every error daimon raises derives from :class:`DaimonError`. The tree splits by 
     │   └── CheckpointCorruptError
     ├── CheckpointConflictError       another writer saved the run first
     │   └── RunLeasedError            another process holds the run's lease (typed owner, expiry)
+    ├── SchemaVersionError            a database's tables are newer than this daimon knows
+    ├── StateStoreError               a server-state store refused an argument (also a ValueError)
     ├── UnknownPausedRunError         a resume names a paused run not kept (also a LookupError)
     ├── ToolError                     a tool call went wrong
     │   ├── ToolExecutionError
@@ -86,6 +88,7 @@ __all__ = (
     "SchemaVersionError",
     "SerializationError",
     "SkillError",
+    "StateStoreError",
     "StreamClosedError",
     "TimeoutError",
     "ToolError",
@@ -541,3 +544,7 @@ class SchemaVersionError(DaimonError):
         self.component = component
         self.found = found
         self.known = known
+
+
+class StateStoreError(DaimonError, ValueError):
+    """A state store refused an argument: a bad ttl, version, sequence number, limit or wait."""

@@ -74,9 +74,7 @@ def _versions_table(prefix: str) -> str:
 async def schema_version(conn: Any, component: str, prefix: str = DEFAULT_PREFIX) -> int:
     """The version of ``component``'s tables in the database (0: not created yet)."""
     check_prefix(prefix)
-    cursor = await conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL", (f"{prefix}schema_versions",)
-    )
+    cursor = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{prefix}schema_versions",))
     exists = await cursor.fetchone()
     if not exists or not exists[0]:
         return 0

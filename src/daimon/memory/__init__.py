@@ -15,6 +15,7 @@ __all__ = ("CharacterTokenCounter", "SlidingWindowMemory", "SummarizingMemory", 
 # name -> (module, attribute): backends that need an extra, imported on first use. Once a listed
 # module exists, also add its name to ``__all__`` and to a ``TYPE_CHECKING`` import block.
 _LAZY: dict[str, tuple[str, str]] = {
+    "PostgresMemory": ("daimon.memory.postgres", "PostgresMemory"),
     "RedisMemory": ("daimon.memory.redis", "RedisMemory"),
     "SQLiteMemory": ("daimon.memory.sqlite", "SQLiteMemory"),
 }

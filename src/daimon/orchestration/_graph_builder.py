@@ -232,7 +232,10 @@ class Graph(PromptsAsFlow):
         With ``checkpoint`` (and ``run_id``) the run is saved after every superstep, and when the
         run already has a checkpoint it resumes from it: ``state`` is then ignored, finished
         supersteps are not run again, and a finished run returns its final state at once. State
-        values must then be JSON values.
+        values must then be JSON values. With a store that leases runs (every daimon store), the
+        run holds its lease as an agent run does: taken before the checkpoint is loaded, renewed
+        every third of its length, given up when the run ends or fails; once it ended and another
+        runner took it over, this run's saves are refused.
 
         ``on_node`` is told each node's start, end (with its duration) or failure, as they
         happen, with the superstep (see :data:`NodeEvent`); routers report nothing.
@@ -247,6 +250,9 @@ class Graph(PromptsAsFlow):
             StateConflictError: Parallel nodes wrote a key that has no reducer.
             OrchestrationError: A node routed to a node that is not one of its destinations, a
                 router picked an unknown route, or the checkpoint is not this graph's.
+            RunLeasedError: Another runner holds the run's live lease (before any node runs).
+            CheckpointConflictError: This process already runs ``run_id`` with this store, or
+                the run's lease ended and another runner took the run over.
         """
         return await run_graph(
             self.spec,

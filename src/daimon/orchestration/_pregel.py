@@ -4,7 +4,10 @@ Every node scheduled for a superstep runs in parallel on the same snapshot of th
 updates are merged (in scheduling order) when all have finished, then the routes out of each node
 pick the next superstep's nodes. A node scheduled by several nodes runs once.
 
-The progress is saved to the checkpoint after each superstep (see ``_graph_state``).
+The progress is saved to the checkpoint after each superstep (see ``_graph_state``). With a store
+that leases runs, the run holds its lease like an agent run does (``daimon.core._run_hold``): taken
+before the checkpoint is loaded, renewed while nodes run, given up when the run ends or fails; a
+runner whose lease ended has its saves refused by the store.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from daimon.core._run_hold import RunHold
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, OrchestrationError, RunCancelled
 from daimon.core.protocols import Checkpoint
@@ -59,6 +63,33 @@ async def run_graph(
         raise BuilderError("a graph run with a checkpoint needs a run_id")
     if cancel is not None:
         cancel.raise_if_cancelled()
+    if checkpoint is None or not run_id:
+        return await _run(graph, state, None, None, cancel, max_steps, on_node, on_agent_event)
+    hold = RunHold(checkpoint)
+    hold.hold(run_id)
+    try:
+        await hold.take(run_id)  # before the load: of two resumers, one is refused here
+        try:
+            return await _run(
+                graph, state, checkpoint, run_id, cancel, max_steps, on_node, on_agent_event
+            )
+        finally:
+            await hold.end()
+    finally:
+        hold.release()
+
+
+async def _run(
+    graph: GraphSpec,
+    state: Mapping[str, Any] | None,
+    checkpoint: Checkpoint | None,
+    run_id: str | None,
+    cancel: CancelToken | None,
+    max_steps: int,
+    on_node: NodeObserver | None,
+    on_agent_event: NodeAgentObserver | None,
+) -> GraphResult:
+    """The run itself, once its lease (if any) is held: load, then supersteps until done."""
     saved = await checkpoint.load(run_id) if checkpoint is not None and run_id else None
     if saved is not None:
         progress, tally = restore(graph, saved), Tally(saved.usage, saved.cost)

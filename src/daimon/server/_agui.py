@@ -10,7 +10,9 @@ input:
 - The prompt may carry files: AG-UI's image, audio and document parts become daimon's, within
   the server's limits (:mod:`daimon.server._agui_media`; 413, 415 or 422 otherwise). A flow
   takes text only (422 for files).
-- ``runId`` names the run (daimon's run id for an agent's run).
+- ``runId`` names the run (daimon's run id for an agent's run). For an agent with a checkpoint
+  store, the id of a run the store holds unfinished (its process died) resumes that run where
+  it stopped; the prompt is not added again.
 - ``state`` is the state the run starts from: it comes back in the first ``STATE_SNAPSHOT``
   with the run's own state under ``"daimon"`` (status, model and tool calls, usage; a flow's
   nodes), which ``STATE_DELTA`` patches keep up to date.
@@ -25,15 +27,17 @@ input:
 - ``resume`` answers the interrupts that paused the thread's last run (below).
 
 Approvals: a run that stops for a person's approval ends with ``RUN_FINISHED`` whose outcome is
-``interrupt``, one interrupt per pending tool call (``reason: "tool_approval"``, ``toolCallId``,
-its id the approval's). The client resumes with a new run on the same thread whose ``resume``
-answers every interrupt: ``status: "resolved"`` approves (unless ``payload`` is ``false`` or
-``{"approved": false, "reason"?}``), ``"cancelled"`` rejects. The resumed run streams what
-followed (the tool's result, the answer) and ends like any run. A resume for a thread with no
-paused run is 409, one that leaves an interrupt unanswered or names an unknown one is 422, and a
-new run on a thread whose run waits for answers is 409: the paused run is kept in each case.
-Paused runs are kept in memory, the newest 1,000 (:mod:`daimon._paused_runs`, the store every
-front end shares): a resume of an older one, or of one kept before a restart, is that 409.
+``interrupt``, one interrupt per pending tool call (``reason: "tool_approval"``, ``toolCallId``, its
+id the approval's). An interrupt whose ``metadata.daimon.inDoubt`` is true asks about a call in
+doubt (its tool's effect is ``ask``): it started in an earlier attempt of the run and its outcome is
+unknown, so approving runs it again. The client resumes with a new run on the same thread whose
+``resume`` answers every interrupt: ``status: "resolved"`` approves (unless ``payload`` is ``false``
+or ``{"approved": false, "reason"?}``), ``"cancelled"`` rejects. The resumed run streams what
+followed (the tool's result, the answer) and ends like any run. A resume for a thread with no paused
+run is 409, one that leaves an interrupt unanswered or names an unknown one is 422, and a new run on
+a thread whose run waits for answers is 409: the paused run is kept in each case. Paused runs are
+kept in memory, the newest 1,000 (:mod:`daimon._paused_runs`, the store every front end shares): a
+resume of an older one, or of one kept before a restart, is that 409.
 
 Errors: a body that is not a ``RunAgentInput`` is 422 (400 for invalid JSON), an unknown agent
 404, all before the stream starts; a run that fails ends its stream with ``RUN_ERROR`` (``code``:

@@ -110,14 +110,29 @@ def _id(prefix: str) -> str:
 
 
 def interrupt_for(approval: ApprovalRequest) -> Interrupt:
-    """The interrupt that asks for ``approval``: answered by a resume entry with its id."""
+    """The interrupt that asks for ``approval``: answered by a resume entry with its id.
+
+    ``metadata.daimon.inDoubt`` says the call started before and its outcome is unknown (its
+    tool's effect is ``ask``): approving runs it again, rejecting tells the model it was not.
+    """
+    name = approval.call.name
     return Interrupt(
         id=approval.id,
         reason=APPROVAL_REASON,
-        message=f"Approve the call to {approval.call.name}?",
+        message=(
+            f"The call to {name} started before and its outcome is unknown: run it again?"
+            if approval.in_doubt
+            else f"Approve the call to {name}?"
+        ),
         tool_call_id=approval.call.id,
         response_schema=APPROVAL_SCHEMA,
-        metadata={"daimon": {"tool": approval.call.name, "arguments": approval.call.arguments}},
+        metadata={
+            "daimon": {
+                "tool": name,
+                "arguments": approval.call.arguments,
+                "inDoubt": approval.in_doubt,
+            }
+        },
     )
 
 

@@ -74,7 +74,12 @@ def prompt_body(agent: str, response: AgentResponse) -> dict[str, Any]:
         "cost": response.cost,
         "output": None if response.output is None else jsonable(response.output),
         "pending_approvals": [
-            {"id": a.id, "tool": a.call.name, "arguments": a.call.arguments}
+            {
+                "id": a.id,
+                "tool": a.call.name,
+                "arguments": a.call.arguments,
+                "in_doubt": a.in_doubt,
+            }
             for a in response.pending_approvals
         ],
     }

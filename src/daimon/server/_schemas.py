@@ -116,6 +116,11 @@ class ApprovalBody(BaseModel):
     id: str
     tool: str
     arguments: dict[str, Any] | str
+    in_doubt: bool = Field(
+        default=False,
+        description="The call started before and its outcome is unknown (the process running "
+        "it stopped before its result was recorded): approving runs it again.",
+    )
 
 
 class PromptResponse(BaseModel):

@@ -9,6 +9,13 @@ span is the current span; while a model call or a tool runs, its span is: a sub-
 the tool (or an HTTP call it makes, or a message it sends with
 :func:`~daimon.telemetry.inject_trace_context`) continues the trace under that tool call. Each
 model call is also measured (:mod:`daimon.telemetry._metrics`).
+
+The run's effect ledger shows too: each ``execute_tool`` span says the tool's declared effect
+(``daimon.tool.effect``), and for a call the ledger records (a run with a checkpoint store, a
+tool whose effect is not ``repeatable``) where it stands and which attempt it is
+(``daimon.tool.effect.status``, ``daimon.tool.effect.attempt``). A call in doubt that is not run
+again (``once``; ``ask`` waiting for a person or rejected by one) has no ``execute_tool`` span: it
+is a ``daimon.tool.in_doubt`` event on the run's span, when the run decides it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import daimon
 from daimon.agent import Agent
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
+from daimon.core.checkpoints import EffectRecord
 from daimon.core.messages import CachePoint, Message, Role, TextPart, ToolCall
 from daimon.core.optional import require
 from daimon.core.results import AgentResponse
@@ -147,11 +155,13 @@ class _Scope:
 class _Run:
     """A traced run's span, and its calls' spans still open (to end them if it is abandoned)."""
 
-    __slots__ = ("calls", "scope")
+    __slots__ = ("calls", "effects", "scope")
 
-    def __init__(self, scope: _Scope) -> None:
+    def __init__(self, scope: _Scope, effects: Mapping[str, EffectRecord]) -> None:
         self.scope = scope
         self.calls: set[_Scope] = set()
+        self.effects = effects
+        """The run's effect ledger as last seen (replaced, never mutated, when it changes)."""
 
 
 class _Tracing(AgentHook, Extension):
@@ -206,7 +216,7 @@ class _Tracing(AgentHook, Extension):
             attributes=attributes,
         )
         runs = self._runs
-        runs[state.run_id] = _Run(_Scope(span, parent, current=True))
+        runs[state.run_id] = _Run(_Scope(span, parent, current=True), state.effects)
         if len(runs) > _MAX_OPEN_RUNS:
             oldest = runs.pop(next(iter(runs)))
             for scope in (*_open(oldest), oldest.scope):
@@ -219,6 +229,7 @@ class _Tracing(AgentHook, Extension):
             return
         for scope in _open(run):  # calls cut short (parallel calls when one ended the run)
             scope.span.end()
+        _note_doubts(run, state)
         span = run.scope.span
         _set_usage(span, response.usage)
         span.set_attribute("daimon.cost", response.cost)
@@ -237,6 +248,7 @@ class _Tracing(AgentHook, Extension):
             return
         for scope in _open(run):
             scope.fail(error)
+        _note_doubts(run, state)
         _set_usage(run.scope.span, state.usage)
         run.scope.span.set_attribute("daimon.cost", state.cost)
         run.scope.release()
@@ -249,6 +261,7 @@ class _Tracing(AgentHook, Extension):
         run = self._runs.get(ctx.run_id)
         if run is None:
             return await call_next(request)
+        _note_doubts(run, ctx)  # decided in the tool turn before this call: the model reads them
         attributes: _Attributes = {"gen_ai.operation.name": "chat", **self._request}
         if ctx.session_id is not None:
             attributes["gen_ai.conversation.id"] = ctx.session_id
@@ -299,6 +312,8 @@ class _Tracing(AgentHook, Extension):
             "gen_ai.tool.type": "function",
         }
         found = self._tools.get(call.name)
+        effect = getattr(found, "effect", None)
+        attributes["daimon.tool.effect"] = effect if isinstance(effect, str) else "repeatable"
         description = getattr(found, "description", None)
         if isinstance(description, str) and description:
             attributes["gen_ai.tool.description"] = description
@@ -316,11 +331,14 @@ class _Tracing(AgentHook, Extension):
         try:
             output = await call_next(call)
         except EndRun:  # a signal: the run ends with this call's answer
+            _set_effect(span, ctx.effects.get(call.id), returned=True)
             _end(run, scope, None)
             raise
         except BaseException as error:
+            _set_effect(span, ctx.effects.get(call.id), returned=False)
             _end(run, scope, error)
             raise
+        _set_effect(span, ctx.effects.get(call.id), returned=True)
         if output.is_error:
             span.set_attribute("error.type", "tool_error")
             span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool returned an error"))
@@ -328,6 +346,50 @@ class _Tracing(AgentHook, Extension):
             span.set_attribute("gen_ai.tool.call.result", output.content)
         _end(run, scope, None)
         return output
+
+
+def _set_effect(span: Span, record: EffectRecord | None, *, returned: bool) -> None:
+    """The call's place in the run's effect ledger, when the ledger records it.
+
+    The loop marks a recorded call ``completed`` as soon as its result comes back out of the
+    extensions (this one among them), so a call that returned is ``completed``; one that raised
+    stays ``started``: a run resumed after it finds it in doubt.
+    """
+    if record is None:
+        return
+    status = "completed" if returned and record.status == "started" else record.status
+    span.set_attribute("daimon.tool.effect.status", status)
+    span.set_attribute("daimon.tool.effect.attempt", record.attempts)
+
+
+def _note_doubts(run: _Run, state: RunState) -> None:
+    """An event on the run's span for each call in doubt the run decided not to run (yet).
+
+    ``once`` calls (the model is told the outcome is unknown), ``ask`` calls waiting for a person
+    (``in_doubt``) or rejected by one (``skipped``): they run no tool, so they have no
+    ``execute_tool`` span. Each change is told once: the ledger is compared with the one last
+    seen, which the loop replaces (never mutates) when it changes.
+    """
+    effects, before = state.effects, run.effects
+    if effects is before:
+        return
+    run.effects = effects
+    for record in effects.values():
+        if record.status not in ("in_doubt", "skipped"):
+            continue
+        prior = before.get(record.call_id)
+        if prior is not None and prior.status == record.status:
+            continue
+        run.scope.span.add_event(
+            "daimon.tool.in_doubt",
+            {
+                "gen_ai.tool.name": record.tool,
+                "gen_ai.tool.call.id": record.call_id,
+                "daimon.tool.effect": record.effect,
+                "daimon.tool.effect.status": record.status,
+                "daimon.tool.effect.attempt": record.attempts,
+            },
+        )
 
 
 def _add_input(attributes: _Attributes, messages: Sequence[Message]) -> None:

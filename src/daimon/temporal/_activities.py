@@ -2,7 +2,8 @@
 
 Temporal owns the retries: a model wrapped in :class:`~daimon.models.retry.RetryingModel` is
 called without it here, and the agent's ``tool_retry_policy`` decides whether a tool's error is
-thrown to Temporal (retried by the activity's policy) or returned to the model.
+thrown to Temporal (retried by the activity's policy) or returned to the model. A ``once`` or
+``ask`` tool's activity has one attempt: its errors are retried here, by that policy.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any, TypeVar, cast
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from daimon.agent._effects import effect_of
 from daimon.core.chat import ChatRequest, ChatResponse, Usage
+from daimon.core.checkpoints import Effect
 from daimon.core.codec import from_data, to_data
 from daimon.core.errors import ModelError, SerializationError
 from daimon.core.events import TextDelta
@@ -198,11 +201,11 @@ async def call_tool(call: ToolCallInput) -> ToolCallResult:
     )
     policy = agent.tool_retry_policy
     failures: list[Exception] = []
-    capture = cast(ToolRetryPolicy, _Capture(failures)) if policy is not None else None
+    retries = _retries(policy, effect_of(agent, call.call), failures)
     try:
         output = await _heartbeating(
             agent.tools.run(
-                call.call, ctx, validate=agent.validate_tool_inputs, retry_policy=capture
+                call.call, ctx, validate=agent.validate_tool_inputs, retry_policy=retries
             ),
             ctx,
         )
@@ -212,6 +215,20 @@ async def call_tool(call: ToolCallInput) -> ToolCallResult:
         raise ApplicationError(f"tool {call.call.name!r} failed: {failures[-1]}") from failures[-1]
     usage, cost = _sum(reported)
     return ToolCallResult(output=output, usage=usage, cost=cost)
+
+
+def _retries(
+    policy: ToolRetryPolicy | None, effect: Effect, failures: list[Exception]
+) -> ToolRetryPolicy | None:
+    """The retry policy the registry applies to a tool without one of its own.
+
+    Temporal retries a tool's error (the registry keeps it in ``failures``), except a ``once``
+    or ``ask`` tool's: its activity has one attempt (a lost one must not run again), so its own
+    errors, which mean it finished, are retried here, in that attempt.
+    """
+    if policy is None or effect in ("once", "ask"):
+        return policy
+    return cast(ToolRetryPolicy, _Capture(failures))
 
 
 class _Capture:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from daimon.core.chat import ChatRequest, Usage
-from daimon.core.checkpoints import CheckpointState
+from daimon.core.checkpoints import CheckpointState, EffectRecord
 from daimon.core.errors import BuilderError
 from daimon.core.events import StreamEvent
 from daimon.core.messages import Message, ToolCall
@@ -46,7 +46,9 @@ class ActivityOptions:
     is a result the model reads, as in a plain run. A ``SerializationError`` (a value Temporal
     cannot carry) is never retried. Each activity heartbeats every ``HEARTBEAT`` (2) seconds,
     which is how a cancellation reaches it; one that misses ``heartbeat_timeout`` seconds (its
-    worker died) is run again on another worker.
+    worker died) is run again on another worker. Not a tool call whose tool declares
+    ``effect="once"`` or ``"ask"``: its activity has one attempt (its tool's own errors are
+    retried within it), and a lost one leaves the call in doubt, decided as the tool declared.
     """
 
     model_timeout: float = 300.0
@@ -188,4 +190,7 @@ class RunStatus:
     pending_approvals: tuple[ApprovalRequest, ...] = ()
     events: int = 0
     """How many stream events the run has recorded (see the ``events`` query)."""
+    effects: dict[str, EffectRecord] = field(default_factory=dict[str, EffectRecord])
+    """The run's effect ledger (``RunContext.effects``): each call of a tool that declares an
+    effect, by call id, and where it stands (started, completed, in doubt, skipped)."""
     kind: Literal["temporal_run_status"] = field(default="temporal_run_status", init=False)

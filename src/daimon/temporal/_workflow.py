@@ -23,15 +23,25 @@ from temporalio.exceptions import (
     ApplicationError,
     ChildWorkflowError,
     FailureError,
+    TimeoutType,
     is_cancelled_exception,
+)
+from temporalio.exceptions import (
+    TimeoutError as ActivityTimeout,
 )
 
 with workflow.unsafe.imports_passed_through():
     from daimon.agent import Agent
+    from daimon.agent._effects import effect_of, intend, settle_doubts
     from daimon.core.chat import ChatRequest, ChatResponse
-    from daimon.core.checkpoints import CheckpointState
+    from daimon.core.checkpoints import CheckpointState, Effect
     from daimon.core.codec import CODEC_VERSION, to_data
-    from daimon.core.errors import DaimonError, ModelError, SerializationError
+    from daimon.core.errors import (
+        ApprovalRequiredError,
+        DaimonError,
+        ModelError,
+        SerializationError,
+    )
     from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd, ToolResult
     from daimon.core.messages import ToolCall
     from daimon.core.results import AgentResponse, ApprovalDecision, ApprovalRequest
@@ -75,6 +85,9 @@ CARRIED_EVENTS = 1000
 
 NEVER_RETRIED = ("SerializationError",)
 """Activity errors no attempt can mend: a value Temporal cannot carry fails its call once."""
+
+LOST = (TimeoutType.HEARTBEAT, TimeoutType.START_TO_CLOSE)
+"""How an activity attempt is lost: its worker died or hung (the call it made is in doubt)."""
 
 
 def _digest(value: object) -> str:
@@ -140,7 +153,6 @@ class ToActivities(Extension):
             output = await run.run_child(child, ctx)
             run.record_tool(call, output)
             return output
-        options = run.options
         payload = ToolCallInput(
             agent=run.agent_name,
             call=call,
@@ -151,21 +163,7 @@ class ToActivities(Extension):
             messages=tuple(ctx.messages),
             deps=run.deps,
         )
-        try:
-            result: ToolCallResult = await workflow.execute_activity(
-                TOOL_ACTIVITY,
-                payload,
-                result_type=ToolCallResult,
-                activity_id=run.activity_id("tool", call),
-                start_to_close_timeout=_seconds(options.tool_timeout),
-                heartbeat_timeout=_seconds(options.heartbeat_timeout),
-                retry_policy=run.retry_policy,
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            )
-        except ActivityError as exc:  # out of attempts: the model reads it, as in a plain run
-            if is_cancelled_exception(exc):
-                raise
-            result = ToolCallResult(output=ToolOutput.error(f"Error: {_cause(exc)}"))
+        result = await run.call_tool(payload, call, ctx)
         if result.usage is not None:
             ctx.report_usage(result.usage, result.cost)
         run.record_tool(call, result.output)
@@ -233,6 +231,8 @@ class AgentWorkflow:
         self.deps: Any = None
         self.options = ActivityOptions()
         self.retry_policy = RetryPolicy()
+        self.run_once = RetryPolicy(maximum_attempts=1)
+        """The retry policy of a ``once`` or ``ask`` tool's activity: one attempt."""
         self._agent: Agent[Any, Any] | None = None
         self._calls = 0
         self._calls_at_start = 0
@@ -303,6 +303,7 @@ class AgentWorkflow:
             maximum_attempts=options.max_attempts,
             non_retryable_error_types=NEVER_RETRIED,
         )
+        self.run_once = dataclasses.replace(self.retry_policy, maximum_attempts=1)
         self._agent = lookup(workflow.info().task_queue, request.agent).workflow_agent
         return self._agent
 
@@ -372,6 +373,100 @@ class AgentWorkflow:
             return _child_failed(child.label, exc)
         ctx.report_usage(response.usage, response.cost)
         return ToolOutput(content=response.text)
+
+    # -------------------------------------------------------------------- tool calls
+
+    async def call_tool(
+        self, payload: ToolCallInput, call: ToolCall, ctx: RunState
+    ) -> ToolCallResult:
+        """The call's result, or the error the model reads; a call in doubt as its tool declared.
+
+        Each run of the call (a first one, one a person approved after it was in doubt) is an
+        activity of its own.
+        """
+        effect = self.effect(call)
+        while True:
+            try:
+                return await self.tool_activity(payload, call, effect)
+            except ActivityError as exc:
+                if is_cancelled_exception(exc):
+                    raise
+                if effect not in ("once", "ask") or not _lost(exc):
+                    # out of attempts: the model reads it, as in a plain run
+                    return ToolCallResult(output=ToolOutput.error(f"Error: {_cause(exc)}"))
+            doubt = await self.in_doubt(call, ctx)
+            if doubt is not None:
+                return ToolCallResult(output=doubt)
+
+    def effect(self, call: ToolCall) -> Effect:
+        """What the called tool declares its call does when in doubt (``@tool(effect=...)``)."""
+        return "repeatable" if self._agent is None else effect_of(self._agent, call)
+
+    async def tool_activity(
+        self, payload: ToolCallInput, call: ToolCall, effect: Effect
+    ) -> ToolCallResult:
+        """Run the call as an activity; Temporal retries it by the run's policy.
+
+        A ``once`` or ``ask`` call's activity has one attempt: one lost (its worker died, a
+        heartbeat or start-to-close timeout) fails it, and the call is in doubt. Its tool's own
+        errors are still retried by the agent's ``tool_retry_policy`` (the tool finished), in
+        that attempt (see :func:`~daimon.temporal._activities.call_tool`).
+        """
+        options = self.options
+        in_doubt_is_final = effect in ("once", "ask")
+        result: ToolCallResult = await workflow.execute_activity(
+            TOOL_ACTIVITY,
+            payload,
+            result_type=ToolCallResult,
+            activity_id=self.activity_id("tool", call),
+            start_to_close_timeout=_seconds(options.tool_timeout),
+            heartbeat_timeout=_seconds(options.heartbeat_timeout),
+            retry_policy=self.run_once if in_doubt_is_final else self.retry_policy,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        return result
+
+    async def in_doubt(self, call: ToolCall, ctx: RunState) -> ToolOutput | None:
+        """What the model reads of a ``once`` or ``ask`` call whose attempt was lost.
+
+        ``None``: a person approved running an ``ask`` call again (its intent is recorded
+        again). The run's effect ledger is told as a resumed plain run's is.
+        """
+        if call.id not in ctx.effects:  # always recorded by the loop; kept safe regardless
+            assert self._agent is not None
+            intend(self._agent, ctx, [call])
+        completed: dict[str, ToolOutput] = {}
+        waiting = settle_doubts(ctx, [call], completed, {})
+        if not waiting:  # once: the outcome is unknown
+            return completed[call.id]
+        decision = await self._ask(
+            ApprovalRequest(id=call.id, call=call, run_id=ctx.run_id, in_doubt=True)
+        )
+        settle_doubts(ctx, [call], completed, {call.id: decision})
+        if call.id in completed:  # rejected: not run again
+            return completed[call.id]
+        assert self._agent is not None
+        intend(self._agent, ctx, [call])
+        return None
+
+    async def _ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        """Wait, durably, for a person's decision on ``request`` (the run is awaiting approval).
+
+        A run that may not pause (a sub-agent's) fails with ``ApprovalRequiredError``, as it
+        does when one of its calls needs approval.
+        """
+        assert self._request is not None
+        if not self._request.pausable:
+            raise ApprovalRequiredError((request,), f"agent {self.agent_name!r}, delegated to,")
+        self._pending = (*self._pending, request)
+        self._phase = "awaiting_approval"
+        try:
+            await workflow.wait_condition(lambda: request.id in self._decisions)
+        finally:
+            self._pending = tuple(p for p in self._pending if p is not request)
+            if not self._pending:
+                self._phase = "running"
+        return self._decisions.pop(request.id)
 
     # ------------------------------------------------------------------ continue-as-new
 
@@ -469,9 +564,10 @@ class AgentWorkflow:
 
     @workflow.query(name="status")
     def status(self) -> RunStatus:
-        """The run's phase, messages, usage, cost and the approvals still awaiting a decision.
+        """The run's phase, messages, usage, cost, effect ledger and its pending approvals.
 
-        A decided call is no longer pending, even before the run has resumed with it; once
+        A call in doubt whose tool's effect is ``ask`` is pending too (``in_doubt``). A decided
+        call is no longer pending, even before the run has resumed with it; once
         every call is decided the run is ``running``.
         """
         ctx = self.ctx
@@ -489,6 +585,7 @@ class AgentWorkflow:
                 messages=paused.messages,
                 pending_approvals=pending,
                 events=events,
+                effects=dict(paused.state.effects) if paused.state is not None else {},
             )
         saved = self.checkpoint
         if ctx is None and saved is not None:  # continued as new: the carried snapshot
@@ -499,6 +596,7 @@ class AgentWorkflow:
                 cost=saved.cost,
                 messages=saved.messages,
                 events=events,
+                effects=dict(saved.effects),
             )
         if ctx is None:
             return RunStatus(phase=self._phase, events=events)
@@ -510,6 +608,7 @@ class AgentWorkflow:
             messages=tuple(ctx.messages),
             pending_approvals=pending,
             events=events,
+            effects=dict(ctx.effects),
         )
 
     @workflow.query(name="events")
@@ -580,6 +679,12 @@ def _check_carried(value: object) -> None:
     run fails, or goes on, at once.
     """
     workflow.payload_converter().to_payloads([value])
+
+
+def _lost(exc: ActivityError) -> bool:
+    """Whether the activity failed by losing its attempt (its worker died or hung)."""
+    cause = exc.cause
+    return isinstance(cause, ActivityTimeout) and cause.type in LOST
 
 
 def _seconds(value: float) -> timedelta:

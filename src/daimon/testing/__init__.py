@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from daimon.testing.memory import MemoryConformance
     from daimon.testing.models import LoopbackServer, ModelConformance, WireServer
     from daimon.testing.servers import serving
+    from daimon.testing.state_store import StateStoreConformance
     from daimon.testing.vectorstores import (
         PersistentVectorStoreConformance,
         VectorStoreConformance,
@@ -29,6 +30,7 @@ __all__ = (
     "MemoryConformance",
     "ModelConformance",
     "PersistentVectorStoreConformance",
+    "StateStoreConformance",
     "VectorStoreConformance",
     "WireServer",
     "serving",
@@ -46,6 +48,7 @@ _LAZY: dict[str, tuple[str, str]] = {
         "daimon.testing.vectorstores",
         "PersistentVectorStoreConformance",
     ),
+    "StateStoreConformance": ("daimon.testing.state_store", "StateStoreConformance"),
     "VectorStoreConformance": ("daimon.testing.vectorstores", "VectorStoreConformance"),
     "WireServer": ("daimon.testing.models", "WireServer"),
 }

@@ -17,7 +17,7 @@ Beyond the :class:`daimon.core.Checkpoint` protocol, the suite checks the method
 daimon backend has (a handle that has not seen a run's newest checkpoint cannot save over it), and
 run leases (:class:`daimon.core.RunLeases`, option ``lease``): agents resuming a run that died
 inside a tool call, started 0 to 200 ms apart, run the tool once; a dead owner's lease is taken
-over once it expires, and the dead owner can no longer save.
+over once it expires, and the dead owner can no longer save; deleting a run removes its lease too.
 """
 
 from __future__ import annotations
@@ -369,6 +369,22 @@ class CheckpointConformance:
         with pytest.raises(RunLeasedError):
             await old.acquire("r")
         assert await _iterations(new, "r") == [1, 2]
+
+    async def test_delete_removes_the_runs_lease(self, make_checkpoint: CheckpointFactory) -> None:
+        """Deleting a run removes its live lease too: the id can be leased and run again at once."""
+        holder, other = await make_checkpoint(), await make_checkpoint()
+        await holder.acquire("r")
+        await holder.save(_state("r", 1))
+        await other.acquire("leased-only")  # a run leased before its first save
+        await other.delete("r")
+        await holder.delete("leased-only")
+        again = await other.acquire("r")
+        assert again.run_id == "r" and again.owner
+        assert await other.load("r") is None
+        await other.save(_state("r", 2))
+        assert await _iterations(other, "r") == [2]
+        assert (await holder.acquire("leased-only")).run_id == "leased-only"
+        assert await holder.list_runs() == ["r"]
 
     @pytest.mark.parametrize("stagger_ms", [0, 10, 50, 200])
     async def test_staggered_resumers_run_a_pending_tool_once(

@@ -126,9 +126,13 @@ export class Turn extends Stream {
    */
   askApproval(interrupts, answer) {
     const box = el("section", { className: "approval", attrs: { "aria-label": "Approval needed" } });
-    box.append(el("p", { text: interrupts.map((i) => i.message || i.reason).join(" ") }));
+    const plain = interrupts.filter((i) => !inDoubt(i));
+    if (plain.length) box.append(el("p", { text: plain.map((i) => i.message || i.reason).join(" ") }));
+    for (const interrupt of interrupts.filter(inDoubt)) box.append(doubtNote(interrupt));
+    if (plain.length < interrupts.length) box.classList.add("in-doubt");
     for (const interrupt of interrupts) {
-      this.cards.get(interrupt.toolCallId)?.waitFor("waiting for approval");
+      const reason = inDoubt(interrupt) ? "in doubt: waiting for approval" : "waiting for approval";
+      this.cards.get(interrupt.toolCallId)?.waitFor(reason);
     }
     const approve = el("button", { text: "Approve", attrs: { type: "button" } });
     const reject = el("button", { className: "secondary", text: "Reject", attrs: { type: "button" } });
@@ -148,6 +152,22 @@ export class Turn extends Stream {
     if (kind === "error") note.setAttribute("role", "alert");
     this.answer.insertBefore(note, this.meta);
   }
+}
+
+/** Whether an approval interrupt asks about a call in doubt (the server's `inDoubt`). */
+export function inDoubt(interrupt) {
+  return interrupt.metadata?.daimon?.inDoubt === true;
+}
+
+/** The question about a call in doubt: it started before, and whether it took effect is unknown. */
+function doubtNote(interrupt) {
+  const tool = interrupt.metadata?.daimon?.tool;
+  const note = el("p", { className: "doubt" });
+  note.append(
+    el("strong", { className: "doubt-tag", text: "In doubt" }),
+    ` ${tool ? `${tool}: ` : ""}this call started before and its outcome is unknown; run it again?`,
+  );
+  return note;
 }
 
 /**
