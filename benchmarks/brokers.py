@@ -2,9 +2,12 @@
 
 Needs Celery for the comparison (not a daimon dependency): .venv/bin/pip install 'celery[redis]'.
 
-Usage: python benchmarks/brokers.py [--tasks N] [--latency N] [--only redis,nats,...] [--json out]
+Usage: python benchmarks/brokers.py [--tasks N] [--latency N] [--workers N] [--only redis,...]
+       [--json out]
 
-Names for --only: memory, redis, nats, rabbitmq, grpc, pubsub, sqs, servicebus, celery. ``grpc``
+Names for --only: memory, redis, nats, rabbitmq, grpc, pubsub, sqs, servicebus, postgres, celery.
+``postgres`` queues in tables of their own (a prefix per run, dropped afterwards) on
+``BENCH_POSTGRES``. ``grpc``
 starts a daimon broker service (``python -m daimon.distributed.brokers.grpc``, SQLite
 ``synchronous=FULL``: every change is fsynced) on a free port, ``pubsub`` a private Pub/Sub
 emulator, ``sqs`` a private moto server (``moto_server``: an SQS emulator, in memory), and
@@ -13,8 +16,8 @@ in a process of its own (no Service Bus emulator runs here: its figures are the 
 against a local fake, not Azure's service); all are stopped afterwards. The last four keep task
 states in Redis.
 
-Each broker gets one worker process (concurrency 32) running a FunctionModel agent that answers at
-once, and the client in this process:
+Each broker gets ``--workers`` worker processes (1 by default; concurrency 32 each) running a
+FunctionModel agent that answers at once, and the client in this process:
 
 - throughput: submit ``--tasks`` tasks (64 submits in flight), then wait until all are completed;
   tasks/s = tasks / (first submit -> last completion);
@@ -48,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 REDIS = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/0")
 NATS = os.environ.get("BENCH_NATS", "nats://127.0.0.1:4222")
 AMQP = os.environ.get("BENCH_AMQP", "amqp://guest:guest@127.0.0.1:5672/")
+POSTGRES = os.environ.get("BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 PUBSUB_EMULATOR = os.environ.get(
     "DAIMON_PUBSUB_EMULATOR",
     "/usr/lib/google-cloud-sdk/platform/pubsub-emulator/bin/cloud-pubsub-emulator",
@@ -90,6 +94,7 @@ def targets(tag: str, address: str = "") -> dict[str, tuple[str, dict[str, Any]]
             f"sb://{address}/bench-{tag}?emulator=true",
             {"queue": f"bench-{tag}", "store": REDIS, "max_delivery_count": 100},
         ),
+        "postgres": (POSTGRES, {"queue": f"bench-{tag}", "prefix": f"bench_{tag}_"}),
     }
 
 
@@ -167,23 +172,24 @@ def worker_main(url: str, options: dict[str, Any]) -> None:
 
 
 async def measure_daimon(
-    name: str, url: str, options: dict[str, Any], tasks: int, latency: int
+    name: str, url: str, options: dict[str, Any], tasks: int, latency: int, workers: int = 1
 ) -> dict[str, float]:
     from daimon.core import AgentTask, TaskState
     from daimon.distributed import Worker, broker_from_url
 
     client = broker_from_url(url, **options)
-    proc: asyncio.subprocess.Process | None = None
+    procs: list[asyncio.subprocess.Process] = []
     local = None
     if name == "memory":
         local = asyncio.create_task(
             Worker(agent(), client, concurrency=CONCURRENCY, poll=0.05).run()  # type: ignore[arg-type]
         )
     else:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--worker", url, json.dumps(options),
-            stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+        for _ in range(workers):
+            procs.append(await asyncio.create_subprocess_exec(
+                sys.executable, __file__, "--worker", url, json.dumps(options),
+                stdout=subprocess.DEVNULL,
+            ))  # fmt: skip
     try:
         # Warm up: the worker is up and connected once a task goes through.
         await client.submit(AgentTask(task_id="warmup", input="x"))
@@ -221,8 +227,9 @@ async def measure_daimon(
             await until_done(client, f"l{n}", 30)
             latencies.append(time.perf_counter() - t0)
     finally:
-        if proc is not None:
+        for proc in procs:
             proc.send_signal(signal.SIGTERM)
+        for proc in procs:
             await asyncio.wait_for(proc.wait(), 30)
         if local is not None:
             local.cancel()
@@ -259,6 +266,12 @@ async def cleanup(name: str, client: Any, options: dict[str, Any]) -> None:
         keys = [k async for k in store.scan_iter(match=f"daimon:{{{queue}}}:*")]
         if keys:
             await store.delete(*keys)
+    elif name == "postgres":
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(POSTGRES, autocommit=True) as conn:
+            for table in ("broker_tasks", "broker_dead", "schema_versions"):
+                await conn.execute(f"DROP TABLE IF EXISTS {options['prefix']}{table}")
     elif name == "rabbitmq":
         channel = client._channel
         for queue in (options["queue"], options["queue"] + ".delay", options["queue"] + ".dead"):
@@ -368,6 +381,7 @@ def main() -> None:
     )
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--latency", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=1, help="worker processes per broker")
     parser.add_argument("--only", default="memory,redis,nats,rabbitmq,grpc,pubsub,celery")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -380,10 +394,13 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as scratch, service(name, Path(scratch)) as address:
                 url, options = targets(tag, address)[name]
                 rows[LABELS.get(name, name)] = asyncio.run(
-                    measure_daimon(name, url, options, args.tasks, args.latency)
+                    measure_daimon(name, url, options, args.tasks, args.latency, args.workers)
                 )
         print(f"{name}: {rows[list(rows)[-1]]}", file=sys.stderr)
-    print(f"\n{args.tasks} tasks, worker concurrency {CONCURRENCY}, {os.cpu_count()} CPUs\n")
+    print(
+        f"\n{args.tasks} tasks, {args.workers} worker process(es) of concurrency {CONCURRENCY}, "
+        f"{os.cpu_count()} CPUs\n"
+    )
     print("| broker | tasks/s | submits/s | latency p50 | latency p99 |")
     print("|---|---:|---:|---:|---:|")
     for name, row in rows.items():

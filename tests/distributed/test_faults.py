@@ -54,6 +54,7 @@ from ._fleet import (
     submit_all,
     wait_all_ended,
 )
+from ._postgres import PrivatePostgres
 from .conftest import SQS_CREDENTIALS, start_moto_server, stop_moto_server
 
 SCALE = os.environ.get("DAIMON_FAULT_SCALE", "ci").lower()
@@ -68,6 +69,20 @@ pytestmark = pytest.mark.skipif(
 
 
 # --- Brokers under test.
+
+
+async def _drop_postgres(url: str, prefix: str) -> None:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        for table in ("broker_tasks", "broker_dead", "schema_versions"):
+            await conn.execute(f"DROP TABLE IF EXISTS {prefix}{table}")
+
+
+def postgres_target(url: str) -> Target:
+    """A queue in tables of their own (a prefix per target), dropped afterwards."""
+    prefix = f"fault_{uuid.uuid4().hex[:10]}_"
+    return Target("postgres", url, {"prefix": prefix}, lambda: _drop_postgres(url, prefix))
 
 
 def grpc_target(address: str, stop: Callable[[], None] = lambda: None) -> Target:
@@ -183,6 +198,7 @@ BROKERS = [
     pytest.param("pubsub", marks=pytest.mark.service("redis")),  # its task store
     pytest.param("servicebus", marks=pytest.mark.service("redis")),  # a fake; store in Redis
     pytest.param("sqs", marks=pytest.mark.service("redis")),  # moto's server; store in Redis
+    pytest.param("postgres", marks=pytest.mark.service("postgres")),
 ]
 
 
@@ -204,6 +220,8 @@ async def target(
         made = servicebus_target(request.getfixturevalue("servicebus_fake"), redis_url)
     elif request.param == "sqs":
         made = sqs_target(request.getfixturevalue("sqs_endpoint"), redis_url)
+    elif request.param == "postgres":
+        made = postgres_target(request.getfixturevalue("postgres_url"))
     else:
         made = {
             "redis": lambda: redis_target(redis_url),
@@ -549,10 +567,19 @@ class PausedEmulator:
         "grpc",
         pytest.param("pubsub", marks=pytest.mark.service("redis")),  # its task store
         pytest.param("sqs", marks=pytest.mark.service("redis")),  # its task store
+        "postgres",  # a private server (initdb in a temporary directory)
     ]
 )
 def restartable(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str) -> Any:
     port = free_port()
+    if request.param == "postgres":
+        pg = PrivatePostgres()
+        try:
+            pg.start()
+            yield pg, postgres_target(pg.url)
+        finally:
+            pg.remove()
+        return
     if request.param == "grpc":
         service = grpc_service(tmp_path / "tasks.db", port)
         service.start()

@@ -9,11 +9,23 @@ from typing import Any
 import psycopg
 import pytest
 
-from daimon.core import AgentTask, SchemaVersionError, SerializationError, TaskState
+from daimon.core import (
+    AgentTask,
+    ApprovalDecision,
+    SchemaVersionError,
+    SerializationError,
+    TaskState,
+)
 from daimon.distributed import Broker, broker_from_url
-from daimon.distributed.brokers.postgres import SCHEMA, PostgresBroker
+from daimon.distributed.brokers.postgres import SCHEMA, PostgresBroker, _Wakeups
 from daimon.kit.sql_schema import schema_version
-from daimon.testing.brokers import BrokerConformance, broker_handles, sample_result, sample_task
+from daimon.testing.brokers import (
+    BrokerConformance,
+    broker_handles,
+    sample_pause,
+    sample_result,
+    sample_task,
+)
 
 from ._postgres import PrivatePostgres, private_postgres
 from .conftest import ServiceOutage
@@ -108,15 +120,21 @@ async def test_a_newer_schema_is_refused(
         await other.aclose()
 
 
-async def test_results_expire_after_their_retention(make: Any) -> None:
+async def test_results_expire_after_their_retention(
+    make: Any, postgres_url: str, postgres_prefix: str
+) -> None:
     broker = await make(result_ttl=0.5)
     await broker.submit(sample_task())
+    await broker.submit(sample_task("kept"))
     delivery = await broker.claim(wait=2)
     assert delivery is not None and await delivery.complete(sample_result())
     assert (await broker.status("task-1")).result == sample_result()
     await asyncio.sleep(0.7)
     with pytest.raises(KeyError):
         await broker.status("task-1")
+    assert await (await make()).claim(wait=0) is not None  # a new handle purges on its first claim
+    rows = await sql(postgres_url, f"SELECT task_id FROM {postgres_prefix}broker_tasks")
+    assert rows == [("kept",)]
     await broker.submit(sample_task())  # an expired id is a new task
     again = await broker.claim(wait=2)
     assert again is not None and again.task.attempt == 1
@@ -160,6 +178,10 @@ async def test_a_nul_character_is_refused_before_sending(make: Any) -> None:
     await broker.submit(AgentTask(task_id="slash", input="a\\u0000b"))  # text, not a NUL
     delivery = await broker.claim(wait=2)
     assert delivery is not None and delivery.task.input == "a\\u0000b"
+    assert await delivery.pause(sample_pause(delivery.task))
+    with pytest.raises(SerializationError, match="NUL"):
+        await broker.decide("slash", {"c1": ApprovalDecision.reject("a\0b")})
+    assert (await broker.status("slash")).state is TaskState.PAUSED
 
 
 async def test_a_notification_wakes_a_waiting_claim(make: Any) -> None:
@@ -174,6 +196,19 @@ async def test_a_notification_wakes_a_waiting_claim(make: Any) -> None:
     delivery = await waiting
     assert delivery is not None
     assert time.monotonic() - started < 1.0
+
+
+async def test_a_wakeup_while_no_claim_waits_is_kept_for_the_next_wait() -> None:
+    """A notification that comes while the claim's query runs wakes its next wait at once."""
+    wakeups = _Wakeups()
+    wakeups.wake_one()
+    started = time.monotonic()
+    await wakeups.wait(5.0)
+    assert time.monotonic() - started < 0.5
+    wakeups.wake_one(remember=False)  # a claim's "there may be more" is for waiting claims only
+    started = time.monotonic()
+    await wakeups.wait(0.2)
+    assert time.monotonic() - started >= 0.19
 
 
 async def test_a_task_without_notification_is_found_by_the_poll(
@@ -212,7 +247,7 @@ async def test_a_locked_task_is_skipped_not_waited_for(
             (queue,),
         )
         started = time.monotonic()
-        delivery = await broker.claim(wait=0.5)
+        delivery = await asyncio.wait_for(broker.claim(wait=0.5), 3)  # a wait for the lock hangs
         assert delivery is not None and delivery.task.task_id == "free"
         assert time.monotonic() - started < 0.4
         await conn.rollback()

@@ -241,11 +241,14 @@ _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 def _json(value: Any) -> str:
     """``value`` as versioned JSON that jsonb can hold; :class:`SerializationError` if not."""
-    text = dumps(value)
+    return _storable(dumps(value), type(value).__name__)
+
+
+def _storable(text: str, what: str) -> str:
+    """JSON ``text`` unless it holds a NUL character; :class:`SerializationError` if it does."""
     if _NUL.search(text):
         raise SerializationError(
-            f"{type(value).__name__} holds a NUL character (\\u0000), which PostgreSQL's jsonb "
-            "cannot store"
+            f"{what} holds a NUL character (\\u0000), which PostgreSQL's jsonb cannot store"
         )
     return text
 
@@ -293,6 +296,11 @@ class _Pool:
                 self._idle.append(conn)
             else:
                 await _close(conn)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closed
 
     def _reusable(self, conn: Any) -> bool:
         idle = psycopg.pq.TransactionStatus.IDLE
@@ -345,13 +353,21 @@ async def _close(conn: Any) -> None:
 
 
 class _Wakeups:
-    """Claims waiting for work: a notification wakes one, a reconnection all."""
+    """Claims waiting for work: a notification wakes one, a reconnection all.
+
+    A notification that finds no claim waiting (it came while the claim's query ran) is
+    remembered: the next wait returns at once, and that claim looks again.
+    """
 
     def __init__(self) -> None:
         self._waiting: deque[asyncio.Future[None]] = deque()
+        self._missed = False
 
     async def wait(self, seconds: float) -> None:
-        """Return when woken, or after ``seconds``."""
+        """Return when woken (or a wakeup came while none waited), or after ``seconds``."""
+        if self._missed:
+            self._missed = False
+            return
         waiter = asyncio.get_running_loop().create_future()
         self._waiting.append(waiter)
         try:
@@ -362,16 +378,18 @@ class _Wakeups:
             with contextlib.suppress(ValueError):
                 self._waiting.remove(waiter)
 
-    def wake_one(self) -> None:
-        """Wake the longest-waiting claim, if any waits."""
+    def wake_one(self, *, remember: bool = True) -> None:
+        """Wake the longest-waiting claim; with none waiting, the next wait (if ``remember``)."""
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_result(None)
                 return
+        self._missed = self._missed or remember
 
     def wake_all(self) -> None:
         """Wake every waiting claim."""
+        self._missed = True
         while self._waiting:
             self.wake_one()
 
@@ -532,7 +550,9 @@ class PostgresBroker(SettleByTaskId):
         state, attempt, paused = rows[0]
         if state != "paused" or paused is None:
             return False
-        payload = resumed_payload(loads(paused, TaskPause), as_decisions(decisions))
+        payload = _storable(
+            resumed_payload(loads(paused, TaskPause), as_decisions(decisions)), "a decision"
+        )
         return bool(await self._run("decide", id=task_id, attempt=attempt, payload=payload))
 
     async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
@@ -552,6 +572,7 @@ class PostgresBroker(SettleByTaskId):
         """The next due task, waiting up to ``wait`` seconds (woken by ``NOTIFY``)."""
         deadline = time.monotonic() + max(wait, 0.0)
         self._listen()
+        await self._purge()
         while True:
             rows = await self._run(
                 "claim",
@@ -561,14 +582,13 @@ class PostgresBroker(SettleByTaskId):
             )
             task_row = next((row for row in rows if row[0] is not None), None)
             if task_row is not None:
-                self._wakeups.wake_one()  # there may be more: another waiting claim looks
+                self._wakeups.wake_one(remember=False)  # there may be more: a waiting claim looks
                 delivery = await self._begin(*task_row[:4])
                 if delivery is not None:
                     return delivery
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
-                await self._purge()
                 return None
             next_due = rows[0][4] if rows and rows[0][4] is not None else self._poll
             await self._wakeups.wait(min(left, self._poll, max(next_due, 0.001)))
@@ -598,7 +618,7 @@ class PostgresBroker(SettleByTaskId):
 
     def _listen(self) -> None:
         """Start listening for notifications, unless this handle does already."""
-        if self._listener is None or self._listener.done():
+        if not self._pool.closed and (self._listener is None or self._listener.done()):
             self._listener = asyncio.get_running_loop().create_task(self._listening())
 
     async def _listening(self) -> None:
