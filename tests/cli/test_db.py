@@ -26,7 +26,7 @@ def tables(url: str, prefix: str) -> list[str]:
 
 def test_every_store_module_exposes_its_schema() -> None:
     found = schemas()
-    assert [s.component for s in found] == ["checkpoint", "memory"]
+    assert [s.component for s in found] == ["checkpoint", "memory", "broker", "server_state"]
     for name, schema in zip(STORES, found, strict=True):
         assert importlib.import_module(name).SCHEMA is schema
         assert isinstance(schema, Schema) and schema.version >= 1
@@ -40,6 +40,8 @@ def test_status_then_migrate_then_migrate_again(
     assert before.stdout.splitlines() == [
         "checkpoint: version 0 of 1 (not created: run `daimon db migrate`)",
         "memory: version 0 of 1 (not created: run `daimon db migrate`)",
+        "broker: version 0 of 1 (not created: run `daimon db migrate`)",
+        "server_state: version 0 of 1 (not created: run `daimon db migrate`)",
     ]
     assert tables(postgres_url, postgres_prefix) == []  # status writes nothing
 
@@ -48,13 +50,20 @@ def test_status_then_migrate_then_migrate_again(
     assert first.stdout.splitlines() == [
         "checkpoint: version 1 (migrated from 0)",
         "memory: version 1 (migrated from 0)",
+        "broker: version 1 (migrated from 0)",
+        "server_state: version 1 (migrated from 0)",
     ]
     assert tables(postgres_url, postgres_prefix) == [
+        "broker_dead",
+        "broker_tasks",
         "checkpoint_leases",
         "checkpoints",
         "memory_messages",
         "memory_sessions",
         "schema_versions",
+        "state_events",
+        "state_records",
+        "state_streams",
     ]
 
     again = cli("db", "migrate", postgres_url, "--prefix", postgres_prefix)
@@ -62,6 +71,8 @@ def test_status_then_migrate_then_migrate_again(
     assert again.stdout.splitlines() == [
         "checkpoint: version 1 (up to date)",
         "memory: version 1 (up to date)",
+        "broker: version 1 (up to date)",
+        "server_state: version 1 (up to date)",
     ]
 
     after = cli("db", "status", postgres_url, "--prefix", postgres_prefix)
@@ -69,6 +80,8 @@ def test_status_then_migrate_then_migrate_again(
     assert after.stdout.splitlines() == [
         "checkpoint: version 1 of 1 (up to date)",
         "memory: version 1 of 1 (up to date)",
+        "broker: version 1 of 1 (up to date)",
+        "server_state: version 1 of 1 (up to date)",
     ]
 
 

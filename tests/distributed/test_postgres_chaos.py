@@ -151,10 +151,18 @@ class Chaos:
     recoveries: list[float] = field(default_factory=list)
     """Seconds each restart after a crash took (crash recovery included)."""
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def run(self) -> None:
+        """Outages on the clock until :meth:`stop`."""
         crash = self.rng.random() < 0.5
         while not await self._rest(self.rng.uniform(3.0, 8.0)):
+            await self.outage(crash)
+            crash = not crash
+
+    async def outage(self, crash: bool) -> None:
+        """One outage now (after the one in progress, if any): a crash or a stall."""
+        async with self._one_at_a_time:
             seconds = self.rng.uniform(0.5, 3.0)
             if crash:
                 await asyncio.to_thread(self.server.crash)
@@ -169,7 +177,6 @@ class Chaos:
                 self.server.resume()
                 self.stalls += 1
             self.down += seconds
-            crash = not crash
 
     async def _rest(self, seconds: float) -> bool:
         """Wait ``seconds``; whether :meth:`stop` was called meanwhile."""
@@ -446,6 +453,8 @@ async def test_runs_survive_postgres_crashes_stalls_and_worker_kills(
         for n in range(1, WORKER_KILLS + 1):
             await until_done(fleet, n * share + rng.randrange(share), deadline)
             await fleet.kill_one(rng, within=120)
+            if n in (1, 3):  # on top of the clock's: a crash and a stall however fast the runs go
+                await chaos.outage(crash=n == 1)
         statuses = await until_all_ended(client, runs, deadline)
         elapsed = time.monotonic() - started
     finally:

@@ -26,7 +26,12 @@ __all__ = ("STORES", "db_app")
 
 T = TypeVar("T")
 
-STORES = ("daimon.checkpoint.postgres", "daimon.memory.postgres")
+STORES = (
+    "daimon.checkpoint.postgres",
+    "daimon.memory.postgres",
+    "daimon.distributed.brokers.postgres",
+    "daimon.serverstate.postgres",
+)
 """Modules of the PostgreSQL stores, each with a module-level ``SCHEMA``, migrated in order."""
 
 db_app = typer.Typer(
