@@ -33,13 +33,14 @@ import psycopg
 from _procs import Log, LoggedBroker  # a script beside this one, as this one runs
 
 from daimon import Agent, ChatRequest, ChatResponse, Role, RunContext, ToolCall, tool
-from daimon.checkpoint import NatsKVCheckpoint, RedisCheckpoint
+from daimon.checkpoint import NatsKVCheckpoint, PostgresCheckpoint, RedisCheckpoint
 from daimon.core import CheckpointState
 from daimon.distributed import broker_from_url, run_worker
 from daimon.models import FunctionModel
 
 CALLS = (("lookup", "c-lookup"), ("notify", "c-notify"), ("charge", "c-charge"))
-"""Each run's calls: tool, call id (the same on every attempt: the model is a function)."""
+"""Each run's calls: tool, call id (the same on every attempt: the model is a function); a
+config's ``tools`` may name fewer."""
 
 
 class SyncedLog(Log):
@@ -75,15 +76,33 @@ def logged_store(base: type[Any], log: SyncedLog) -> type[Any]:
     return Logged
 
 
-def planner(request: ChatRequest) -> ChatResponse:
-    """All three calls in one turn (even runs) or one per turn (odd); then the results."""
-    text = next(m.text for m in request.messages if m.role is Role.USER)
-    done = {m.tool_call_id: m.text for m in request.messages if m.role is Role.TOOL}
-    todo = [ToolCall(id=c, name=t, arguments={"order": text}) for t, c in CALLS if c not in done]
-    if todo:
-        one_turn = int(text.rpartition("-")[2]) % 2 == 0
-        return ChatResponse.tool_use(*(todo if one_turn else todo[:1]))
-    return ChatResponse.reply(" | ".join(done[c] for _, c in CALLS))
+def planner(calls: tuple[tuple[str, str], ...]) -> Any:
+    """A model making ``calls`` in one turn (even runs) or one per turn (odd); then the results."""
+
+    def plan(request: ChatRequest) -> ChatResponse:
+        text = next(m.text for m in request.messages if m.role is Role.USER)
+        done = {m.tool_call_id: m.text for m in request.messages if m.role is Role.TOOL}
+        todo = [
+            ToolCall(id=c, name=t, arguments={"order": text}) for t, c in calls if c not in done
+        ]
+        if todo:
+            one_turn = int(text.rpartition("-")[2]) % 2 == 0
+            return ChatResponse.tool_use(*(todo if one_turn else todo[:1]))
+        return ChatResponse.reply(" | ".join(done[c] for _, c in calls))
+
+    return plan
+
+
+def checkpoint_store(store: dict[str, Any], log: SyncedLog) -> Any:
+    """The run's checkpoint store the config names (redis, nats or postgres), logging its saves."""
+    options = {"lease": store["lease"]}
+    if store["kind"] == "redis":
+        return logged_store(RedisCheckpoint, log)(store["url"], prefix=store["prefix"], **options)
+    if store["kind"] == "postgres":
+        return logged_store(PostgresCheckpoint, log)(
+            store["url"], prefix=store["prefix"], **options
+        )
+    return logged_store(NatsKVCheckpoint, log)(store["url"], bucket=store["bucket"], **options)
 
 
 def build_agent(config: dict[str, Any], log: SyncedLog, db: psycopg.AsyncConnection[Any]) -> Agent:
@@ -116,17 +135,11 @@ def build_agent(config: dict[str, Any], log: SyncedLog, db: psycopg.AsyncConnect
         """Charge the card through a service that applies each key once."""
         return await execute(ctx, "charge")
 
-    store = config["checkpoint"]
-    options = {"lease": store["lease"]}
-    if store["kind"] == "redis":
-        checkpoint = logged_store(RedisCheckpoint, log)(
-            store["url"], prefix=store["prefix"], **options
-        )
-    else:
-        checkpoint = logged_store(NatsKVCheckpoint, log)(
-            store["url"], bucket=store["bucket"], **options
-        )
-    return Agent(FunctionModel(planner), tools=[lookup, notify, charge], checkpoint=checkpoint)
+    wanted = set(config.get("tools", [name for name, _ in CALLS]))
+    tools = [t for t in (lookup, notify, charge) if t.name in wanted]
+    calls = tuple((name, call_id) for name, call_id in CALLS if name in wanted)
+    checkpoint = checkpoint_store(config["checkpoint"], log)
+    return Agent(FunctionModel(planner(calls)), tools=tools, checkpoint=checkpoint)
 
 
 async def charge_once(

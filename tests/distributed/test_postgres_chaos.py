@@ -6,7 +6,7 @@ processes are SIGKILLed 5 times, mid-tool.
 
 The agent (a FunctionModel) calls a ``once`` tool and a ``keyed`` tool per run. Each execution
 is logged durably (an fsync'd file) and the keyed one goes to a deduping card service on the
-shared PostgreSQL, which no chaos touches (see ``pg_chaos_worker.py``). At the end: no run
+shared PostgreSQL, which no chaos touches (see ``effect_worker.py``). At the end: no run
 lost, none with a wrong result, none stuck (all complete before a deadline), no call started
 again after its result was saved, no ``once`` call started twice, each charge applied once.
 
@@ -22,7 +22,6 @@ import functools
 import os
 import random
 import signal
-import sys
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -42,7 +41,7 @@ from daimon.distributed.brokers.postgres import PostgresBroker
 from ._fleet import Fleet, Target, report
 from ._postgres import PrivatePostgres
 
-WORKER = Path(__file__).with_name("pg_chaos_worker.py")
+WORKER = Path(__file__).with_name("effect_worker.py")
 SCALE = os.environ.get("DAIMON_FAULT_SCALE", "ci").lower()
 RUNS = 1000
 WORKER_KILLS = 5
@@ -213,19 +212,7 @@ async def card_service(postgres_url: str) -> AsyncIterator[str]:
 
 @dataclass
 class ChaosFleet(Fleet):
-    """Worker processes running ``pg_chaos_worker.py``; busy means a tool execution in flight."""
-
-    async def spawn(self) -> asyncio.subprocess.Process:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(WORKER),
-            self.config(),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=self.stderr,
-        )
-        self.procs.append(proc)
-        return proc
+    """Worker processes running ``effect_worker.py``; busy means a tool execution in flight."""
 
     def busy(self) -> dict[str, set[str]]:
         running: dict[str, set[str]] = {}
@@ -432,11 +419,13 @@ async def test_runs_survive_postgres_crashes_stalls_and_worker_kills(
         target,
         tmp_path / "events.log",
         workers=2,
+        script=WORKER,
         settings={
             "concurrency": 16,
             "tool_time": [0.02, 0.06],
-            "checkpoint": {"url": url, "prefix": PREFIX, "lease": LEASE},
-            "cards": postgres_url,
+            "checkpoint": {"kind": "postgres", "url": url, "prefix": PREFIX, "lease": LEASE},
+            "tools": ["notify", "charge"],
+            "postgres": postgres_url,
             "table": card_service,
         },
     )
