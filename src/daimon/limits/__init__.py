@@ -16,12 +16,14 @@ if TYPE_CHECKING:
     from daimon.core.limits import LimitStore, RateLimits, Remaining, Ticket
     from daimon.limits._limiter import Limiter, Slot
     from daimon.limits.memory import MemoryLimitStore
+    from daimon.limits.redis import RedisLimitStore
 
 __all__ = (
     "LimitStore",
     "Limiter",
     "MemoryLimitStore",
     "RateLimits",
+    "RedisLimitStore",
     "Remaining",
     "Slot",
     "Ticket",
@@ -32,6 +34,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Limiter": ("daimon.limits._limiter", "Limiter"),
     "MemoryLimitStore": ("daimon.limits.memory", "MemoryLimitStore"),
     "RateLimits": ("daimon.core.limits", "RateLimits"),
+    "RedisLimitStore": ("daimon.limits.redis", "RedisLimitStore"),
     "Remaining": ("daimon.core.limits", "Remaining"),
     "Slot": ("daimon.limits._limiter", "Slot"),
     "Ticket": ("daimon.core.limits", "Ticket"),

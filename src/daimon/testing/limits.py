@@ -36,7 +36,7 @@ import pytest
 from daimon.core.errors import DaimonError
 from daimon.core.limits import LimitStore, RateLimits, Remaining, Ticket
 
-__all__ = ("LimitStoreConformance", "LimitStoreFactory")
+__all__ = ("LimitStoreConformance", "LimitStoreFactory", "ticket")
 
 LimitStoreFactory = Callable[..., Awaitable[LimitStore]]
 """Opens a new handle on the store under test (options: ``waiter_ttl``)."""
