@@ -16,12 +16,16 @@ if TYPE_CHECKING:
     from daimon.core.limits import LimitStore, RateLimits, Remaining, Ticket
     from daimon.limits._limiter import Limiter, Slot
     from daimon.limits.memory import MemoryLimitStore
+    from daimon.limits.postgres import PostgresLimitStore
+    from daimon.limits.redis import RedisLimitStore
 
 __all__ = (
     "LimitStore",
     "Limiter",
     "MemoryLimitStore",
+    "PostgresLimitStore",
     "RateLimits",
+    "RedisLimitStore",
     "Remaining",
     "Slot",
     "Ticket",
@@ -31,7 +35,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LimitStore": ("daimon.core.limits", "LimitStore"),
     "Limiter": ("daimon.limits._limiter", "Limiter"),
     "MemoryLimitStore": ("daimon.limits.memory", "MemoryLimitStore"),
+    "PostgresLimitStore": ("daimon.limits.postgres", "PostgresLimitStore"),
     "RateLimits": ("daimon.core.limits", "RateLimits"),
+    "RedisLimitStore": ("daimon.limits.redis", "RedisLimitStore"),
     "Remaining": ("daimon.core.limits", "Remaining"),
     "Slot": ("daimon.limits._limiter", "Slot"),
     "Ticket": ("daimon.core.limits", "Ticket"),

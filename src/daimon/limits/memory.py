@@ -7,12 +7,23 @@ same rules. Time is this process's monotonic clock.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
+from daimon.core.errors import BuilderError
 from daimon.core.limits import RateLimits, Remaining, Ticket
 
-__all__ = ("MemoryLimitStore", "WAITER_TTL", "shares", "slot_ttl")
+__all__ = (
+    "MemoryLimitStore",
+    "WAITER_TTL",
+    "check_key",
+    "check_ticket",
+    "check_usage",
+    "check_waiter_ttl",
+    "shares",
+    "slot_ttl",
+)
 
 WAITER_TTL = 2.0
 """Seconds a waiting ticket stays in the queue without being refreshed (its caller asks again
@@ -20,6 +31,53 @@ every quarter second at most): a dead process's ticket stops blocking the queue 
 
 _SOON = 0.05
 """The wait to report when only another ticket's end can let this one go."""
+
+
+def check_key(key: object) -> str:
+    """``key`` if a store can keep it: 1 to 1,000 characters, no NUL; else BuilderError."""
+    if not isinstance(key, str) or not 0 < len(key) <= 1000 or "\0" in key:
+        raise BuilderError(f"a limit key must be 1 to 1000 characters without NUL, got {key!r}")
+    return key
+
+
+def _check_tokens(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BuilderError(f"{name} must be a whole number of 0 or more, got {value!r}")
+    return value
+
+
+def check_ticket(ticket: object) -> Ticket:
+    """``ticket`` if its id and counts can be kept; else BuilderError."""
+    if not isinstance(ticket, Ticket):
+        raise BuilderError(f"expected a Ticket, got {type(ticket).__name__}")
+    if not isinstance(ticket.id, str) or not 0 < len(ticket.id) <= 200 or "\0" in ticket.id:
+        raise BuilderError(f"a ticket id must be 1 to 200 characters, got {ticket.id!r}")
+    if isinstance(ticket.arrived, bool) or not isinstance(ticket.arrived, int | float):
+        raise BuilderError(f"a ticket's arrival must be a number, got {ticket.arrived!r}")
+    if not math.isfinite(ticket.arrived):
+        raise BuilderError(f"a ticket's arrival must be finite, got {ticket.arrived!r}")
+    _check_tokens("requests", ticket.requests)
+    _check_tokens("input_tokens", ticket.input_tokens)
+    _check_tokens("output_tokens", ticket.output_tokens)
+    return ticket
+
+
+def check_usage(input_tokens: object, output_tokens: object) -> tuple[int, int]:
+    """The usage a call settles with, if both counts are whole numbers of 0 or more."""
+    return _check_tokens("input_tokens", input_tokens), _check_tokens(
+        "output_tokens", output_tokens
+    )
+
+
+def check_waiter_ttl(waiter_ttl: object) -> float:
+    """``waiter_ttl`` if it is a positive, finite number of seconds; else BuilderError."""
+    if (
+        isinstance(waiter_ttl, bool)
+        or not isinstance(waiter_ttl, int | float)
+        or not 0 < waiter_ttl < math.inf
+    ):
+        raise BuilderError(f"waiter_ttl must be a positive number of seconds, got {waiter_ttl!r}")
+    return float(waiter_ttl)
 
 
 def slot_ttl(limits: RateLimits) -> float:
@@ -56,18 +114,26 @@ class _Key:
 
 
 class MemoryLimitStore:
-    """Limits kept in this process: every run of the process shares them."""
+    """Limits kept in this process: every run of the process shares them.
 
-    __slots__ = ("_keys",)
+    Args:
+        waiter_ttl: Seconds a waiting ticket blocks the queue without asking again
+            (:data:`WAITER_TTL` unless given; tests shorten it).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_keys", "_waiter_ttl")
+
+    def __init__(self, *, waiter_ttl: float | None = None) -> None:
         self._keys: dict[str, _Key] = {}
+        self._waiter_ttl = None if waiter_ttl is None else check_waiter_ttl(waiter_ttl)
 
     async def reserve(self, key: str, limits: RateLimits, ticket: Ticket) -> float:
         """See :meth:`daimon.core.LimitStore.reserve`."""
+        check_key(key)
+        check_ticket(ticket)
         now = time.monotonic()
         state = self._keys.setdefault(key, _Key())
-        _expire(state, now)
+        _expire(state, now, WAITER_TTL if self._waiter_ttl is None else self._waiter_ttl)
         state.waiters[ticket.id] = (ticket.arrived, ticket.id, now)
         if now < state.paused_until:
             return state.paused_until - now
@@ -99,6 +165,9 @@ class MemoryLimitStore:
         self, key: str, limits: RateLimits, ticket: Ticket, input_tokens: int, output_tokens: int
     ) -> None:
         """See :meth:`daimon.core.LimitStore.settle`."""
+        check_key(key)
+        check_ticket(ticket)
+        check_usage(input_tokens, output_tokens)
         state = self._keys.get(key)
         if state is None:
             return
@@ -115,6 +184,8 @@ class MemoryLimitStore:
 
     async def cancel(self, key: str, ticket: Ticket) -> None:
         """See :meth:`daimon.core.LimitStore.cancel`."""
+        check_key(key)
+        check_ticket(ticket)
         state = self._keys.get(key)
         if state is None:
             return
@@ -137,6 +208,7 @@ class MemoryLimitStore:
         remaining: Remaining | None = None,
     ) -> None:
         """See :meth:`daimon.core.LimitStore.learn`."""
+        check_key(key)
         now = time.monotonic()
         state = self._keys.setdefault(key, _Key())
         if pause is not None and pause > 0:
@@ -183,9 +255,9 @@ def _deficit(
     return 0.0 if missing <= 0 else missing * limits.period / cap
 
 
-def _expire(state: _Key, now: float) -> None:
-    """Forget waiters not refreshed lately and slots past their expiry."""
-    for ticket_id in [t for t, (_, _, seen) in state.waiters.items() if now - seen > WAITER_TTL]:
+def _expire(state: _Key, now: float, waiter_ttl: float) -> None:
+    """Forget waiters not refreshed within ``waiter_ttl`` and slots past their expiry."""
+    for ticket_id in [t for t, (_, _, seen) in state.waiters.items() if now - seen > waiter_ttl]:
         del state.waiters[ticket_id]
     for ticket_id in [t for t, until in state.slots.items() if until <= now]:
         del state.slots[ticket_id]

@@ -14,6 +14,7 @@ from daimon.core.lazy import lazy_exports
 if TYPE_CHECKING:
     from daimon.testing.brokers import BrokerConformance
     from daimon.testing.checkpoint import CheckpointConformance
+    from daimon.testing.limits import LimitStoreConformance
     from daimon.testing.memory import MemoryConformance
     from daimon.testing.models import LoopbackServer, ModelConformance, WireServer
     from daimon.testing.servers import serving
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = (
     "BrokerConformance",
     "CheckpointConformance",
+    "LimitStoreConformance",
     "LoopbackServer",
     "MemoryConformance",
     "ModelConformance",
@@ -40,6 +42,7 @@ __all__ = (
 _LAZY: dict[str, tuple[str, str]] = {
     "BrokerConformance": ("daimon.testing.brokers", "BrokerConformance"),
     "CheckpointConformance": ("daimon.testing.checkpoint", "CheckpointConformance"),
+    "LimitStoreConformance": ("daimon.testing.limits", "LimitStoreConformance"),
     "LoopbackServer": ("daimon.testing.models", "LoopbackServer"),
     "serving": ("daimon.testing.servers", "serving"),
     "MemoryConformance": ("daimon.testing.memory", "MemoryConformance"),
