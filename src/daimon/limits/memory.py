@@ -134,6 +134,8 @@ class MemoryLimitStore:
         now = time.monotonic()
         state = self._keys.setdefault(key, _Key())
         _expire(state, now, WAITER_TTL if self._waiter_ttl is None else self._waiter_ttl)
+        if ticket.id in state.admitted:  # asked again (its answer was lost): admitted already
+            return 0.0
         state.waiters[ticket.id] = (ticket.arrived, ticket.id, now)
         if now < state.paused_until:
             return state.paused_until - now

@@ -207,6 +207,17 @@ class LimitStoreConformance:
         await store.settle("o", limits, spared, 0, 10)
         assert await store.reserve("o", limits, ticket(output_tokens=90)) == 0.0
 
+    async def test_a_reserve_asked_again_takes_nothing_more(
+        self, make_store: LimitStoreFactory
+    ) -> None:
+        """A reserve retried after its answer was lost finds its ticket admitted already."""
+        store = await make_store()
+        limits = RateLimits(requests_per_minute=2, period=_LONG)
+        retried = ticket()
+        assert await store.reserve("k", limits, retried) == 0.0
+        assert await store.reserve("k", limits, retried) == 0.0
+        assert await store.reserve("k", limits, ticket()) == 0.0  # the second request is left
+
     async def test_settling_twice_counts_once(self, make_store: LimitStoreFactory) -> None:
         """A second settle of one ticket changes nothing."""
         store = await make_store()
