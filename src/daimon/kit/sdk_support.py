@@ -9,12 +9,16 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import inspect
+import re
 import time
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from daimon.core.chat import StopReason, Usage
+from daimon.core.errors import ModelError
+from daimon.core.limits import Remaining
 from daimon.core.tools import ToolSpec
 from daimon.kit.lifecycle import AsyncClosing
 
@@ -23,9 +27,12 @@ __all__ = (
     "LoopClientsOwner",
     "cache_exclusive_usage",
     "is_retryable_status",
+    "rate_limits",
+    "rate_limits_of",
     "retry_after",
     "stop_reason",
     "tool_definition",
+    "with_rate_limits",
 )
 
 
@@ -68,6 +75,135 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+_OPENAI = "x-ratelimit-"
+_ANTHROPIC = "anthropic-ratelimit-"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def rate_limits(headers: Mapping[str, str]) -> Remaining | None:
+    """What a provider's rate-limit headers say is left, or ``None`` when it sent none.
+
+    OpenAI (and Azure OpenAI): ``x-ratelimit-remaining-requests``/``-tokens`` and
+    ``x-ratelimit-reset-requests``/``-tokens`` (Go durations such as ``"6m0s"``). Anthropic:
+    ``anthropic-ratelimit-requests-remaining``, ``-input-tokens-remaining``,
+    ``-output-tokens-remaining``, ``-tokens-remaining`` and their ``-reset`` (RFC 3339 times).
+    ``reset`` is the latest of the resets given; ``extra`` keeps the headers read.
+    """
+    if headers.get(f"{_OPENAI}remaining-requests") is not None or headers.get(
+        f"{_OPENAI}remaining-tokens"
+    ):
+        return _openai_limits(headers)
+    if headers.get(f"{_ANTHROPIC}requests-remaining") is not None or headers.get(
+        f"{_ANTHROPIC}input-tokens-remaining"
+    ):
+        return _anthropic_limits(headers)
+    return None
+
+
+def _openai_limits(headers: Mapping[str, str]) -> Remaining:
+    extra = _found(
+        headers,
+        _OPENAI,
+        (
+            "remaining-requests",
+            "remaining-tokens",
+            "reset-requests",
+            "reset-tokens",
+            "limit-requests",
+            "limit-tokens",
+        ),
+    )
+    resets = [_duration(extra.get(f"{_OPENAI}reset-{name}")) for name in ("requests", "tokens")]
+    return Remaining(
+        requests=_count(extra.get(f"{_OPENAI}remaining-requests")),
+        tokens=_count(extra.get(f"{_OPENAI}remaining-tokens")),
+        reset=_latest(resets),
+        extra=extra,
+    )
+
+
+def _anthropic_limits(headers: Mapping[str, str]) -> Remaining:
+    names = ("requests", "tokens", "input-tokens", "output-tokens")
+    extra = _found(
+        headers,
+        _ANTHROPIC,
+        [f"{n}-{part}" for n in names for part in ("remaining", "reset", "limit")],
+    )
+    now = time.time()
+    resets = [_until(extra.get(f"{_ANTHROPIC}{name}-reset"), now) for name in names]
+    return Remaining(
+        requests=_count(extra.get(f"{_ANTHROPIC}requests-remaining")),
+        input_tokens=_count(extra.get(f"{_ANTHROPIC}input-tokens-remaining")),
+        output_tokens=_count(extra.get(f"{_ANTHROPIC}output-tokens-remaining")),
+        tokens=_count(extra.get(f"{_ANTHROPIC}tokens-remaining")),
+        reset=_latest(resets),
+        extra=extra,
+    )
+
+
+def _found(headers: Mapping[str, str], prefix: str, names: Sequence[str]) -> dict[str, str]:
+    """The headers ``prefix + name`` that were sent, by their lower-case names."""
+    found: dict[str, str] = {}
+    for name in names:
+        value = headers.get(prefix + name)
+        if value is not None:
+            found[prefix + name] = value
+    return found
+
+
+def _count(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return max(0, int(float(value)))
+    except ValueError:
+        return None
+
+
+def _duration(value: str | None) -> float | None:
+    """Seconds in a Go duration (``"6m0s"``, ``"1.5s"``, ``"20ms"``); ``None`` if unreadable."""
+    if not value:
+        return None
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value.strip():
+        try:
+            return max(0.0, float(value))  # a bare number of seconds
+        except ValueError:
+            return None
+    return sum(float(number) * _UNIT[unit] for number, unit in parts)
+
+
+def _until(value: str | None, now: float) -> float | None:
+    """Seconds from ``now`` until an RFC 3339 time; ``None`` if unreadable."""
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def _latest(resets: Sequence[float | None]) -> float | None:
+    known = [r for r in resets if r is not None]
+    return max(known) if known else None
+
+
+def rate_limits_of(error: BaseException) -> Remaining | None:
+    """The rate limits a :class:`ModelError` carries (set by :func:`with_rate_limits`)."""
+    found = getattr(error, "rate_limits", None)
+    return found if isinstance(found, Remaining) else None
+
+
+def with_rate_limits(error: ModelError, headers: Mapping[str, str]) -> ModelError:
+    """``error``, carrying what the response's rate-limit headers said as ``rate_limits``."""
+    error.rate_limits = rate_limits(headers)  # type: ignore[attr-defined]
+    return error
 
 
 def stop_reason(
