@@ -47,11 +47,15 @@ def watching_waits(watcher: OnWait) -> Iterator[None]:
     For what watches one call (a run's stream, a telemetry span); the :class:`Limiter`'s own
     ``on_wait`` sees every call.
     """
-    token = _watchers.set((*_watchers.get(), watcher))
+    before = _watchers.get()
+    token = _watchers.set((*before, watcher))
     try:
         yield
     finally:
-        _watchers.reset(token)
+        try:
+            _watchers.reset(token)
+        except ValueError:  # a stream read on from another task's context
+            _watchers.set(before)
 
 
 def estimate_tokens(request: ChatRequest) -> tuple[int, int]:
