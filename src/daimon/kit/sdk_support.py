@@ -12,7 +12,7 @@ import inspect
 import re
 import time
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -79,6 +79,12 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
 
 _OPENAI = "x-ratelimit-"
 _ANTHROPIC = "anthropic-ratelimit-"
+_OPENAI_RESETS = (f"{_OPENAI}reset-requests", f"{_OPENAI}reset-tokens")
+_OPENAI_NAMES = (f"{_OPENAI}remaining-requests", f"{_OPENAI}remaining-tokens", *_OPENAI_RESETS)
+"""The sign that a response has them first: every OpenAI and Azure response says it."""
+_ANTHROPIC_KINDS = ("requests", "input-tokens", "output-tokens", "tokens")
+_ANTHROPIC_RESETS = tuple(f"{_ANTHROPIC}{kind}-reset" for kind in _ANTHROPIC_KINDS)
+_ANTHROPIC_NAMES = (*(f"{_ANTHROPIC}{k}-remaining" for k in _ANTHROPIC_KINDS), *_ANTHROPIC_RESETS)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -90,67 +96,42 @@ def rate_limits(headers: Mapping[str, str]) -> Remaining | None:
     ``x-ratelimit-reset-requests``/``-tokens`` (Go durations such as ``"6m0s"``). Anthropic:
     ``anthropic-ratelimit-requests-remaining``, ``-input-tokens-remaining``,
     ``-output-tokens-remaining``, ``-tokens-remaining`` and their ``-reset`` (RFC 3339 times).
-    ``reset`` is the latest of the resets given; ``extra`` keeps the headers read.
+    ``reset`` is the latest of the resets given; ``extra`` keeps the headers read. Only those
+    are looked up (every response has them: a lookup per name is cheaper than a pass over all).
     """
-    if headers.get(f"{_OPENAI}remaining-requests") is not None or headers.get(
-        f"{_OPENAI}remaining-tokens"
-    ):
-        return _openai_limits(headers)
-    if headers.get(f"{_ANTHROPIC}requests-remaining") is not None or headers.get(
-        f"{_ANTHROPIC}input-tokens-remaining"
-    ):
-        return _anthropic_limits(headers)
-    return None
-
-
-def _openai_limits(headers: Mapping[str, str]) -> Remaining:
-    extra = _found(
-        headers,
-        _OPENAI,
-        (
-            "remaining-requests",
-            "remaining-tokens",
-            "reset-requests",
-            "reset-tokens",
-            "limit-requests",
-            "limit-tokens",
-        ),
-    )
-    resets = [_duration(extra.get(f"{_OPENAI}reset-{name}")) for name in ("requests", "tokens")]
-    return Remaining(
-        requests=_count(extra.get(f"{_OPENAI}remaining-requests")),
-        tokens=_count(extra.get(f"{_OPENAI}remaining-tokens")),
-        reset=_latest(resets),
-        extra=extra,
-    )
-
-
-def _anthropic_limits(headers: Mapping[str, str]) -> Remaining:
-    names = ("requests", "tokens", "input-tokens", "output-tokens")
-    extra = _found(
-        headers,
-        _ANTHROPIC,
-        [f"{n}-{part}" for n in names for part in ("remaining", "reset", "limit")],
-    )
+    get = headers.get
+    found = _found(get, _OPENAI_NAMES)
+    if found:
+        resets = (_duration(found.get(name)) for name in _OPENAI_RESETS)
+        return Remaining(
+            requests=_count(found.get(f"{_OPENAI}remaining-requests")),
+            tokens=_count(found.get(f"{_OPENAI}remaining-tokens")),
+            reset=_latest(resets),
+            extra=found,
+        )
+    found = _found(get, _ANTHROPIC_NAMES)
+    if not found:
+        return None
     now = time.time()
-    resets = [_until(extra.get(f"{_ANTHROPIC}{name}-reset"), now) for name in names]
     return Remaining(
-        requests=_count(extra.get(f"{_ANTHROPIC}requests-remaining")),
-        input_tokens=_count(extra.get(f"{_ANTHROPIC}input-tokens-remaining")),
-        output_tokens=_count(extra.get(f"{_ANTHROPIC}output-tokens-remaining")),
-        tokens=_count(extra.get(f"{_ANTHROPIC}tokens-remaining")),
-        reset=_latest(resets),
-        extra=extra,
+        requests=_count(found.get(f"{_ANTHROPIC}requests-remaining")),
+        input_tokens=_count(found.get(f"{_ANTHROPIC}input-tokens-remaining")),
+        output_tokens=_count(found.get(f"{_ANTHROPIC}output-tokens-remaining")),
+        tokens=_count(found.get(f"{_ANTHROPIC}tokens-remaining")),
+        reset=_latest(_until(found.get(name), now) for name in _ANTHROPIC_RESETS),
+        extra=found,
     )
 
 
-def _found(headers: Mapping[str, str], prefix: str, names: Sequence[str]) -> dict[str, str]:
-    """The headers ``prefix + name`` that were sent, by their lower-case names."""
+def _found(get: Callable[[str], str | None], names: Sequence[str]) -> dict[str, str]:
+    """The headers of ``names`` that were sent; none when the first of them (the sign) was not."""
     found: dict[str, str] = {}
-    for name in names:
-        value = headers.get(prefix + name)
+    for index, name in enumerate(names):
+        value = get(name)
         if value is not None:
-            found[prefix + name] = value
+            found[name] = value
+        elif index == 0:
+            return found
     return found
 
 
@@ -189,7 +170,7 @@ def _until(value: str | None, now: float) -> float | None:
     return max(0.0, when.timestamp() - now)
 
 
-def _latest(resets: Sequence[float | None]) -> float | None:
+def _latest(resets: Iterable[float | None]) -> float | None:
     known = [r for r in resets if r is not None]
     return max(known) if known else None
 
