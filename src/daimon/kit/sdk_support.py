@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import inspect
+import json
 import re
 import time
 import weakref
@@ -32,6 +33,7 @@ __all__ = (
     "retry_after",
     "stop_reason",
     "tool_definition",
+    "wire_body",
     "with_rate_limits",
 )
 
@@ -173,6 +175,25 @@ def _until(value: str | None, now: float) -> float | None:
 def _latest(resets: Iterable[float | None]) -> float | None:
     known = [r for r in resets if r is not None]
     return max(known) if known else None
+
+
+def wire_body(content: bytes, provider: str) -> dict[str, Any]:
+    """A response's JSON object, read straight from its bytes (a raw response's ``content``).
+
+    Cheaper than the SDK's typed model and its ``model_dump`` (a fifth of a call's client-side
+    time); the mappers read the wire format with ``.get`` either way.
+
+    Raises:
+        ModelError: The body is not a JSON object.
+    """
+    try:
+        data = json.loads(content)
+    except ValueError as exc:
+        raise ModelError(f"{provider} sent an invalid response: {exc}", provider=provider) from None
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise ModelError(f"{provider} sent an invalid response: a JSON {kind}", provider=provider)
+    return data
 
 
 def rate_limits_of(error: BaseException) -> Remaining | None:

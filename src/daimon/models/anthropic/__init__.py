@@ -39,7 +39,6 @@ Mapping notes:
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar
@@ -56,6 +55,7 @@ from daimon.kit.sdk_support import (
     is_retryable_status,
     rate_limits,
     retry_after,
+    wire_body,
     with_rate_limits,
 )
 from daimon.models.anthropic._mapping import (
@@ -200,12 +200,10 @@ class AnthropicModel(LoopClientsOwner):
             raw = await client.messages.with_raw_response.create(
                 **self._call(request, stream=False)
             )
-            message = raw.parse()  # a coroutine in the SDK's async client (2.x)
-            if inspect.isawaitable(message):
-                message = await message
+            content = await raw.read()
         except anthropic.AnthropicError as exc:
             raise _model_error(exc) from exc
-        return response_from_wire(_as_dict(message), rate_limits(raw.headers))
+        return response_from_wire(wire_body(content, "anthropic"), rate_limits(raw.headers))
 
     async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Answer ``request`` as events; :class:`StreamClosedError` if the stream breaks off."""

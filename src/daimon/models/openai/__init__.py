@@ -33,7 +33,6 @@ options of the call (``timeout`` in seconds for this call alone).
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
@@ -49,6 +48,7 @@ from daimon.kit.sdk_support import (
     is_retryable_status,
     rate_limits,
     retry_after,
+    wire_body,
     with_rate_limits,
 )
 from daimon.models.openai import _responses
@@ -219,13 +219,12 @@ class _ChatCompletions(LoopClientsOwner):
             raw = await client.chat.completions.with_raw_response.create(
                 **self._call(request, stream=False)
             )
-            completion = raw.parse()
-            if inspect.isawaitable(completion):  # a coroutine in SDKs whose async parse is one
-                completion = await completion
         except openai.OpenAIError as exc:
             raise _model_error(exc, self.provider) from exc
         return response_from_wire(
-            as_dict(completion), provider=self.provider, rate_limits=rate_limits(raw.headers)
+            wire_body(raw.content, self.provider),
+            provider=self.provider,
+            rate_limits=rate_limits(raw.headers),
         )
 
     async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -402,13 +401,12 @@ class _Responses(LoopClientsOwner):
             raw = await client.responses.with_raw_response.create(
                 **self._call(request, stream=False)
             )
-            response = raw.parse()
-            if inspect.isawaitable(response):  # a coroutine in SDKs whose async parse is one
-                response = await response
         except openai.OpenAIError as exc:
             raise _model_error(exc, self.provider) from exc
         return _responses.response_from_wire(
-            as_dict(response), provider=self.provider, rate_limits=rate_limits(raw.headers)
+            wire_body(raw.content, self.provider),
+            provider=self.provider,
+            rate_limits=rate_limits(raw.headers),
         )
 
     async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
