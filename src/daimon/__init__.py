@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from daimon.core.events import (
         Done,
         ErrorEvent,
+        RateLimitWait,
         StreamEvent,
         TextDelta,
         ToolCallDelta,
@@ -159,6 +160,7 @@ _LAZY: dict[str, str] = {
     "ExtensionError": "daimon.core.errors",
     "EndRun": "daimon.tools",
     "ErrorEvent": "daimon.core.events",
+    "RateLimitWait": "daimon.core.events",
     "GraphBuilder": "daimon.orchestration",
     "GuardrailBlockedError": "daimon.core.errors",
     "InvalidIdError": "daimon.core.errors",
@@ -277,6 +279,7 @@ __all__ = (
     "PriceTable",
     "PromptTemplate",
     "PromptTemplateError",
+    "RateLimitWait",
     "RepeatedToolCallError",
     "ResponseFormat",
     "Role",

@@ -339,7 +339,8 @@ def test_bad_data_is_refused(cls: Any, data: Any, match: str) -> None:
     [
         (
             {"kind": "bogus"},
-            r"at \$: unknown kind 'bogus'; expected one of done, error, reasoning, text_delta",
+            r"at \$: unknown kind 'bogus'; "
+            r"expected one of done, error, rate_limit_wait, reasoning, text_delta",
         ),
         ({"text": "no kind"}, r"at \$: missing field 'kind'"),
         ({"kind": 3}, r"at \$: unknown kind 3"),

@@ -7,6 +7,7 @@ import typing
 from daimon.core import (
     Done,
     ErrorEvent,
+    RateLimitWait,
     ReasoningEvent,
     StreamEvent,
     TextDelta,
@@ -31,6 +32,7 @@ def test_every_variant_has_a_distinct_kind() -> None:
         ReasoningEvent,
         UsageEvent,
         ErrorEvent,
+        RateLimitWait,
         Done,
     }
     kinds = [v.__dataclass_fields__["kind"].default for v in variants]
@@ -46,7 +48,7 @@ def test_match_is_exhaustive_by_class() -> None:
                 return "call"
             case ToolResult(output=output):
                 return f"result {output.content}"
-            case ReasoningEvent() | UsageEvent() | ErrorEvent() | Done():
+            case ReasoningEvent() | UsageEvent() | ErrorEvent() | RateLimitWait() | Done():
                 return event.kind
 
     assert describe(TextDelta(text="a")) == "text a"

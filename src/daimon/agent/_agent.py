@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from daimon.core.checkpoints import CheckpointState
     from daimon.core.protocols import Checkpoint, Memory, Model
+    from daimon.limits import Limiter
     from daimon.skills import Skills, SkillSource
 
     DepsT = TypeVar("DepsT", default=Any)
@@ -111,6 +112,10 @@ class Agent(Generic[DepsT, OutputT]):
         skills: Skills the agent loads on demand (:class:`~daimon.skills.Skills`, a folder, or
             a list of folders): the system prompt lists each one's name and description, and
             the tools ``load_skill`` and ``read_skill_file`` load the rest when the model asks.
+        limits: Shared rate limits (:class:`~daimon.limits.Limiter`): each model call waits its
+            turn under them, keyed by the model's name (the model is wrapped in a
+            :class:`~daimon.limits.LimitedModel`; wrap it yourself to choose the key). A streamed
+            run shows a wait as a :class:`~daimon.core.events.RateLimitWait` event.
     """
 
     __slots__ = (
@@ -124,6 +129,7 @@ class Agent(Generic[DepsT, OutputT]):
         "hooks",
         "input_guardrails",
         "layers",
+        "limits",
         "max_budget",
         "max_iterations",
         "max_repeated_tool_calls",
@@ -174,9 +180,11 @@ class Agent(Generic[DepsT, OutputT]):
         max_repeated_tool_calls: int | None = 3,
         deps_type: type[DepsT] | None = None,
         skills: SkillSource | None = None,
+        limits: Limiter | None = None,
     ) -> None:
         # A check is a call only for a setting not left at its default (the construct metric).
-        self.model: Model = _model(model)
+        self.model: Model = _model(model) if limits is None else _limited(_model(model), limits)
+        self.limits = limits
         self._last_system: str | None = None  # the last built system prompt; "" once warned
         self.name = name
         if system_prompt is not None and type(system_prompt) is not str:
@@ -210,9 +218,7 @@ class Agent(Generic[DepsT, OutputT]):
         if temperature is not None:
             _check_temperature(temperature)
         self.temperature = temperature
-        if max_tokens is not None:
-            _positive("max_tokens", max_tokens)
-        self.max_tokens = max_tokens
+        self.max_tokens = None if max_tokens is None else _positive("max_tokens", max_tokens)
         self.tool_choice = None if tool_choice is None else checked_tool_choice(tool_choice)
         self.examples: tuple[Message, ...] = _examples(examples) if examples else ()
         self.checkpoint = checkpoint
@@ -557,6 +563,8 @@ def _setting_names() -> tuple[str, ...]:
 
 def _setting(agent: Agent[Any, Any], name: str) -> Any:
     """The value of one setting, as the constructor takes it back."""
+    if name == "model" and agent.limits is not None:  # unwrapped: limits= wraps it again
+        return _unlimited(agent.model, agent.limits)
     if name == "memory":
         return agent._memory
     if name == "examples":
@@ -585,6 +593,30 @@ def _model(model: Model | str | None) -> Model:
             f"model must be a Model (generate, generate_stream) or a model string, "
             f"not {type(model).__name__}"
         )
+    return model
+
+
+def _limited(model: Model, limits: object) -> Model:
+    """``model`` wrapped to wait its turn under ``limits`` (once: not again by the same limiter)."""
+    from daimon.limits import LimitedModel, Limiter
+
+    if not isinstance(limits, Limiter):
+        raise BuilderError(f"limits must be a daimon.limits.Limiter, got {type(limits).__name__}")
+    if isinstance(model, LimitedModel) and model.limiter is limits:
+        return model
+    return LimitedModel(model, limits)
+
+
+def _unlimited(model: Model, limits: Limiter) -> Model:
+    """The model as ``limits=`` found it (a wrapper with a key of the caller's choice stays)."""
+    from daimon.limits import LimitedModel
+
+    if (
+        isinstance(model, LimitedModel)
+        and model.limiter is limits
+        and model.key == model.model.model_name
+    ):
+        return model.model
     return model
 
 

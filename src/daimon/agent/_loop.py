@@ -13,6 +13,7 @@ from daimon.core.chat import ChatRequest, ChatResponse
 from daimon.core.checkpoints import CheckpointState
 from daimon.core.errors import RunCancelled
 from daimon.core.events import (
+    RateLimitWait,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ("run_events",)
 
-_FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd)
+_FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, RateLimitWait)
 
 
 async def run_events(

@@ -38,6 +38,7 @@ from daimon.core.errors import (
 )
 from daimon.core.events import (
     Done,
+    RateLimitWait,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
@@ -69,7 +70,7 @@ _new_response = fast_new(AgentResponse)
 _new_done = fast_new(Done)
 _new_message = fast_new(Message)
 _new_progress = fast_new(RunProgress)
-_FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd)
+_FORWARDED = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallEnd, RateLimitWait)
 
 
 class Interrupt:

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -42,6 +42,9 @@ from daimon.core.errors import BuilderError, DaimonError, MissingDependencyError
 from daimon.core.messages import ContentPart, Message, TextPart, media_from_file
 from daimon.core.protocols import Model
 from daimon.models import infer_model
+
+if TYPE_CHECKING:
+    from daimon.limits import Limiter
 
 __all__ = ("EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "app")
 
@@ -191,7 +194,20 @@ def _build_agent(
         max_repeated_tool_calls=config.max_repeated_tool_calls if config else 3,
         temperature=config.temperature if config else None,
         model_settings=config.model_settings if config else None,
+        limits=_file_limiter(config),
     )
+
+
+def _file_limiter(config: AgentConfig | None) -> Limiter | None:
+    """The limiter of an agent file's ``rate_limits``, if it has them."""
+    if config is None or config.rate_limits is None:
+        return None
+    from daimon.cli.limits import limiter_for
+
+    try:
+        return limiter_for(config.rate_limits, config.rate_limits_store)
+    except BuilderError as exc:
+        raise ConfigError(f"agent file {config.source!r}: rate_limits.store: {exc}") from None
 
 
 def _setup(

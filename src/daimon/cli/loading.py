@@ -14,6 +14,7 @@ An agent file (YAML or TOML) describes an agent as data::
     skills: [skills/]               # skill folders, relative to this file
     memory: {type: sliding_window, max_messages: 20}
     limits: {max_iterations: 5, max_tokens: 256, max_repeated_tool_calls: 3}
+    rate_limits: {rpm: 500, itpm: 200000, otpm: 50000, concurrent: 20}  # store: redis://...
     model_settings: {top_p: 0.9}
 
 Every problem is a :class:`ConfigError` whose message names the file and the field.
@@ -34,7 +35,10 @@ from types import MappingProxyType
 from typing import Any, TypeGuard
 
 from daimon.agent import Agent
+from daimon.cli.limits import FIELDS as RATE_FIELDS
+from daimon.cli.limits import rate_limits as checked_rate_limits
 from daimon.core.errors import BuilderError
+from daimon.core.limits import RateLimits
 from daimon.core.optional import require
 from daimon.core.protocols import Memory, Promptable
 from daimon.memory import SlidingWindowMemory, TokenWindowMemory
@@ -256,6 +260,10 @@ class AgentConfig:
     max_tokens: int | None = None
     max_repeated_tool_calls: int | None = 3
     """How often one identical call may return the same result; ``None`` (``false``): no limit."""
+    rate_limits: RateLimits | None = None
+    """Shared rate limits for the agent's model calls (:mod:`daimon.cli.limits`)."""
+    rate_limits_store: str | None = None
+    """Where ``rate_limits`` are kept (a URL); ``None``: in the process."""
     model_settings: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
@@ -268,6 +276,7 @@ _TOP_FIELDS = (
     "skills",
     "memory",
     "limits",
+    "rate_limits",
     "model_settings",
 )
 _LIMIT_FIELDS = ("max_iterations", "max_tokens", "max_repeated_tool_calls")
@@ -355,6 +364,17 @@ def _memory(check: _Checker, value: Any) -> MemoryConfig:
     )
 
 
+def _rate_limits(check: _Checker, value: Any) -> tuple[RateLimits, str | None]:
+    """``rate_limits``: the limits (short names, as ``--limits`` takes them) and the store."""
+    raw = check.table(value, "rate_limits", (*RATE_FIELDS, "store"))
+    store = check.string(raw, "store", "rate_limits.")
+    raw.pop("store", None)
+    try:
+        return checked_rate_limits(raw), store
+    except BuilderError as exc:
+        raise check.fail(f"rate_limits: {exc}") from None
+
+
 def _skill_folders(check: _Checker, value: Any, base: Path) -> tuple[str, ...]:
     """``skills``: a folder or a list of folders, each made absolute against ``base``."""
     folders = [value] if isinstance(value, str) else value
@@ -389,6 +409,9 @@ def load_agent_file(path: str | os.PathLike[str]) -> AgentConfig:
 
     limits = check.table(data.get("limits", {}), "limits", _LIMIT_FIELDS)
     memory = _memory(check, data["memory"]) if "memory" in data else None
+    rates, store = (
+        _rate_limits(check, data["rate_limits"]) if "rate_limits" in data else (None, None)
+    )
     settings = data.get("model_settings", {})
     if not isinstance(settings, Mapping):
         raise check.fail(f"model_settings must be a table, got {_kind(settings)}")
@@ -408,5 +431,7 @@ def load_agent_file(path: str | os.PathLike[str]) -> AgentConfig:
             if limits.get("max_repeated_tool_calls") is False
             else check.positive_int(limits, "max_repeated_tool_calls", "limits.") or 3
         ),
+        rate_limits=rates,
+        rate_limits_store=store,
         model_settings=MappingProxyType(dict(settings)),
     )

@@ -20,6 +20,7 @@ from daimon.core.codec import to_data
 from daimon.core.events import (
     Done,
     ErrorEvent,
+    RateLimitWait,
     StreamEvent,
     TextDelta,
     ToolCallEnd,
@@ -130,6 +131,8 @@ class TerminalRenderer:
                 self.out.print(f"[red]✗ {event.name}: {preview}[/red]")
             else:
                 self.out.print(f"[green]← {preview}[/green]")
+        elif isinstance(event, RateLimitWait):
+            self.note(f"waited {event.waited:.1f} s for the rate limits of {event.key}")
         elif isinstance(event, Done):
             if not self._text_seen:
                 self._line_start()

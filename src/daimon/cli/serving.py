@@ -12,7 +12,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
 
@@ -23,6 +23,7 @@ from daimon.core.errors import DaimonError
 
 if TYPE_CHECKING:
     from daimon.core.protocols import Promptable
+    from daimon.limits import Limiter
 
 __all__ = ("a2a_app", "mcp_app")
 
@@ -53,6 +54,57 @@ AllowedHostOption = Annotated[
     ),
 ]
 _WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+LimitsOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="rpm=N,itpm=N,otpm=N,concurrent=N,period=S",
+        help="Rate limits for the agents' model calls, shared per model: requests, input and "
+        "output tokens per period (60 s), calls at once; a call waits its turn.",
+    ),
+]
+LimitsStoreOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="URL",
+        help="Where --limits are kept, shared by every process using it: redis://... or "
+        "postgresql://... (default: this process).",
+    ),
+]
+
+
+def _limiter(limits: str | None, store: str | None) -> Limiter | None:
+    """The limiter ``--limits`` and ``--limits-store`` describe; exit code 2 if either is wrong."""
+    from daimon.cli.limits import limiter_for, parse_limits
+
+    if limits is None:
+        if store is not None:
+            _usage_error("--limits-store needs --limits")
+        return None
+    try:
+        rates = parse_limits(limits)
+    except DaimonError as exc:
+        _usage_error(f"--limits: {exc}")
+    try:
+        return limiter_for(rates, store)
+    except DaimonError as exc:
+        _usage_error(f"--limits-store: {exc}")
+
+
+def _limited(served: Promptable, limiter: Limiter | None) -> Promptable:
+    """``served`` under ``limiter``, if there is one; exit code 2 if it cannot be."""
+    if limiter is None:
+        return served
+    from daimon.cli.limits import apply_limits
+
+    try:
+        return apply_limits(served, limiter)
+    except DaimonError as exc:
+        _usage_error(str(exc))
+
+
+def _usage_error(message: str) -> NoReturn:
+    sys.stderr.write(f"error: {message}\n")
+    raise _Exit(EXIT_USAGE)
 
 
 def load_served_agent(spec: str) -> Agent:
@@ -228,9 +280,12 @@ def worker(
             "worker's tasks run again after it (default: the broker's, 30 s).",
         ),
     ] = None,
+    limits: LimitsOption = None,
+    limits_store: LimitsStoreOption = None,
 ) -> None:
     """Run tasks from a broker on the agent until SIGTERM, losing none."""
-    served = load_served(agent)
+    limiter = _limiter(limits, limits_store)
+    served = _limited(load_served(agent), limiter)
     from daimon.distributed import run_worker
 
     options: dict[str, Any] = {"queue": queue}
@@ -257,13 +312,16 @@ def serve(
     no_ui: Annotated[
         bool, typer.Option("--no-ui", help="Serve the API only: no web playground at /.")
     ] = False,
+    limits: LimitsOption = None,
+    limits_store: LimitsStoreOption = None,
 ) -> None:
     """Serve agents over HTTP: REST, SSE, OpenAI-compatible /v1, and a web playground at /."""
     hosts = _allowed_hosts(allowed_host)
     _refuse_unnamed_wildcard(host, hosts, token)
+    limiter = _limiter(limits, limits_store)  # one for all: agents of one model share its limits
     served: dict[str, Promptable] = {}
     for spec in agents:
-        agent = load_served(spec)
+        agent = _limited(load_served(spec), limiter)
         served[agent.name if agent.name not in served else spec] = agent
     from daimon.server import ServerSettings
     from daimon.server import serve as serve_http

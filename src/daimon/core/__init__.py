@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from daimon.core.events import (
         Done,
         ErrorEvent,
+        RateLimitWait,
         ReasoningEvent,
         StreamEvent,
         TextDelta,
@@ -196,6 +197,7 @@ _LAZY: dict[str, str] = {
     "EmbeddingModel": "daimon.core.protocols",
     "EmptyDocumentError": "daimon.core.errors",
     "ErrorEvent": "daimon.core.events",
+    "RateLimitWait": "daimon.core.events",
     "FilterError": "daimon.core.errors",
     "GuardrailBlockedError": "daimon.core.errors",
     "InvalidIdError": "daimon.core.errors",
@@ -334,6 +336,7 @@ __all__ = (
     "OutputValidationError",
     "PromptTemplateError",
     "Promptable",
+    "RateLimitWait",
     "RateLimitedError",
     "RateLimits",
     "Reasoning",

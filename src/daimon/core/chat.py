@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from daimon.core._added import ADDED
 from daimon.core._fastinit import fast_init, fast_new
+from daimon.core.limits import Remaining
 from daimon.core.messages import Message, ToolCall
 from daimon.core.tools import ToolSpec
 
@@ -111,6 +112,8 @@ class ChatResponse:
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
     """The model id the provider reports, used for pricing."""
+    rate_limits: Remaining | None = field(default=None, metadata=ADDED)
+    """What the provider's rate-limit headers said is left of its limits, when it sent them."""
     kind: Literal["chat_response"] = field(default="chat_response", init=False, repr=False)
 
     @classmethod

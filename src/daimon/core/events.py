@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
+from daimon.core._added import ADDED
 from daimon.core._fastinit import fast_init
 from daimon.core.chat import StopReason, Usage
+from daimon.core.limits import Remaining
 from daimon.core.messages import Reasoning, ToolCall
 from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
@@ -20,6 +22,7 @@ from daimon.core.tools import ToolOutput
 __all__ = (
     "Done",
     "ErrorEvent",
+    "RateLimitWait",
     "ReasoningEvent",
     "StreamEvent",
     "TextDelta",
@@ -121,17 +124,34 @@ class ErrorEvent:
     kind: Literal["error"] = field(default="error", init=False, repr=False)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateLimitWait:
+    """A model call waited for its turn under shared rate limits (:mod:`daimon.limits`).
+
+    Comes before the call's own events, once the call is admitted.
+    """
+
+    key: str
+    """The limits' key (by default the model's name)."""
+    waited: float
+    """Seconds the call waited."""
+    kind: Literal["rate_limit_wait"] = field(default="rate_limit_wait", init=False, repr=False)
+
+
 @fast_init  # hot: one per run (figures: core/_fastinit.py)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Done:
     """The stream is complete.
 
-    A model stream sets ``stop_reason`` (and ``model``); an agent stream sets ``response``.
+    A model stream sets ``stop_reason`` (and ``model``, and ``rate_limits`` when the provider
+    sent rate-limit headers); an agent stream sets ``response``.
     """
 
     stop_reason: StopReason = StopReason.END_TURN
     model: str | None = None
     response: AgentResponse | None = None
+    rate_limits: Remaining | None = field(default=None, metadata=ADDED)
+    """What the provider's rate-limit headers said is left (model streams)."""
     kind: Literal["done"] = field(default="done", init=False, repr=False)
 
 
@@ -144,5 +164,6 @@ StreamEvent: TypeAlias = (
     | ReasoningEvent
     | UsageEvent
     | ErrorEvent
+    | RateLimitWait
     | Done
 )

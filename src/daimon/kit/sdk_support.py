@@ -9,12 +9,17 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import inspect
+import json
+import re
 import time
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from daimon.core.chat import StopReason, Usage
+from daimon.core.errors import ModelError
+from daimon.core.limits import Remaining
 from daimon.core.tools import ToolSpec
 from daimon.kit.lifecycle import AsyncClosing
 
@@ -23,9 +28,13 @@ __all__ = (
     "LoopClientsOwner",
     "cache_exclusive_usage",
     "is_retryable_status",
+    "rate_limits",
+    "rate_limits_of",
     "retry_after",
     "stop_reason",
     "tool_definition",
+    "wire_body",
+    "with_rate_limits",
 )
 
 
@@ -68,6 +77,135 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+_OPENAI = "x-ratelimit-"
+_ANTHROPIC = "anthropic-ratelimit-"
+_OPENAI_RESETS = (f"{_OPENAI}reset-requests", f"{_OPENAI}reset-tokens")
+_OPENAI_NAMES = (f"{_OPENAI}remaining-requests", f"{_OPENAI}remaining-tokens", *_OPENAI_RESETS)
+"""The sign that a response has them first: every OpenAI and Azure response says it."""
+_ANTHROPIC_KINDS = ("requests", "input-tokens", "output-tokens", "tokens")
+_ANTHROPIC_RESETS = tuple(f"{_ANTHROPIC}{kind}-reset" for kind in _ANTHROPIC_KINDS)
+_ANTHROPIC_NAMES = (*(f"{_ANTHROPIC}{k}-remaining" for k in _ANTHROPIC_KINDS), *_ANTHROPIC_RESETS)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def rate_limits(headers: Mapping[str, str]) -> Remaining | None:
+    """What a provider's rate-limit headers say is left, or ``None`` when it sent none.
+
+    OpenAI (and Azure OpenAI): ``x-ratelimit-remaining-requests``/``-tokens`` and
+    ``x-ratelimit-reset-requests``/``-tokens`` (Go durations such as ``"6m0s"``). Anthropic:
+    ``anthropic-ratelimit-requests-remaining``, ``-input-tokens-remaining``,
+    ``-output-tokens-remaining``, ``-tokens-remaining`` and their ``-reset`` (RFC 3339 times).
+    ``reset`` is the latest of the resets given; ``extra`` keeps the headers read. Only those
+    are looked up (every response has them: a lookup per name is cheaper than a pass over all).
+    """
+    get = headers.get
+    found = _found(get, _OPENAI_NAMES)
+    if found:
+        resets = (_duration(found.get(name)) for name in _OPENAI_RESETS)
+        return Remaining(
+            requests=_count(found.get(f"{_OPENAI}remaining-requests")),
+            tokens=_count(found.get(f"{_OPENAI}remaining-tokens")),
+            reset=_latest(resets),
+            extra=found,
+        )
+    found = _found(get, _ANTHROPIC_NAMES)
+    if not found:
+        return None
+    now = time.time()
+    return Remaining(
+        requests=_count(found.get(f"{_ANTHROPIC}requests-remaining")),
+        input_tokens=_count(found.get(f"{_ANTHROPIC}input-tokens-remaining")),
+        output_tokens=_count(found.get(f"{_ANTHROPIC}output-tokens-remaining")),
+        tokens=_count(found.get(f"{_ANTHROPIC}tokens-remaining")),
+        reset=_latest(_until(found.get(name), now) for name in _ANTHROPIC_RESETS),
+        extra=found,
+    )
+
+
+def _found(get: Callable[[str], str | None], names: Sequence[str]) -> dict[str, str]:
+    """The headers of ``names`` that were sent; none when the first of them (the sign) was not."""
+    found: dict[str, str] = {}
+    for index, name in enumerate(names):
+        value = get(name)
+        if value is not None:
+            found[name] = value
+        elif index == 0:
+            return found
+    return found
+
+
+def _count(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return max(0, int(float(value)))
+    except ValueError:
+        return None
+
+
+def _duration(value: str | None) -> float | None:
+    """Seconds in a Go duration (``"6m0s"``, ``"1.5s"``, ``"20ms"``); ``None`` if unreadable."""
+    if not value:
+        return None
+    parts = _DURATION.findall(value)
+    if not parts or "".join(n + u for n, u in parts) != value.strip():
+        try:
+            return max(0.0, float(value))  # a bare number of seconds
+        except ValueError:
+            return None
+    return sum(float(number) * _UNIT[unit] for number, unit in parts)
+
+
+def _until(value: str | None, now: float) -> float | None:
+    """Seconds from ``now`` until an RFC 3339 time; ``None`` if unreadable."""
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def _latest(resets: Iterable[float | None]) -> float | None:
+    known = [r for r in resets if r is not None]
+    return max(known) if known else None
+
+
+def wire_body(content: bytes, provider: str) -> dict[str, Any]:
+    """A response's JSON object, read straight from its bytes (a raw response's ``content``).
+
+    Cheaper than the SDK's typed model and its ``model_dump`` (a fifth of a call's client-side
+    time); the mappers read the wire format with ``.get`` either way.
+
+    Raises:
+        ModelError: The body is not a JSON object.
+    """
+    try:
+        data = json.loads(content)
+    except ValueError as exc:
+        raise ModelError(f"{provider} sent an invalid response: {exc}", provider=provider) from None
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise ModelError(f"{provider} sent an invalid response: a JSON {kind}", provider=provider)
+    return data
+
+
+def rate_limits_of(error: BaseException) -> Remaining | None:
+    """The rate limits a :class:`ModelError` carries (set by :func:`with_rate_limits`)."""
+    found = getattr(error, "rate_limits", None)
+    return found if isinstance(found, Remaining) else None
+
+
+def with_rate_limits(error: ModelError, headers: Mapping[str, str]) -> ModelError:
+    """``error``, carrying what the response's rate-limit headers said as ``rate_limits``."""
+    error.rate_limits = rate_limits(headers)  # type: ignore[attr-defined]
+    return error
 
 
 def stop_reason(

@@ -15,12 +15,14 @@ from daimon.core.lazy import lazy_exports
 if TYPE_CHECKING:
     from daimon.core.limits import LimitStore, RateLimits, Remaining, Ticket
     from daimon.limits._limiter import Limiter, Slot
+    from daimon.limits._model import LimitedModel
     from daimon.limits.memory import MemoryLimitStore
     from daimon.limits.postgres import PostgresLimitStore
     from daimon.limits.redis import RedisLimitStore
 
 __all__ = (
     "LimitStore",
+    "LimitedModel",
     "Limiter",
     "MemoryLimitStore",
     "PostgresLimitStore",
@@ -33,6 +35,7 @@ __all__ = (
 
 _LAZY: dict[str, tuple[str, str]] = {
     "LimitStore": ("daimon.core.limits", "LimitStore"),
+    "LimitedModel": ("daimon.limits._model", "LimitedModel"),
     "Limiter": ("daimon.limits._limiter", "Limiter"),
     "MemoryLimitStore": ("daimon.limits.memory", "MemoryLimitStore"),
     "PostgresLimitStore": ("daimon.limits.postgres", "PostgresLimitStore"),

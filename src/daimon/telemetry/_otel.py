@@ -24,7 +24,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import daimon
@@ -37,6 +37,7 @@ from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolOutput
 from daimon.extensions import CallModel, CallTool, Extension
 from daimon.hooks import AgentHook
+from daimon.limits._model import watching_waits
 from daimon.state import RunState
 from daimon.telemetry._metrics import ClientMetrics
 from daimon.tools import EndRun
@@ -279,7 +280,8 @@ class _Tracing(AgentHook, Extension):
         cost_before = ctx.cost
         started = time.perf_counter()
         try:
-            response = await call_next(request)
+            with watching_waits(_waits_on(span)):
+                response = await call_next(request)
         except BaseException as error:
             if scope in run.calls:  # not ended as abandoned already
                 self._metrics.failed(time.perf_counter() - started, _error_type(error))
@@ -346,6 +348,16 @@ class _Tracing(AgentHook, Extension):
             span.set_attribute("gen_ai.tool.call.result", output.content)
         _end(run, scope, None)
         return output
+
+
+def _waits_on(span: Span) -> Callable[[str, float], None]:
+    """Records a rate-limit wait of the call on its span: ``daimon.rate_limit.waited`` seconds."""
+
+    def waited(key: str, seconds: float) -> None:
+        span.set_attribute("daimon.rate_limit.waited", seconds)
+        span.set_attribute("daimon.rate_limit.key", key)
+
+    return waited
 
 
 def _set_effect(span: Span, record: EffectRecord | None, *, returned: bool) -> None:

@@ -53,7 +53,10 @@ from daimon.kit.sdk_support import (
     LoopClients,
     LoopClientsOwner,
     is_retryable_status,
+    rate_limits,
     retry_after,
+    wire_body,
+    with_rate_limits,
 )
 from daimon.models.anthropic._mapping import (
     ERROR_STATUS,
@@ -92,13 +95,15 @@ def _model_error(exc: Exception) -> ModelError:
         status: int = exc.status_code
         if status < 400:  # an error event inside a 200 stream: its type says what happened
             status = ERROR_STATUS.get(kind or "", 500)
-        return ModelError(
+        headers = exc.response.headers
+        error = ModelError(
             f"anthropic returned HTTP {status}: {message or exc.message}",
             status_code=status,
             retryable=is_retryable_status(status),
-            retry_after=retry_after(exc.response.headers),
+            retry_after=retry_after(headers),
             provider="anthropic",
         )
+        return with_rate_limits(error, headers)
     if isinstance(exc, anthropic.APITimeoutError):
         return ModelError("anthropic request timed out", retryable=True, provider="anthropic")
     if isinstance(exc, anthropic.APIConnectionError):
@@ -192,10 +197,13 @@ class AnthropicModel(LoopClientsOwner):
         """Answer ``request`` in one piece."""
         client = await self._clients.get()
         try:
-            message = await client.messages.create(**self._call(request, stream=False))
+            raw = await client.messages.with_raw_response.create(
+                **self._call(request, stream=False)
+            )
+            content = await raw.read()
         except anthropic.AnthropicError as exc:
             raise _model_error(exc) from exc
-        return response_from_wire(_as_dict(message))
+        return response_from_wire(wire_body(content, "anthropic"), rate_limits(raw.headers))
 
     async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Answer ``request`` as events; :class:`StreamClosedError` if the stream breaks off."""
@@ -217,7 +225,7 @@ class AnthropicModel(LoopClientsOwner):
                 ) from exc
             except anthropic.AnthropicError as exc:
                 raise _model_error(exc) from exc
-        for out in decoder.finish():
+        for out in decoder.finish(rate_limits(stream.response.headers)):
             yield out
 
     def __repr__(self) -> str:

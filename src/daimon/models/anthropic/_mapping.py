@@ -17,6 +17,7 @@ from daimon.core.events import (
     TextDelta,
     UsageEvent,
 )
+from daimon.core.limits import Remaining
 from daimon.core.messages import (
     AudioPart,
     CachePoint,
@@ -298,8 +299,10 @@ def _document(part: DocumentPart) -> dict[str, Any]:
     return block
 
 
-def response_from_wire(data: Mapping[str, Any]) -> ChatResponse:
-    """A :class:`ChatResponse` from a ``message`` object."""
+def response_from_wire(
+    data: Mapping[str, Any], rate_limits: Remaining | None = None
+) -> ChatResponse:
+    """A :class:`ChatResponse` from a ``message`` object (and its rate-limit headers)."""
     text: list[str] = []
     calls: list[ToolCall] = []
     reasoning: list[Reasoning] = []
@@ -324,6 +327,7 @@ def response_from_wire(data: Mapping[str, Any]) -> ChatResponse:
         stop_reason=stop_reason(_STOP_REASONS, data.get("stop_reason"), has_calls=bool(calls)),
         usage=_usage(data.get("usage")),
         model=data.get("model") or None,
+        rate_limits=rate_limits,
     )
 
 
@@ -426,7 +430,7 @@ class EventDecoder:
             if value is not None:
                 self._usage[key] = value
 
-    def finish(self) -> Iterator[StreamEvent]:
+    def finish(self, rate_limits: Remaining | None = None) -> Iterator[StreamEvent]:
         """The closing events; :class:`StreamClosedError` if the stream never finished."""
         if not self._stopped:
             raise StreamClosedError(
@@ -436,4 +440,5 @@ class EventDecoder:
         yield Done(
             stop_reason=stop_reason(_STOP_REASONS, self._stop, has_calls=self._saw_calls),
             model=self._model,
+            rate_limits=rate_limits,
         )

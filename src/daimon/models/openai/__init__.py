@@ -46,7 +46,10 @@ from daimon.kit.sdk_support import (
     LoopClients,
     LoopClientsOwner,
     is_retryable_status,
+    rate_limits,
     retry_after,
+    wire_body,
+    with_rate_limits,
 )
 from daimon.models.openai import _responses
 from daimon.models.openai._mapping import (
@@ -135,13 +138,15 @@ def _model_error(exc: Exception, provider: str) -> ModelError:
     """The :class:`ModelError` for an SDK error, keeping the provider's own message."""
     if isinstance(exc, openai.APIStatusError):
         status: int = exc.status_code
-        return ModelError(
+        headers = exc.response.headers
+        error = ModelError(
             f"{provider} returned HTTP {status}: {detail(exc.body) or exc.message}",
             status_code=status,
             retryable=is_retryable_status(status),
-            retry_after=retry_after(exc.response.headers),
+            retry_after=retry_after(headers),
             provider=provider,
         )
+        return with_rate_limits(error, headers)
     if isinstance(exc, openai.APITimeoutError):
         return ModelError(f"{provider} request timed out", retryable=True, provider=provider)
     if isinstance(exc, openai.APIConnectionError):
@@ -211,10 +216,16 @@ class _ChatCompletions(LoopClientsOwner):
         """Answer ``request`` in one piece."""
         client = await self._clients.get()
         try:
-            completion = await client.chat.completions.create(**self._call(request, stream=False))
+            raw = await client.chat.completions.with_raw_response.create(
+                **self._call(request, stream=False)
+            )
         except openai.OpenAIError as exc:
             raise _model_error(exc, self.provider) from exc
-        return response_from_wire(as_dict(completion), provider=self.provider)
+        return response_from_wire(
+            wire_body(raw.content, self.provider),
+            provider=self.provider,
+            rate_limits=rate_limits(raw.headers),
+        )
 
     async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Answer ``request`` as events; :class:`StreamClosedError` if the stream breaks off."""
@@ -237,7 +248,7 @@ class _ChatCompletions(LoopClientsOwner):
                 ) from exc
             except openai.OpenAIError as exc:
                 raise _model_error(exc, provider) from exc
-        for event in decoder.finish():
+        for event in decoder.finish(rate_limits(stream.response.headers)):
             yield event
 
     def __repr__(self) -> str:
@@ -387,10 +398,16 @@ class _Responses(LoopClientsOwner):
         """Answer ``request`` in one piece."""
         client = await self._clients.get()
         try:
-            response = await client.responses.create(**self._call(request, stream=False))
+            raw = await client.responses.with_raw_response.create(
+                **self._call(request, stream=False)
+            )
         except openai.OpenAIError as exc:
             raise _model_error(exc, self.provider) from exc
-        return _responses.response_from_wire(as_dict(response), provider=self.provider)
+        return _responses.response_from_wire(
+            wire_body(raw.content, self.provider),
+            provider=self.provider,
+            rate_limits=rate_limits(raw.headers),
+        )
 
     async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Answer ``request`` as events; :class:`StreamClosedError` if the stream breaks off."""
@@ -413,7 +430,7 @@ class _Responses(LoopClientsOwner):
                 ) from exc
             except openai.OpenAIError as exc:
                 raise _model_error(exc, provider) from exc
-        for out in decoder.finish():
+        for out in decoder.finish(rate_limits(stream.response.headers)):
             yield out
 
     def __repr__(self) -> str:

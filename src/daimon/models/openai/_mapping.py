@@ -17,6 +17,7 @@ from daimon.core.events import (
     TextDelta,
     UsageEvent,
 )
+from daimon.core.limits import Remaining
 from daimon.core.messages import (
     AudioPart,
     CachePoint,
@@ -165,8 +166,10 @@ def image_url(part: ImagePart) -> str:
     return url
 
 
-def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatResponse:
-    """A :class:`ChatResponse` from a ``chat.completion`` object."""
+def response_from_wire(
+    data: Mapping[str, Any], *, provider: str, rate_limits: Remaining | None = None
+) -> ChatResponse:
+    """A :class:`ChatResponse` from a ``chat.completion`` object (and its rate-limit headers)."""
     choices = data.get("choices") or []
     if not choices:
         raise ModelError(f"{provider} returned no choices", provider=provider)
@@ -186,6 +189,7 @@ def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatRespons
         stop_reason=stop_reason(_STOP_REASONS, choice.get("finish_reason"), has_calls=bool(calls)),
         usage=_usage(data.get("usage")),
         model=data.get("model") or None,
+        rate_limits=rate_limits,
     )
 
 
@@ -262,7 +266,7 @@ class ChunkDecoder:
             yield self._calls[index].end()
         self._calls.clear()
 
-    def finish(self) -> Iterator[StreamEvent]:
+    def finish(self, rate_limits: Remaining | None = None) -> Iterator[StreamEvent]:
         """The closing events; :class:`StreamClosedError` if the stream never finished."""
         if self._finish is None:
             raise StreamClosedError(
@@ -270,7 +274,7 @@ class ChunkDecoder:
             )
         yield UsageEvent(usage=self._usage or Usage(requests=1))
         stop = stop_reason(_STOP_REASONS, self._finish, has_calls=self._saw_calls)
-        yield Done(stop_reason=stop, model=self._model)
+        yield Done(stop_reason=stop, model=self._model, rate_limits=rate_limits)
 
 
 def as_dict(obj: Any) -> dict[str, Any]:

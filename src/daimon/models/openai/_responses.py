@@ -15,6 +15,7 @@ from typing import Any
 from daimon.core.chat import ChatRequest, ChatResponse, StopReason, Usage
 from daimon.core.errors import ModelError, StreamClosedError
 from daimon.core.events import Done, ReasoningEvent, StreamEvent, TextDelta, UsageEvent
+from daimon.core.limits import Remaining
 from daimon.core.messages import (
     AudioPart,
     CachePoint,
@@ -212,8 +213,10 @@ def failure(data: Mapping[str, Any], provider: str) -> ModelError:
     )
 
 
-def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatResponse:
-    """A :class:`ChatResponse` from a ``response`` object."""
+def response_from_wire(
+    data: Mapping[str, Any], *, provider: str, rate_limits: Remaining | None = None
+) -> ChatResponse:
+    """A :class:`ChatResponse` from a ``response`` object (and its rate-limit headers)."""
     if data.get("status") == "failed":
         raise failure(data, provider)
     text: list[str] = []
@@ -235,6 +238,7 @@ def response_from_wire(data: Mapping[str, Any], *, provider: str) -> ChatRespons
         stop_reason=_stop_reason(data, has_calls=bool(calls)),
         usage=usage_from_wire(data.get("usage")),
         model=data.get("model") or None,
+        rate_limits=rate_limits,
     )
 
 
@@ -309,7 +313,7 @@ class EventDecoder:
             call.arguments = [whole]  # the finished item is the authority
         yield call.end()
 
-    def finish(self) -> Iterator[StreamEvent]:
+    def finish(self, rate_limits: Remaining | None = None) -> Iterator[StreamEvent]:
         """The closing events; :class:`StreamClosedError` if the response never completed."""
         end = self._end
         if end is None:
@@ -320,4 +324,4 @@ class EventDecoder:
             yield call.end()
         yield UsageEvent(usage=usage_from_wire(end.get("usage")))
         stop = _stop_reason(end, has_calls=bool(self._call_count))
-        yield Done(stop_reason=stop, model=end.get("model") or self._model)
+        yield Done(stop_reason=stop, model=end.get("model") or self._model, rate_limits=rate_limits)
