@@ -85,6 +85,7 @@ ALWAYS_INSTALLED = (
     "daimon.memory.window",
     "daimon.memory.summary",
     "daimon.limits._limiter",
+    "daimon.limits._model",
     "daimon.limits.memory",
     "daimon.models.function",
     "daimon.models.scripted",

@@ -54,7 +54,10 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from daimon.core.limits import Remaining
 
 __all__ = (
     "AgentRunError",
@@ -275,6 +278,7 @@ class ModelError(AgentRunError):
         retryable: Whether trying again may succeed (rate limits, timeouts, 5xx, lost connections).
         retry_after: Seconds the provider asked us to wait before retrying, when it said.
         provider: The provider's name, when known.
+        rate_limits: What the provider's rate-limit headers said remains, when it sent them.
     """
 
     def __init__(
@@ -285,6 +289,7 @@ class ModelError(AgentRunError):
         retryable: bool = False,
         retry_after: float | None = None,
         provider: str | None = None,
+        rate_limits: Remaining | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -292,6 +297,7 @@ class ModelError(AgentRunError):
         self.retryable = retryable
         self.retry_after = retry_after
         self.provider = provider
+        self.rate_limits = rate_limits
 
 
 class StreamClosedError(ModelError):

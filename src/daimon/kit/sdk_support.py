@@ -204,7 +204,7 @@ def rate_limits_of(error: BaseException) -> Remaining | None:
 
 def with_rate_limits(error: ModelError, headers: Mapping[str, str]) -> ModelError:
     """``error``, carrying what the response's rate-limit headers said as ``rate_limits``."""
-    error.rate_limits = rate_limits(headers)  # type: ignore[attr-defined]
+    error.rate_limits = rate_limits(headers)
     return error
 
 
