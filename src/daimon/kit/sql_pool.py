@@ -2,9 +2,10 @@
 
 Each operation is tried again on a fresh connection when its connection fails. The stores of
 :mod:`daimon.checkpoint.postgres` and :mod:`daimon.memory.postgres` (and any plugin's) hand an
-operation to :meth:`Connections.run` as a function of one connection. A pool the store opens
-checks each connection as it is taken (``check_connection``): after a server restart every idle
-connection is dead, and without the check each retry would take another. psycopg is loaded
+operation to :meth:`Connections.run` as a function of one connection. Before an operation is
+tried again, the pool checks its idle connections and drops the dead ones: after a server
+restart every idle connection is dead, and without the check each retry would take another.
+(A check as each connection is taken would cost a round trip per operation.) psycopg is loaded
 through :func:`~daimon.core.optional.require`: the kit itself imports no optional library.
 """
 
@@ -145,18 +146,18 @@ class Connections:
                     raise
                 _log.warning("%s: retrying after a connection error: %s", self._name, exc)
                 await asyncio.sleep(0.05 * attempt)
+                await pool.check()  # the other idle connections may be dead too
         raise AssertionError("unreachable")
 
 
 async def _open_pool(url: str, min_size: int, max_size: int) -> Any:
-    """A new pool to ``url`` whose connections are checked as they are taken."""
+    """A new pool to ``url``, opened."""
     psycopg_pool = require("psycopg_pool", extra="postgres")
     pool = psycopg_pool.AsyncConnectionPool(
         url,
         min_size=min_size,
         max_size=max_size,
         kwargs={"autocommit": True},
-        check=psycopg_pool.AsyncConnectionPool.check_connection,
         open=False,
     )
     await pool.open(wait=True)
