@@ -130,3 +130,19 @@ async def test_a_stream_of_a_traced_agent_shows_the_wait_too() -> None:
     agent = instrument(Agent(echo(), limits=one_a_period()), tracer_provider=TracerProvider())
     await kinds(agent)
     assert (await kinds(agent))[0] is RateLimitWait
+
+
+def test_the_limiter_goes_inside_a_retrying_model() -> None:
+    """Each retry waits its turn again (outside, a 429 was retried inside one reservation)."""
+    from daimon.models import RetryingModel, ScriptedModel
+
+    limiter = Limiter(RateLimits(requests_per_minute=10))
+    retrying = RetryingModel(ScriptedModel(["hi"]), max_attempts=7)
+    agent = Agent(retrying, limits=limiter)
+
+    assert isinstance(agent.model, RetryingModel)
+    assert isinstance(agent.model.model, LimitedModel)
+    assert agent.model.model.limiter is limiter
+    assert retrying.model.__class__ is ScriptedModel  # the caller's model is left as it was
+    plain = agent.replace(limits=None).model
+    assert isinstance(plain, RetryingModel) and isinstance(plain.model, ScriptedModel)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -597,11 +598,20 @@ def _model(model: Model | str | None) -> Model:
 
 
 def _limited(model: Model, limits: object) -> Model:
-    """``model`` wrapped to wait its turn under ``limits`` (once: not again by the same limiter)."""
+    """``model`` wrapped to wait its turn under ``limits`` (once: not again by the same limiter).
+
+    Inside a :class:`~daimon.models.RetryingModel`, never around it: each retry then waits its
+    turn again, and a 429's pause reaches every process before the next try.
+    """
     from daimon.limits import LimitedModel, Limiter
+    from daimon.models.retry import RetryingModel
 
     if not isinstance(limits, Limiter):
         raise BuilderError(f"limits must be a daimon.limits.Limiter, got {type(limits).__name__}")
+    if isinstance(model, RetryingModel):
+        retrying = copy.copy(model)
+        retrying.model = _limited(model.model, limits)
+        return retrying
     if isinstance(model, LimitedModel) and model.limiter is limits:
         return model
     return LimitedModel(model, limits)
@@ -610,7 +620,12 @@ def _limited(model: Model, limits: object) -> Model:
 def _unlimited(model: Model, limits: Limiter) -> Model:
     """The model as ``limits=`` found it (a wrapper with a key of the caller's choice stays)."""
     from daimon.limits import LimitedModel
+    from daimon.models.retry import RetryingModel
 
+    if isinstance(model, RetryingModel):
+        retrying = copy.copy(model)
+        retrying.model = _unlimited(model.model, limits)
+        return retrying
     if (
         isinstance(model, LimitedModel)
         and model.limiter is limits
