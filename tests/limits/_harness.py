@@ -247,12 +247,15 @@ class Figures:
     throughput: float
     """Accepted requests per second beyond the first full bucket, as a fraction of the limit."""
     refused_by_process: dict[str, int]
+    refused_at: list[float]
+    """When each refusal came, in seconds from the first request."""
 
     def __str__(self) -> str:
         return (
             f"accepted {self.accepted}, refused {self.refused} "
             f"{dict(sorted(self.refused_by_process.items()))}, busy {self.span:.1f} s, "
-            f"throughput {self.throughput:.0%} of the limit"
+            f"throughput {self.throughput:.0%} of the limit; refused at "
+            f"{[round(t, 1) for t in self.refused_at]} s"
         )
 
 
@@ -260,10 +263,12 @@ def figures(records: list[dict[str, Any]], *, requests: int, period: float) -> F
     """The figures of ``records`` (the provider's), its limit ``requests`` per ``period``."""
     accepted = [r["t"] for r in records if r["status"] == 200]
     refused = Counter(r["process"] for r in records if r["status"] == 429)
-    span = max(accepted) - min(r["t"] for r in records) if accepted else 0.0
+    start = min((r["t"] for r in records), default=0.0)
+    span = max(accepted) - start if accepted else 0.0
+    refused_at = [r["t"] - start for r in records if r["status"] == 429]
     beyond = max(0, len(accepted) - requests)  # the bucket starts full: one burst for free
     rate = beyond / span / (requests / period) if span > 0 else 0.0
-    return Figures(len(accepted), sum(refused.values()), span, rate, dict(refused))
+    return Figures(len(accepted), sum(refused.values()), span, rate, dict(refused), refused_at)
 
 
 @contextlib.asynccontextmanager

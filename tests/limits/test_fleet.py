@@ -3,15 +3,17 @@ call one rate-limited provider (an OpenAI-compatible fake, fake_provider.py) at 
 
 The provider allows ``REQUESTS`` requests and ``TOKENS`` tokens per ``PERIOD`` seconds (a
 minute, shortened), refusing beyond them with 429 as OpenAI does. With the shared limiter
-(``--limits ... --limits-store redis://...``, the provider's limits) it refuses nothing and the
-fleet uses at least 90% of the limit; without it, it refuses (the test can fail). When the
-provider's limit is below the configured one, the processes learn it from its answers and all
-slow down: after the first period, hardly a 429 more.
+(``--limits ... --limits-store redis://...``) it refuses nothing and the fleet uses at least 90%
+of the limit; without it, it refuses (so the first test can fail). When the provider's limit is
+below the configured one, the processes learn it from its answers and all slow down: after the
+first period, hardly a 429 more.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +30,11 @@ REQUESTS = 20
 """Requests per period at the provider."""
 TOKENS = 2400
 """Tokens per period at the provider: estimated prompt plus max_tokens (50), at admission."""
-LIMITS = f"rpm={REQUESTS},itpm=1000,otpm=1400,period={PERIOD:g}"
-"""The fleet's limits: the provider's (its token limit split between input and output)."""
+LIMITS = f"rpm={REQUESTS * 9 // 10},itpm=900,otpm=1260,period={PERIOD * 0.9:g}"
+"""The fleet's limits: the provider's rates (its token limit split between input and output)
+over a window 10% shorter, so a burst 10% smaller. With the provider's own burst, the calls
+admitted at once reach it over some 0.3 s while later ones overtake them: 1 to 4 refusals in the
+first half second were measured (none after)."""
 WORKERS, REPLICAS = 4, 2
 TASKS, PROMPTS = 120, 80
 """Calls through the workers (broker tasks) and through the servers (HTTP)."""
@@ -63,8 +68,9 @@ async def limited_fleet(
     tmp_path_factory: pytest.TempPathFactory,
     redis_url: str,
 ) -> Running:
-    """The fleet with the shared limiter, started once for the module's tests (about 15 s on
-    two loaded cores); each test sets the provider's limits afresh."""
+    """The fleet with the shared limiter, started once for the module's tests (5 to 15 s on
+    two cores) and warmed up: every process has called the provider (its first call, which
+    opens a connection, is slower than the others). Each test sets the provider's limits."""
     cached: Running | None = getattr(module_stack, "running", None)
     if cached is None:
         folder = tmp_path_factory.mktemp("limited")
@@ -76,7 +82,9 @@ async def limited_fleet(
             fleet(folder, source, redis_url, workers=WORKERS, replicas=REPLICAS, limits=options)
         )
         cached = Running(source, running, await until_ready(running))
+        await drive(running, tasks=4 * WORKERS, prompts=4 * REPLICAS, callers=4)
         module_stack.running = cached  # type: ignore[attr-defined]
+    await asyncio.sleep(PERIOD)  # the limiter's buckets full again, like the provider's
     return cached
 
 
@@ -118,21 +126,20 @@ async def test_a_lower_limit_learned_by_one_process_slows_them_all(
     records = source.records()
     seen = figures(records, requests=lower, period=PERIOD)
     start = min(r["t"] for r in records)
-    late = [r for r in records if r["status"] == 429 and r["t"] > start + PERIOD]
-    print(f"a lower limit: {seen}; refused after the first period: {len(late)}")
+    late = Counter(r["process"] for r in records if r["status"] == 429 and r["t"] > start + PERIOD)
+    print(f"a lower limit: {seen}; refused after the first period: {dict(late)}")
     all_answered(outcome, TASKS // 2, PROMPTS // 2)
-    assert len(late) <= 3 * (WORKERS + REPLICAS), seen
+    assert max(late.values(), default=0) <= 2, (dict(late), seen)
 
 
 async def test_without_a_limiter_the_provider_refuses(tmp_path: Path, redis_url: str) -> None:
-    """The same fleet without ``--limits``: the provider refuses (the tests above can fail)."""
+    """The same fleet and calls without ``--limits``: the provider refuses."""
     with provider(requests=REQUESTS, tokens=TOKENS, period=PERIOD) as source:
         with fleet(
             tmp_path, source, redis_url, workers=WORKERS, replicas=REPLICAS, limits=[]
         ) as running:
-            outcome = await call(
-                Running(source, running, await until_ready(running)), TASKS // 2, PROMPTS // 2
-            )
+            started = await until_ready(running)
+            await call(Running(source, running, started), TASKS // 2, PROMPTS // 2)
         seen = figures(source.records(), requests=REQUESTS, period=PERIOD)
     print(f"without a limiter: {seen}")
     assert seen.refused > 0, seen
