@@ -153,6 +153,20 @@ def fleet(
         yield running
     finally:
         _stop(running)
+        _drop_queue(broker_url, queue)
+
+
+def _drop_queue(url: str, queue: str) -> None:
+    """Delete the Redis broker's keys of ``queue``."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"daimon:{{{queue}}}:*"))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
 
 
 def _stop(fleet: Fleet) -> None:
@@ -198,7 +212,8 @@ async def drive(fleet: Fleet, *, tasks: int, prompts: int, callers: int = 8) -> 
     ``callers`` at once per server), all at the same time; wait for every answer."""
     outcome = Outcome()
     started = time.monotonic()
-    async with broker_from_url(fleet.broker_url, queue=fleet.queue) as broker:
+    broker = broker_from_url(fleet.broker_url, queue=fleet.queue)
+    try:
         ids = [await broker.submit(new_task(f"task {i}: say ok")) for i in range(tasks)]
         ports = [port for _, port in fleet.servers.values()]
         shares = [range(i, prompts, len(ports)) for i in range(len(ports))]
@@ -206,6 +221,8 @@ async def drive(fleet: Fleet, *, tasks: int, prompts: int, callers: int = 8) -> 
             for port, share in zip(ports, shares, strict=True):
                 group.create_task(_prompt_all(port, list(share), callers, outcome))
             group.create_task(_collect(broker, ids, outcome))
+    finally:
+        await broker.aclose()
     outcome.seconds = time.monotonic() - started
     return outcome
 
