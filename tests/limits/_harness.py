@@ -272,7 +272,8 @@ class Figures:
             f"accepted {self.accepted}, refused {self.refused} "
             f"{dict(sorted(self.refused_by_process.items()))}, busy {self.span:.1f} s, "
             f"throughput {self.throughput:.0%} of the limit; refused at "
-            f"{[round(t, 1) for t in self.refused_at]} s"
+            f"{[round(t, 1) for t in self.refused_at[:20]]} s"
+            + (" ..." if len(self.refused_at) > 20 else "")
         )
 
 
