@@ -168,16 +168,16 @@ async def test_other_errors_teach_nothing() -> None:
 
 
 async def test_rate_limit_headers_on_a_response_lower_the_buckets() -> None:
-    left = Remaining(requests=0, tokens=10, reset=5.0)
+    left = Remaining(requests=3, tokens=10, reset=5.0)
     model, store = limited(
         ScriptedModel([ChatResponse(message=Message.assistant("ok"), rate_limits=left), "b"]),
-        RateLimits(requests_per_minute=10, period=1.0),  # 10 a second
+        RateLimits(input_tokens_per_minute=100, period=1.0),  # 100 a second
     )
     await model.generate(REQUEST)
-    assert store.learned == [(None, left)]
+    assert store.learned == [(None, left)]  # nothing ran out: no pause
     started = time.monotonic()
     await model.generate(REQUEST)
-    assert time.monotonic() - started >= 0.05  # the bucket is empty: 0.1 s for one request
+    assert time.monotonic() - started >= 0.02  # 10 tokens left of the bucket: the rest refills
 
 
 async def test_retrying_outside_waits_its_turn_again_on_each_retry() -> None:
@@ -274,3 +274,17 @@ def test_bad_arguments_are_builder_errors() -> None:
         LimitedModel(ScriptedModel([]), RateLimits())  # type: ignore[arg-type]
     with pytest.raises(BuilderError, match="key"):
         LimitedModel(ScriptedModel([]), limiter, key="")
+
+
+async def test_a_provider_that_says_something_ran_out_pauses_the_key_until_its_reset() -> None:
+    """Its buckets refill at its own rate, which may be slower than the configured one."""
+    left = Remaining(requests=0, reset=0.3)
+    model, store = limited(
+        ScriptedModel([ChatResponse(message=Message.assistant("ok"), rate_limits=left), "b"]),
+        RateLimits(requests_per_minute=1000),
+    )
+    await model.generate(REQUEST)
+    assert store.learned == [(0.3, left)]
+    started = time.monotonic()
+    await model.generate(REQUEST)
+    assert time.monotonic() - started >= 0.25

@@ -269,3 +269,13 @@ async def test_a_limited_openai_model_learns_from_headers_and_429s(wire: WireSer
     (pause, refused), (no_pause, answered) = store.learned
     assert pause == 0.2 and refused is not None and refused.requests == 0
     assert no_pause is None and answered == OPENAI_LEFT
+
+
+def test_the_reset_is_when_what_ran_out_comes_back() -> None:
+    """Requests ran out (back in 6 ms); tokens reset in 6 minutes but are not what ran out."""
+    from daimon.kit.sdk_support import rate_limits
+
+    empty = rate_limits({**OPENAI_HEADERS, "x-ratelimit-remaining-requests": "0"})
+    assert empty is not None and empty.requests == 0 and empty.reset == pytest.approx(0.006)
+    full = rate_limits(OPENAI_HEADERS)
+    assert full is not None and full.reset == 360.0  # nothing ran out: the latest reset

@@ -98,31 +98,44 @@ def rate_limits(headers: Mapping[str, str]) -> Remaining | None:
     ``x-ratelimit-reset-requests``/``-tokens`` (Go durations such as ``"6m0s"``). Anthropic:
     ``anthropic-ratelimit-requests-remaining``, ``-input-tokens-remaining``,
     ``-output-tokens-remaining``, ``-tokens-remaining`` and their ``-reset`` (RFC 3339 times).
-    ``reset`` is the latest of the resets given; ``extra`` keeps the headers read. Only those
+    ``reset`` is when what ran out comes back (else the latest of the resets given); ``extra``
+    keeps the headers read. Only those
     are looked up (every response has them: a lookup per name is cheaper than a pass over all).
     """
     get = headers.get
     found = _found(get, _OPENAI_NAMES)
     if found:
-        resets = (_duration(found.get(name)) for name in _OPENAI_RESETS)
+        requests = _count(found.get(f"{_OPENAI}remaining-requests"))
+        tokens = _count(found.get(f"{_OPENAI}remaining-tokens"))
+        resets = [_duration(found.get(name)) for name in _OPENAI_RESETS]
         return Remaining(
-            requests=_count(found.get(f"{_OPENAI}remaining-requests")),
-            tokens=_count(found.get(f"{_OPENAI}remaining-tokens")),
-            reset=_latest(resets),
+            requests=requests,
+            tokens=tokens,
+            reset=_reset(zip((requests, tokens), resets, strict=True)),
             extra=found,
         )
     found = _found(get, _ANTHROPIC_NAMES)
     if not found:
         return None
     now = time.time()
+    counts = [_count(found.get(f"{_ANTHROPIC}{kind}-remaining")) for kind in _ANTHROPIC_KINDS]
+    resets = [_until(found.get(name), now) for name in _ANTHROPIC_RESETS]
+    requests, input_tokens, output_tokens, tokens = counts
     return Remaining(
-        requests=_count(found.get(f"{_ANTHROPIC}requests-remaining")),
-        input_tokens=_count(found.get(f"{_ANTHROPIC}input-tokens-remaining")),
-        output_tokens=_count(found.get(f"{_ANTHROPIC}output-tokens-remaining")),
-        tokens=_count(found.get(f"{_ANTHROPIC}tokens-remaining")),
-        reset=_latest(_until(found.get(name), now) for name in _ANTHROPIC_RESETS),
+        requests=requests,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        tokens=tokens,
+        reset=_reset(zip(counts, resets, strict=True)),
         extra=found,
     )
+
+
+def _reset(limits: Iterable[tuple[int | None, float | None]]) -> float | None:
+    """When what ran out comes back (the latest such reset), else the latest reset of all."""
+    pairs = list(limits)
+    empty = [reset for left, reset in pairs if left is not None and left <= 0]
+    return _latest(empty) if any(r is not None for r in empty) else _latest(r for _, r in pairs)
 
 
 def _found(get: Callable[[str], str | None], names: Sequence[str]) -> dict[str, str]:

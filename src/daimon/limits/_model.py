@@ -185,7 +185,7 @@ class LimitedModel(AsyncClosing):
             await self._learn_from(exc)
             raise
         if response.rate_limits is not None:
-            await limiter.learn(key, remaining=response.rate_limits)
+            await _learn(limiter, key, response.rate_limits)
         return response
 
     async def generate_stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -218,7 +218,7 @@ class LimitedModel(AsyncClosing):
             raise
         finally:
             if remaining is not None:
-                await limiter.learn(key, remaining=remaining)
+                await _learn(limiter, key, remaining)
 
     async def _learn_from(self, error: ModelError) -> None:
         """Pass on what a failed call's provider said: a 429's pause, its rate-limit headers."""
@@ -226,12 +226,12 @@ class LimitedModel(AsyncClosing):
         pause = None
         if error.status_code == 429:
             pause = error.retry_after if error.retry_after is not None else DEFAULT_PAUSE
-        if pause is not None or isinstance(remaining, Remaining):
-            await self.limiter.learn(
-                self.key,
-                pause=pause,
-                remaining=remaining if isinstance(remaining, Remaining) else None,
-            )
+        if not isinstance(remaining, Remaining):
+            remaining = None
+        elif (empty := _until_reset(remaining)) is not None:
+            pause = max(pause or 0.0, empty)
+        if pause is not None or remaining is not None:
+            await self.limiter.learn(self.key, pause=pause, remaining=remaining)
 
     async def aclose(self) -> None:
         """Close the wrapped model, when it can be closed (the limiter is the caller's)."""
@@ -241,6 +241,23 @@ class LimitedModel(AsyncClosing):
 
     def __repr__(self) -> str:
         return f"LimitedModel({self.model!r}, key={self.key!r})"
+
+
+def _until_reset(remaining: Remaining) -> float | None:
+    """Seconds until the provider's window resets, when it says something has run out.
+
+    The provider's own limit may be lower than the configured one: its buckets refill at its
+    rate, not ours, so once one is empty nobody should call before it resets.
+    """
+    left = (remaining.requests, remaining.input_tokens, remaining.output_tokens, remaining.tokens)
+    if remaining.reset is None or not any(n is not None and n <= 0 for n in left):
+        return None
+    return remaining.reset
+
+
+async def _learn(limiter: Limiter, key: str, remaining: Remaining) -> None:
+    """Lower the shared buckets to what remains, pausing the key when something ran out."""
+    await limiter.learn(key, pause=_until_reset(remaining), remaining=remaining)
 
 
 def _tell(slot: Slot) -> None:
