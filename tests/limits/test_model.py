@@ -288,3 +288,23 @@ async def test_a_provider_that_says_something_ran_out_pauses_the_key_until_its_r
     started = time.monotonic()
     await model.generate(REQUEST)
     assert time.monotonic() - started >= 0.25
+
+
+@pytest.mark.parametrize(("charges", "settled"), [(True, (90, 1024)), (False, (90, 7))])
+async def test_a_provider_that_charges_max_tokens_keeps_the_reserved_output(
+    charges: bool, settled: tuple[int, int]
+) -> None:
+    """OpenAI counts max_tokens when it admits a call and gives none back for a short answer."""
+    answer = ChatResponse(message=Message.assistant("ok"), usage=used(90, 7))
+    model, store = limited(ScriptedModel([answer]), charges_max_tokens=charges)
+    await model.generate(REQUEST)
+    assert store.settled == [settled]
+
+
+def test_openai_models_charge_max_tokens_by_default() -> None:
+    from daimon.models.openai import OpenAIModel
+
+    limiter = Limiter(RateLimits(requests_per_minute=10))
+    openai = LimitedModel(OpenAIModel("gpt-test", api_key="k"), limiter)
+    assert openai.charges_max_tokens is True
+    assert LimitedModel(ScriptedModel(["x"]), limiter).charges_max_tokens is False

@@ -122,7 +122,9 @@ class LimitedModel(AsyncClosing):
     ``max_wait`` it fails with :class:`~daimon.core.errors.RateLimitedError`), then settles with
     the usage the provider reported. The output estimate is the request's ``max_tokens``, else
     1,024: OpenAI counts ``max_tokens`` against its tokens-per-minute limit when it admits a
-    request, so set ``max_tokens`` to reserve what you expect rather than the default.
+    request and gives none of it back, so set ``max_tokens`` to what you expect rather than the
+    default; for such providers a call's settle keeps its reserved output tokens
+    (``charges_max_tokens``: by default for OpenAI and Azure OpenAI models).
 
     What the provider says teaches every process sharing the limiter: a 429 holds the key back
     for its ``Retry-After`` (1 s when it gave none) and is raised again; rate-limit headers
@@ -140,11 +142,20 @@ class LimitedModel(AsyncClosing):
         limiter: The limits, shared by every model (and process) that uses them.
         key: Whose limits the calls count against (an API key, a tenant); the model's name by
             default.
+        charges_max_tokens: Whether the provider counts ``max_tokens`` against its limit and
+            gives back none of it when the answer is shorter; ``None``: as its provider does.
     """
 
-    __slots__ = ("key", "limiter", "model")
+    __slots__ = ("charges_max_tokens", "key", "limiter", "model")
 
-    def __init__(self, model: Model, limiter: Limiter, *, key: str | None = None) -> None:
+    def __init__(
+        self,
+        model: Model,
+        limiter: Limiter,
+        *,
+        key: str | None = None,
+        charges_max_tokens: bool | None = None,
+    ) -> None:
         if not (hasattr(model, "generate") and hasattr(model, "generate_stream")):
             raise BuilderError(f"LimitedModel wraps a Model, not {type(model).__name__}")
         if not isinstance(limiter, Limiter):
@@ -155,6 +166,9 @@ class LimitedModel(AsyncClosing):
         """The wrapped model."""
         self.limiter = limiter
         self.key: str = key if key is not None else model.model_name
+        if charges_max_tokens is None:
+            charges_max_tokens = getattr(model, "provider", None) in _CHARGING_MAX_TOKENS
+        self.charges_max_tokens = bool(charges_max_tokens)
 
     @property
     def model_name(self) -> str:
@@ -180,7 +194,7 @@ class LimitedModel(AsyncClosing):
                 except ModelError as exc:
                     _refused(slot, exc)
                     raise
-                _settle(slot, response.usage)
+                _settle(slot, response.usage, self.charges_max_tokens)
         except ModelError as exc:
             await self._learn_from(exc)
             raise
@@ -206,7 +220,7 @@ class LimitedModel(AsyncClosing):
                             wait = None
                         kind = type(event)
                         if kind is UsageEvent:
-                            _settle(slot, event.usage)  # type: ignore[union-attr]
+                            _settle(slot, event.usage, self.charges_max_tokens)  # type: ignore[union-attr]
                         elif kind is Done:
                             remaining = event.rate_limits  # type: ignore[union-attr]
                         yield event
@@ -243,6 +257,10 @@ class LimitedModel(AsyncClosing):
         return f"LimitedModel({self.model!r}, key={self.key!r})"
 
 
+_CHARGING_MAX_TOKENS = frozenset({"openai", "azure"})
+"""Providers that count ``max_tokens`` at admission and give none of it back."""
+
+
 def _until_reset(remaining: Remaining) -> float | None:
     """Seconds until the provider's window resets, when it says something has run out.
 
@@ -267,10 +285,16 @@ def _tell(slot: Slot) -> None:
             watcher(slot.key, slot.waited)
 
 
-def _settle(slot: Slot, usage: Usage) -> None:
-    """Settle with the usage the provider reported (none reported: the estimate stands)."""
+def _settle(slot: Slot, usage: Usage, charges_max_tokens: bool) -> None:
+    """Settle with the usage the provider reported (none reported: the estimate stands).
+
+    A provider that charges ``max_tokens`` keeps the reserved output tokens of a shorter answer.
+    """
     if usage.input_tokens or usage.output_tokens:
-        slot.settle(usage.input_tokens, usage.output_tokens)
+        output = usage.output_tokens
+        if charges_max_tokens:
+            output = max(output, slot.ticket.output_tokens)
+        slot.settle(usage.input_tokens, output)
 
 
 def _refused(slot: Slot, error: ModelError) -> None:
