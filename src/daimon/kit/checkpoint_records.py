@@ -32,7 +32,7 @@ from daimon.core.errors import (
     SerializationError,
 )
 from daimon.core.ids import check_id
-from daimon.kit.checks import check_positive
+from daimon.kit.checks import check_positive, check_seconds
 from daimon.kit.lifecycle import SetupOnEnter
 
 __all__ = (
@@ -154,9 +154,7 @@ def check_retention(keep_last: object, ttl: object) -> None:
 
 def check_lease(lease: object) -> float:
     """``lease`` as seconds if it is a positive, finite number; :class:`BuilderError` otherwise."""
-    if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not 0 < lease < math.inf:
-        raise BuilderError(f"lease must be a positive number of seconds, got {lease!r}")
-    return float(lease)
+    return check_seconds("lease", lease)
 
 
 def lease_owner() -> str:

@@ -7,9 +7,11 @@ user who wrote ``max_iterations=True``).
 
 from __future__ import annotations
 
+import math
+
 from daimon.core.errors import BuilderError
 
-__all__ = ("check_non_negative", "check_positive")
+__all__ = ("check_non_negative", "check_positive", "check_seconds")
 
 
 def check_positive(name: str, value: object, alternative: str = "") -> int:
@@ -28,3 +30,10 @@ def check_non_negative(name: str, value: object) -> int:
     if type(value) is not int or value < 0:
         raise BuilderError(f"{name} must be a non-negative integer, got {value!r}")
     return value
+
+
+def check_seconds(name: str, value: object) -> float:
+    """``value`` as seconds if it is a positive, finite number, else :class:`BuilderError`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise BuilderError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)

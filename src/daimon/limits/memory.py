@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from daimon.core.errors import BuilderError
 from daimon.core.limits import RateLimits, Remaining, Ticket
+from daimon.kit.checks import check_seconds
 
 __all__ = (
     "MemoryLimitStore",
@@ -71,13 +72,7 @@ def check_usage(input_tokens: object, output_tokens: object) -> tuple[int, int]:
 
 def check_waiter_ttl(waiter_ttl: object) -> float:
     """``waiter_ttl`` if it is a positive, finite number of seconds; else BuilderError."""
-    if (
-        isinstance(waiter_ttl, bool)
-        or not isinstance(waiter_ttl, int | float)
-        or not 0 < waiter_ttl < math.inf
-    ):
-        raise BuilderError(f"waiter_ttl must be a positive number of seconds, got {waiter_ttl!r}")
-    return float(waiter_ttl)
+    return check_seconds("waiter_ttl", waiter_ttl)
 
 
 def slot_ttl(limits: RateLimits) -> float:

@@ -37,9 +37,9 @@ from daimon.core.state_store import (
     check_version,
     check_wait,
 )
-from daimon.kit.checks import check_positive
 from daimon.kit.lifecycle import SetupOnEnter
-from daimon.kit.sql_schema import DEFAULT_PREFIX, Schema, check_prefix, migrate
+from daimon.kit.sql_pool import Connections
+from daimon.kit.sql_schema import DEFAULT_PREFIX, Schema
 
 psycopg = require("psycopg", extra="postgres")
 psycopg_pool = require("psycopg_pool", extra="postgres")
@@ -149,22 +149,24 @@ class PostgresStateStore(SetupOnEnter):
         if not isinstance(url, str) or not url:
             raise BuilderError(f"url must be a PostgreSQL connection string, got {url!r}")
         self._url = url
-        self._prefix = check_prefix(prefix)
-        self._min_size = check_positive("min_size", min_size)
-        self._max_size = check_positive("max_size", max_size)
-        if max_size < min_size:
-            raise BuilderError(f"max_size ({max_size}) is below min_size ({min_size})")
+        self._db = Connections(
+            url,
+            schema=SCHEMA,
+            prefix=prefix,
+            min_size=min_size,
+            max_size=max_size,
+            name="PostgresStateStore",
+        )
+        self._prefix = self._db.prefix
         if prune_every is not None:
             check_ttl(prune_every)
         self._prune_every = prune_every
         self._pruned = time.monotonic()
         self._sql = _statements(self._prefix)
         self._channel = f"{self._prefix}state_events"
-        self._pool: Any = None
         self._lock = asyncio.Lock()
         self._listener: asyncio.Task[None] | None = None
         self._waiters: dict[tuple[str, str], set[asyncio.Event]] = {}
-        self._closed = False
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX) -> Self:
@@ -183,43 +185,25 @@ class PostgresStateStore(SetupOnEnter):
         Raises:
             SchemaVersionError: The tables were written by a newer daimon.
         """
-        async with self._lock:
-            if self._closed:
-                raise BuilderError("this PostgresStateStore is closed")
-            if self._pool is not None:
-                return
-            async with await psycopg.AsyncConnection.connect(self._url, autocommit=True) as conn:
-                await migrate(conn, SCHEMA, self._prefix)
-            pool = psycopg_pool.AsyncConnectionPool(
-                self._url,
-                min_size=self._min_size,
-                max_size=self._max_size,
-                kwargs={"autocommit": True},
-                open=False,
-            )
-            await pool.open(wait=True)
-            self._pool = pool
+        await self._db.pool()
 
     async def aclose(self) -> None:
         """Stop listening and close the pool; safe to call again."""
-        self._closed = True
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        await self._db.aclose()
 
     async def _run(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """The rows of one statement."""
-        if self._pool is None:
-            await self.setup()
-        async with self._pool.connection() as conn:
+        """The rows of one statement (not tried again: a write may have landed)."""
+
+        async def rows(conn: Any) -> list[tuple[Any, ...]]:
             cursor = await conn.execute(self._sql[name], params)
-            rows: list[tuple[Any, ...]] = await cursor.fetchall() if cursor.description else []
-        return rows
+            return list(await cursor.fetchall()) if cursor.description else []
+
+        return await self._db.run(rows, retry=False)
 
     async def _written(self, rows: list[tuple[Any, ...]]) -> int | None:
         """The version a write returned, after pruning if it is time."""
@@ -230,13 +214,15 @@ class PostgresStateStore(SetupOnEnter):
     async def prune(self) -> int:
         """Delete expired records, streams and events; how many rows went."""
         self._pruned = time.monotonic()
-        if self._pool is None:
-            await self.setup()
-        count = 0
-        async with self._pool.connection() as conn, conn.transaction():
-            for name in ("prune_records", "prune_events", "prune_streams"):
-                count += (await conn.execute(self._sql[name])).rowcount
-        return count
+
+        async def prune(conn: Any) -> int:
+            count = 0
+            async with conn.transaction():
+                for name in ("prune_records", "prune_events", "prune_streams"):
+                    count += (await conn.execute(self._sql[name])).rowcount
+            return count
+
+        return await self._db.run(prune)
 
     # ------------------------------------------------------------------ records
     def _key(self, kind: str, key: str) -> dict[str, Any]:
