@@ -1,13 +1,15 @@
-"""Paused runs a front end keeps until they are resumed: one bounded store for every front end.
+"""Paused runs a front end keeps until they are resumed, in the server's state store.
 
 A run that pauses (approvals pending, client tools called) ends its request, and the front end
-keeps it here until a request answers it: AG-UI by agent and thread, A2A by task, Responses by
-response id and call ids, Chat Completions by call ids. A lookup never removes a run, so an
+keeps it until a request answers it: AG-UI by agent and thread, A2A by task, Responses by
+response id and call ids, Chat Completions by call ids. They are kept in a
+:class:`~daimon.core.StateStore`, as versioned JSON, so that with a shared store any replica
+resumes a run another paused, and a restart loses none. A lookup never removes a run, so an
 answer the front end refuses (an unknown interrupt, a wrong response id) leaves it waiting;
-:meth:`PausedRuns.forget` removes it once the answer is taken.
+:meth:`PausedRuns.take` removes it for exactly one of racing resumes.
 
-The store is bounded: past ``limit`` runs the oldest is forgotten. A resume of a run that is not
-kept (forgotten, answered already, never paused here, or kept before a restart) gets one error,
+A resume of a run that is not kept (answered already, never paused here, past its time to live,
+or forgotten by a bounded store) gets one error,
 :class:`~daimon.core.errors.UnknownPausedRunError`, saying so; each front end answers it its own
 way (a 4xx, a failed A2A task). Standard library and :mod:`daimon.core` only, so that every front
 end can import it without importing another.
@@ -15,19 +17,22 @@ end can import it without importing another.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from daimon.core.errors import UnknownPausedRunError
+from daimon.core import codec
+from daimon.core.errors import SerializationError, UnknownPausedRunError
 from daimon.core.results import AgentResponse
-from daimon.kit.checks import check_non_negative
+from daimon.core.state_store import StateStore, check_ttl
 
 __all__ = ("KEPT_PAUSED_RUNS", "PausedRun", "PausedRuns")
 
 KEPT_PAUSED_RUNS = 1000
-"""How many paused runs a front end keeps by default (the oldest is forgotten past this)."""
+"""How many paused runs an in-memory store keeps per kind (the oldest is forgotten past this)."""
+
+_FORMAT = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,21 +48,29 @@ class PausedRun:
     """The calls whose results the front end already sent (AG-UI does not send them again)."""
 
 
+def _record_key(*parts: str) -> str:
+    """A store key for ``parts``, whatever characters they hold (a hash of them)."""
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class PausedRuns:
-    """Paused runs by owner and key and by client call id, the newest ``limit`` of them."""
+    """Paused runs of one front end by owner and key, and by client call id.
 
-    __slots__ = ("_by_call", "_by_key", "_runs", "limit")
+    Args:
+        store: Where they are kept (shared by replicas, or this process's memory).
+        front: The front end's name (``agui``, ``responses``, ...): each keeps its own runs.
+        ttl: Seconds a paused run is kept (``None``: until resumed, or a bounded store's limit).
+    """
 
-    def __init__(self, limit: int = KEPT_PAUSED_RUNS) -> None:
-        self.limit = check_non_negative("limit", limit)
-        self._runs: OrderedDict[int, PausedRun] = OrderedDict()  # oldest first, by id()
-        self._by_key: dict[tuple[str, str], PausedRun] = {}
-        self._by_call: dict[str, PausedRun] = {}
+    __slots__ = ("_calls", "_runs", "store", "ttl")
 
-    def __len__(self) -> int:
-        return len(self._runs)
+    def __init__(self, store: StateStore, front: str, ttl: float | None = None) -> None:
+        self.store = store
+        self.ttl = check_ttl(ttl)
+        self._runs = f"paused_{front}"
+        self._calls = f"paused_{front}_calls"
 
-    def keep(
+    async def keep(
         self,
         owner: str,
         response: AgentResponse[Any],
@@ -65,23 +78,29 @@ class PausedRuns:
         shown: frozenset[str] = frozenset(),
     ) -> PausedRun:
         """Keep a paused run until it is resumed; it replaces a run kept under the same key."""
-        if key and (earlier := self._by_key.get((owner, key))) is not None:
-            self.forget(earlier)
         paused = PausedRun(owner, response, key, shown)
-        self._runs[id(paused)] = paused
-        if key:
-            self._by_key[(owner, key)] = paused
+        name = self._name(paused)
+        value = codec.dumps(_Kept(owner, key, tuple(sorted(shown)), response))
+        await self.store.put(self._runs, name, value, ttl=self.ttl)
         for call in response.client_calls:
-            self._by_call[call.id] = paused
-        while len(self._runs) > self.limit:
-            self.forget(next(iter(self._runs.values())))
+            await self.store.put(self._calls, _record_key(owner, call.id), name, ttl=self.ttl)
         return paused
 
-    def get(self, owner: str, key: str) -> PausedRun | None:
-        """The run of ``owner`` kept under ``key``, if any (it stays kept)."""
-        return self._by_key.get((owner, key))
+    def _name(self, paused: PausedRun) -> str:
+        """The record of ``paused``: by key when it has one, else by its run."""
+        if paused.key:
+            return _record_key(paused.owner, "key", paused.key)
+        return _record_key(paused.owner, "run", paused.response.run_id)
 
-    def waiting_for(
+    async def get(self, owner: str, key: str) -> PausedRun | None:
+        """The run of ``owner`` kept under ``key``, if any (it stays kept)."""
+        return await self._read(_record_key(owner, "key", key))
+
+    async def _read(self, name: str) -> PausedRun | None:
+        value = await self.store.get(self._runs, name)
+        return None if value is None else _decode(value)
+
+    async def waiting_for(
         self, owner: str, call_ids: Iterable[str], where: Sequence[str] = ()
     ) -> PausedRun:
         """The run of ``owner`` that waits for every client call named (it stays kept).
@@ -92,33 +111,56 @@ class PausedRuns:
             UnknownPausedRunError: A call no kept run of ``owner`` waits for, calls of two
                 runs, or no call at all.
         """
-        found: PausedRun | None = None
+        found: str | None = None
         for index, call_id in enumerate(call_ids):
-            paused = self._by_call.get(call_id)
-            if paused is None or paused.owner != owner or (found and paused is not found):
+            name = await self.store.get(self._calls, _record_key(owner, call_id))
+            if name is None or (found is not None and name != found):
                 at = f" ({where[index]})" if index < len(where) else ""
                 raise self.unknown(owner, call_id, f"tool call {call_id!r}{at}")
-            found = paused
+            found = name
         if found is None:
             raise UnknownPausedRunError(owner, "", "no tool results were given")
-        return found
+        paused = await self._read(found)
+        if paused is None:
+            raise self.unknown(owner, "", "these tool calls")
+        return paused
 
-    def forget(self, paused: PausedRun) -> None:
-        """No longer keep ``paused`` (resumed, cancelled or the oldest); no-op if not kept."""
-        if self._runs.pop(id(paused), None) is None:
-            return
-        if paused.key and self._by_key.get((paused.owner, paused.key)) is paused:
-            del self._by_key[(paused.owner, paused.key)]
-        for call in paused.response.client_calls:
-            if self._by_call.get(call.id) is paused:
-                del self._by_call[call.id]
+    async def take(self, paused: PausedRun) -> bool:
+        """Stop keeping ``paused`` (to resume it): ``True`` for exactly one of racing callers."""
+        taken = await self.store.take(self._runs, self._name(paused)) is not None
+        if taken:
+            for call in paused.response.client_calls:
+                await self.store.delete(self._calls, _record_key(paused.owner, call.id))
+        return taken
 
     def unknown(self, owner: str, key: str, what: str, hint: str = "") -> UnknownPausedRunError:
         """The error for a resume of ``what`` (naming ``key``): no run of ``owner`` waits for it."""
+        kept = "until resumed" if self.ttl is None else f"for {self.ttl:g} s"
         return UnknownPausedRunError(
             owner,
             key,
             f"no paused run of {owner!r} waits for {what}: it was answered already, is unknown, "
-            f"or is no longer kept (only the newest {self.limit} paused runs are kept, in memory: "
-            "none survive a restart)" + (f"; {hint}" if hint else ""),
+            f"or is no longer kept (paused runs are kept {kept}; a server keeping them in memory "
+            f"keeps only the newest {KEPT_PAUSED_RUNS} and none across a restart)"
+            + (f"; {hint}" if hint else ""),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A paused run as stored (versioned JSON through :mod:`daimon.core.codec`)."""
+
+    owner: str
+    key: str
+    shown: tuple[str, ...]
+    response: AgentResponse  # type: ignore[type-arg]  # the codec decodes no parameterized class
+    format: int = _FORMAT
+
+
+def _decode(value: str) -> PausedRun:
+    kept = codec.loads(value, _Kept)
+    if kept.format != _FORMAT:
+        raise SerializationError(
+            f"a paused run of format {kept.format}; this daimon reads {_FORMAT}"
+        )
+    return PausedRun(kept.owner, kept.response, kept.key, frozenset(kept.shown))

@@ -26,7 +26,9 @@ from daimon.server._errors import error_response
 from daimon.server._openai_compat import add_openai_routes
 from daimon.server._openai_responses import add_responses_routes
 from daimon.server._routes import add_native_routes
+from daimon.server._run_log import RunLogs
 from daimon.server._settings import ServerSettings
+from daimon.server._state import ServerState
 from daimon.server._ui import add_ui_routes, ui_paths
 from daimon.telemetry._asgi import TraceContextMiddleware
 
@@ -62,14 +64,26 @@ def create_app(
     settings = settings if settings is not None else ServerSettings()
     served = ServedAgents(agents)
     status = {"ready": False}
+    state = ServerState(settings.store)
+    logs = RunLogs(
+        state,
+        timeout=settings.request_timeout,
+        grace=settings.stream_grace,
+        retention=settings.stream_retention,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        problem = await state.check()
+        if problem is not None:  # /ready says so until it can be reached
+            logger.warning("%s", problem)
         status["ready"] = True
         try:
             yield
         finally:
             status["ready"] = False
+            await logs.aclose(settings.drain_timeout)
+            await state.aclose()
 
     app = FastAPI(
         title=settings.title,
@@ -79,10 +93,10 @@ def create_app(
         redoc_url=None,
         lifespan=lifespan,
     )
-    add_native_routes(app.router, served, settings, lambda: status["ready"])
-    add_openai_routes(app.router, served, settings, int(time.time()))
-    add_responses_routes(app.router, served, settings)
-    add_agui_routes(app.router, served, settings)
+    add_native_routes(app.router, served, settings, lambda: status["ready"], state, logs)
+    add_openai_routes(app.router, served, settings, int(time.time()), state)
+    add_responses_routes(app.router, served, settings, state, logs)
+    add_agui_routes(app.router, served, settings, state, logs)
     public = settings.public_paths
     if settings.ui:
         add_ui_routes(app.router)
@@ -107,6 +121,8 @@ def create_app(
     if settings.token is not None:
         _document_bearer_auth(app, settings.public_paths)
     app.state.daimon_settings = settings
+    app.state.daimon_state = state
+    app.state.daimon_logs = logs
     return app
 
 

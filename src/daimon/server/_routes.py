@@ -12,6 +12,7 @@ its stream carries ``node_started``/``node_finished``/``node_failed``/``node_ski
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Annotated, Any
 
@@ -46,8 +47,10 @@ from daimon.server._schemas import (
     SessionResponse,
     SessionsResponse,
 )
+from daimon.server._run_log import EventId, RunLogs, StreamGone
 from daimon.server._settings import ServerSettings
-from daimon.server._sse import EventStreamResponse, sse_frame
+from daimon.server._sse import EventStreamResponse, Source, sse_frame
+from daimon.server._state import ServerState
 
 __all__ = ("CLIENT_CLOSED", "add_native_routes", "error_responses")
 
@@ -217,15 +220,22 @@ async def reject_unknown_query(request: Request) -> None:
 
 
 def add_native_routes(
-    router: APIRouter, served: ServedAgents, settings: ServerSettings, ready: Callable[[], bool]
+    router: APIRouter,
+    served: ServedAgents,
+    settings: ServerSettings,
+    ready: Callable[[], bool],
+    state: ServerState,
+    logs: RunLogs,
 ) -> None:
     """Add the routes of daimon's own API to ``router`` (the app's own: no nested routers)."""
-    _add_prompt_routes(router, served, settings)
-    _add_status_routes(router, served, ready)
+    _add_prompt_routes(router, served, settings, logs)
+    _add_status_routes(router, served, ready, state)
     _add_session_routes(router, served)
 
 
-def _add_prompt_routes(router: APIRouter, served: ServedAgents, settings: ServerSettings) -> None:
+def _add_prompt_routes(
+    router: APIRouter, served: ServedAgents, settings: ServerSettings, logs: RunLogs
+) -> None:
     """``POST /prompt`` and ``POST /prompt/stream``."""
     timeout = settings.request_timeout
 
@@ -271,39 +281,54 @@ def _add_prompt_routes(router: APIRouter, served: ServedAgents, settings: Server
         response_class=EventStreamResponse,
         responses={200: _STREAM_DOC, **error_responses(*_WITH_INPUT, streaming=True)},
     )
-    async def prompt_stream(body: PromptRequest) -> Response:
+    async def prompt_stream(body: PromptRequest, request: Request) -> Response:
         """Ask an agent and stream its events as they happen (server-sent events).
 
-        Runs that fail, or pass the request timeout, end with an `error` event; a client that
-        disconnects cancels its run.
+        Each event has an `id`; a client that lost its connection sends the same request again
+        with a `Last-Event-ID` header (to any replica sharing the server's store) and gets the
+        events after it. The run goes on while no client listens, for the server's stream grace
+        (30 s by default), then is cancelled. Runs that fail, or pass the request timeout, end
+        with an `error` event.
         """
-        name = body.agent or served.default
-        flow = served.flow(name)
-        if flow is not None:
-            return EventStreamResponse(
-                lambda token: flow_frames(name, flow, body.input, token),
-                on_error=stream_error_frame,
-                heartbeat=settings.heartbeat_interval,
-                timeout=timeout,
-            )
-        agent = served.get(name)
-        if agent is None:
-            return error_response(404, "not_found", served.unknown(name))
-
-        async def events(token: CancelToken) -> AsyncGenerator[bytes, None]:
-            stream = agent.prompt_stream(body.input, session_id=body.session_id, cancel=token)
-            async for event in stream:
-                yield sse_frame(event_data(event), event.kind)
-
-        return EventStreamResponse(
-            events,
-            on_error=stream_error_frame,
-            heartbeat=settings.heartbeat_interval,
-            timeout=timeout,
-        )
+        try:
+            at = EventId.parse(request.headers.get("last-event-id"))
+        except ValueError as exc:
+            return error_response(400, "invalid_request", str(exc))
+        if at is not None:
+            try:
+                await logs.check(at)
+            except StreamGone as exc:
+                return error_response(404, "not_found", str(exc))
+            return logs.reader(at, stream_error_frame, settings.heartbeat_interval)
+        source = _prompt_source(served, body)
+        if source is None:
+            return error_response(404, "not_found", served.unknown(body.agent or served.default))
+        stream = uuid.uuid4().hex
+        await logs.start(stream, source, stream_error_frame)
+        return logs.reader(EventId(stream, 0), stream_error_frame, settings.heartbeat_interval)
 
 
-def _add_status_routes(router: APIRouter, served: ServedAgents, ready: Callable[[], bool]) -> None:
+def _prompt_source(served: ServedAgents, body: PromptRequest) -> Source | None:
+    """The frames of the run ``body`` asks for; ``None`` when no such agent is served."""
+    name = body.agent or served.default
+    flow = served.flow(name)
+    if flow is not None:
+        return lambda token: flow_frames(name, flow, body.input, token)
+    agent = served.get(name)
+    if agent is None:
+        return None
+
+    async def events(token: CancelToken) -> AsyncGenerator[bytes, None]:
+        stream = agent.prompt_stream(body.input, session_id=body.session_id, cancel=token)
+        async for event in stream:
+            yield sse_frame(event_data(event), event.kind)
+
+    return events
+
+
+def _add_status_routes(
+    router: APIRouter, served: ServedAgents, ready: Callable[[], bool], state: ServerState
+) -> None:
     """``GET /health``, ``GET /ready`` and ``GET /agents``."""
 
     @router.get("/health", response_model=HealthResponse, responses=error_responses(*_GATED))
@@ -316,13 +341,19 @@ def _add_status_routes(router: APIRouter, served: ServedAgents, ready: Callable[
         response_model=ReadyResponse,
         responses={
             **error_responses(*_GATED),
-            503: {"model": ErrorResponse, "description": "Starting or shutting down."},
+            503: {
+                "model": ErrorResponse,
+                "description": "Starting or shutting down, or the state store is unreachable.",
+            },
         },
     )
     async def ready_() -> Response:
-        """Readiness: the server accepts prompts."""
+        """Readiness: the server accepts prompts, and its state store answers."""
         if not ready():
             return error_response(503, "not_ready", "the server is starting or shutting down")
+        problem = await state.check()
+        if problem is not None:
+            return error_response(503, "not_ready", problem)
         body = {"status": "ready", "agents": list(served.names)}
         return Response(dump_json(body), media_type="application/json")
 

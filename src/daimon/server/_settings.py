@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from daimon._http_gate import (
     DEFAULT_MAX_BODY_BYTES,
@@ -21,7 +22,12 @@ from daimon.kit.media import (
     check_file_limits,
 )
 
+if TYPE_CHECKING:
+    from daimon.core.state_store import StateStore
+
 __all__ = ("DEFAULT_FILE_TYPES", "ServerSettings")
+
+_DAY = 86_400.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +82,23 @@ class ServerSettings:
     """The media types a user message's files may have (``type/subtype``, or ``type/*``); any
     other is 415. Images, audio, PDFs and text files are what the models take."""
 
+    store: StateStore | str | None = None
+    """Where the server keeps what it remembers between requests: paused runs, stored and
+    background responses, the events of its streams. ``None``: this process's memory (bounded,
+    lost on restart). A URL (``postgresql://...``, ``redis://...``) or a
+    :class:`~daimon.core.StateStore` shared by replicas lets any of them answer any follow-up."""
+    keep_for: float | None = 30 * _DAY
+    """Seconds the server keeps paused runs and stored responses (``None``: until answered or
+    deleted). A store in memory also keeps only the newest 1,000 of each."""
+    stream_grace: float = 30.0
+    """Seconds a streamed run goes on while no client reads it (a client may reconnect with
+    ``Last-Event-ID`` meanwhile); then it is cancelled."""
+    stream_retention: float = 600.0
+    """Seconds a stream's events are kept after its last one, for clients that reconnect."""
+    drain_timeout: float = 30.0
+    """Seconds running streamed runs get to finish when the server shuts down; then they are
+    cancelled."""
+
     def __post_init__(self) -> None:
         if not isinstance(self.host, str):
             raise BuilderError(f"host must be a string, got {self.host!r}")
@@ -85,14 +108,12 @@ class ServerSettings:
             raise BuilderError(f"ui must be True or False, got {self.ui!r}")
         check_limit(self.max_body_bytes)
         check_file_limits(self.file_types, self.max_file_bytes, self.max_files_bytes)
-        for name in ("request_timeout", "heartbeat_interval"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (value > 0 and math.isfinite(value))
-            ):
-                raise BuilderError(f"{name} must be a positive number of seconds, got {value!r}")
+        for name in ("request_timeout", "heartbeat_interval", "stream_grace", "stream_retention"):
+            _check_seconds(name, getattr(self, name))
+        _check_seconds("drain_timeout", self.drain_timeout, zero=True)
+        if self.keep_for is not None:
+            _check_seconds("keep_for", self.keep_for)
+        _check_store(self.store)
         for name in ("allowed_origins", "cors_origins", "public_paths"):
             _check_strings(name, getattr(self, name))
         if self.allowed_hosts is not None:
@@ -117,6 +138,27 @@ class ServerSettings:
         if self.allowed_hosts is not None:
             return frozenset(h.lower() for h in self.allowed_hosts)
         return frozenset(default_hosts(self.host, self.port) or ())  # never a wildcard bind
+
+
+def _check_seconds(name: str, value: object, *, zero: bool = False) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (value >= 0 if zero else value > 0)
+        or not math.isfinite(value)
+    ):
+        kind = "a non-negative" if zero else "a positive"
+        raise BuilderError(f"{name} must be {kind} number of seconds, got {value!r}")
+
+
+def _check_store(store: object) -> None:
+    if store is None or callable(getattr(store, "append", None)):
+        return
+    if not isinstance(store, str):
+        raise BuilderError(f"store must be a StateStore or a URL, got {store!r}")
+    from daimon.serverstate import check_state_store_url
+
+    check_state_store_url(store)
 
 
 def _check_strings(name: str, values: object) -> None:

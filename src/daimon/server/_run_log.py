@@ -1,0 +1,308 @@
+"""Streams that outlive their connection: a run's SSE frames kept as a log in the state store.
+
+A streamed run no longer writes to its client: :meth:`RunLogs.start` runs it in a task of its own
+that appends each frame to the run's log (a :class:`~daimon.core.StateStore` stream), and every
+client, the first one included, reads the log (:meth:`RunLogs.follow`). So:
+
+- each frame goes out with an SSE ``id`` (``<stream>:<number>``); a client that reconnects with
+  ``Last-Event-ID``, to this replica or any other sharing the store, gets the frames after it,
+  once each and in order;
+- the run goes on while no client listens, for ``grace`` seconds: when nobody has read its log
+  for that long, it is cancelled (no model is paid for an answer nobody will read);
+- a log is kept ``retention`` seconds after its last frame, then forgotten;
+- :meth:`RunLogs.cancel` stops a run wherever it runs: a replica that does not run it appends
+  the request to a control stream every replica watches.
+
+The log ends with a marker no frame can be (frames start with ``event:`` or ``data:``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass, field
+
+from daimon.core.cancel import CancelToken
+from daimon.core.errors import RunCancelled
+from daimon.core.errors import TimeoutError as RunTimeoutError
+from daimon.core.state_store import StateStore
+from daimon.server._sse import EventStreamResponse, Source
+from daimon.server._state import ServerState
+
+__all__ = ("EventId", "RunLogs", "StreamGone")
+
+logger = logging.getLogger("daimon.server")
+
+LOG_KIND = "run_log"
+"""The kind of the stores' streams that hold runs' frames."""
+LISTENER_KIND = "run_listener"
+"""Records that say a client reads a log (refreshed while it does; they expire after)."""
+CONTROL_KIND = "run_control"
+CANCELS = "cancels"
+"""The control stream every replica watches: names of runs to cancel."""
+END = "."
+"""The value that ends a log."""
+_READ_WAIT = 5.0  # longest single wait on a log: bounds how stale a listener record gets
+
+
+class StreamGone(LookupError):
+    """A client asked for a log, or a place in it, that is not kept (never was, or expired)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventId:
+    """Where a client is in a log: the log's name and the number of the last frame it got."""
+
+    stream: str
+    number: int
+
+    def __str__(self) -> str:
+        return f"{self.stream}:{self.number}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> EventId | None:
+        """The id a ``Last-Event-ID`` header names; ``None`` when there is none.
+
+        Raises:
+            ValueError: The text is no id this server gave (the message says what it expects).
+        """
+        if text is None or not text.strip():
+            return None
+        stream, sep, number = text.strip().rpartition(":")
+        if not sep or not stream or not number.isdigit() or len(number) > 18:
+            raise ValueError(
+                f"Last-Event-ID {text[:200]!r} is not an event id of this server: expected "
+                "'<stream>:<number>', as sent in the id field of each event"
+            )
+        return cls(stream, int(number))
+
+
+@dataclass(slots=True)
+class _Run:
+    """A run this process produces: its task, its token, and its local readers."""
+
+    token: CancelToken
+    background: bool = False
+    task: asyncio.Task[None] | None = None
+    readers: int = 0
+    alone_since: float | None = None
+    stops: list[str] = field(default_factory=list[str])
+
+    def stop(self, reason: str) -> None:
+        if not self.stops:
+            self.stops.append(reason)
+            self.token.cancel(reason)
+            if self.task is not None:
+                self.task.cancel()
+
+
+class RunLogs:
+    """The logs of the streamed runs: this process's producers, and readers of any log.
+
+    Args:
+        state: The server's store.
+        timeout: Seconds a run may take before it is cancelled (its log ends with an error).
+        grace: Seconds a run goes on with no client reading its log before it is cancelled.
+        retention: Seconds a log is kept after its last frame.
+    """
+
+    __slots__ = ("_runs", "_state", "_watchers", "grace", "retention", "timeout")
+
+    def __init__(
+        self, state: ServerState, *, timeout: float, grace: float, retention: float
+    ) -> None:
+        self._state = state
+        self.timeout = timeout
+        self.grace = grace
+        self.retention = retention
+        self._runs: dict[str, _Run] = {}
+        self._watchers: list[asyncio.Task[None]] = []
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    async def start(
+        self,
+        stream: str,
+        source: Source,
+        on_error: Callable[[BaseException], bytes],
+        *,
+        background: bool = False,
+    ) -> None:
+        """Run ``source`` in its own task, appending its frames to the log ``stream``.
+
+        A ``background`` run goes on whether or not anybody reads its log; any other is
+        cancelled once nobody has read it for ``grace`` seconds.
+        """
+        store = await self._state.open()
+        await self._listen(store, stream)
+        run = _Run(CancelToken(), background=background)
+        self._runs[stream] = run
+        if not self._watchers:
+            self._watchers = [
+                asyncio.create_task(self._watch_cancels(store)),
+                asyncio.create_task(self._sweep(store)),
+            ]
+        run.task = asyncio.create_task(self._produce(store, stream, run, source, on_error))
+
+    async def _produce(
+        self,
+        store: StateStore,
+        stream: str,
+        run: _Run,
+        source: Source,
+        on_error: Callable[[BaseException], bytes],
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.call_later(self.timeout, run.stop, "timeout")
+        ending: BaseException | None = None
+        try:
+            frames = source(run.token)
+            try:
+                async for frame in frames:
+                    await store.append(LOG_KIND, stream, frame.decode(), ttl=self.retention)
+            finally:
+                await frames.aclose()
+        except (asyncio.CancelledError, RunCancelled) as exc:
+            if not run.stops:  # not ours: the server is shutting down
+                raise
+            ending = exc
+        except Exception as exc:
+            ending = exc
+        finally:
+            deadline.cancel()
+            self._runs.pop(stream, None)
+        if run.stops:
+            reason = run.stops[0]
+            ending = RunTimeoutError(self.timeout, "the run") if reason == "timeout" else (
+                RunCancelled(reason)
+            )
+        with contextlib.suppress(Exception):  # the store is down: readers see the log stop
+            if ending is not None:
+                await store.append(LOG_KIND, stream, on_error(ending).decode(), ttl=self.retention)
+            await store.append(LOG_KIND, stream, END, ttl=self.retention)
+
+    async def check(self, at: EventId) -> None:
+        """Refuse a rejoin whose place is no longer kept.
+
+        Raises:
+            StreamGone: The log, or the frame ``at`` names, is not kept.
+        """
+        store = await self._state.open()
+        if at.number == 0:
+            found = await store.read_after(LOG_KIND, at.stream, 0, limit=1)
+            kept = bool(found)
+        else:
+            found = await store.read_after(LOG_KIND, at.stream, at.number - 1, limit=1)
+            kept = bool(found) and found[0][0] == at.number
+        if not kept:
+            raise StreamGone(
+                f"no events of stream {at.stream!r} after {at.number} are kept: the stream is "
+                f"unknown, or it ended more than {self.retention:g} s ago"
+            )
+
+    async def follow(self, at: EventId, token: CancelToken) -> AsyncGenerator[bytes, None]:
+        """The log's frames after ``at``, each with its SSE ``id``, until the log ends.
+
+        ``token`` is the reader's (its client left): the run goes on.
+        """
+        store = await self._state.open()
+        stream, last = at.stream, at.number
+        run = self._runs.get(stream)
+        if run is not None:
+            run.readers += 1
+        loop = asyncio.get_running_loop()
+        refresh_every = self.grace / 3
+        refreshed = loop.time()
+        try:
+            while not token.cancelled:
+                wait = min(_READ_WAIT, refresh_every)
+                events = await store.wait_after(LOG_KIND, stream, last, wait=wait)
+                for number, value in events:
+                    if value == END:
+                        return
+                    last = number
+                    yield f"id: {stream}:{number}\n".encode() + value.encode()
+                if loop.time() - refreshed >= refresh_every:
+                    await self._listen(store, stream)
+                    refreshed = loop.time()
+        finally:
+            if run is not None:
+                run.readers -= 1
+                if run.readers == 0:
+                    run.alone_since = loop.time()
+
+    def reader(
+        self, at: EventId, on_error: Callable[[BaseException], bytes], heartbeat: float
+    ) -> EventStreamResponse:
+        """The response that streams the log from ``at`` to a client (see :meth:`follow`)."""
+        return EventStreamResponse(
+            lambda token: self.follow(at, token),
+            on_error=on_error,
+            heartbeat=heartbeat,
+            timeout=self.timeout + self.grace,
+        )
+
+    async def _listen(self, store: StateStore, stream: str) -> None:
+        """Say that a client reads ``stream`` (for ``grace`` seconds from now)."""
+        await store.put(LISTENER_KIND, stream, "1", ttl=self.grace)
+
+    async def cancel(self, stream: str, reason: str = "cancelled by the client") -> None:
+        """Stop the run writing ``stream``, on whichever replica runs it."""
+        run = self._runs.get(stream)
+        if run is not None:
+            run.stop(reason)
+            return
+        store = await self._state.open()
+        await store.append(CONTROL_KIND, CANCELS, stream, ttl=self.retention)
+
+    async def _watch_cancels(self, store: StateStore) -> None:
+        """Cancel the runs of this process that any replica is asked to cancel."""
+        kept = await store.read_after(CONTROL_KIND, CANCELS, 0, limit=1)
+        last = 0
+        if kept:  # start after what is there now: older requests were for older runs
+            while batch := await store.read_after(CONTROL_KIND, CANCELS, last, limit=1000):
+                last = batch[-1][0]
+        while True:
+            try:
+                events = await store.wait_after(CONTROL_KIND, CANCELS, last, wait=_READ_WAIT)
+            except Exception:
+                logger.warning("cannot read run cancellations from the state store", exc_info=True)
+                await asyncio.sleep(1.0)
+                continue
+            for number, stream in events:
+                last = number
+                run = self._runs.get(stream)
+                if run is not None:
+                    run.stop("cancelled by the client")
+
+    async def _sweep(self, store: StateStore) -> None:
+        """Cancel runs nobody has read for ``grace`` seconds, here or on another replica."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.grace / 2)
+            for stream, run in list(self._runs.items()):
+                if run.background or run.readers or run.alone_since is None:
+                    continue
+                if loop.time() - run.alone_since < self.grace:
+                    continue
+                try:
+                    listened = await store.get(LISTENER_KIND, stream)
+                except Exception:
+                    continue  # the store is down: keep the run rather than guess
+                if listened is None:
+                    run.stop(f"no client read its events for {self.grace:g} s")
+
+    async def aclose(self, drain: float = 0.0) -> None:
+        """Let the runs finish within ``drain`` seconds, then cancel them; stop the watchers."""
+        tasks = [run.task for run in self._runs.values() if run.task is not None]
+        if tasks and drain > 0:
+            await asyncio.wait(tasks, timeout=drain)
+        for run in list(self._runs.values()):
+            run.stop("the server shut down")
+        for watcher in self._watchers:
+            watcher.cancel()
+        await asyncio.gather(*tasks, *self._watchers, return_exceptions=True)
+        self._watchers = []
