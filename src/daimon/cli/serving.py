@@ -314,6 +314,15 @@ def serve(
     ] = False,
     limits: LimitsOption = None,
     limits_store: LimitsStoreOption = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="DAIMON_STORE",
+            help="Where the server keeps paused runs, stored responses and stream events, "
+            "shared by replicas: postgresql://..., redis://... (default: this process's memory).",
+        ),
+    ] = None,
 ) -> None:
     """Serve agents over HTTP: REST, SSE, OpenAI-compatible /v1, and a web playground at /."""
     hosts = _allowed_hosts(allowed_host)
@@ -328,7 +337,7 @@ def serve(
 
     try:
         settings = ServerSettings(
-            host=host, port=port, token=token, allowed_hosts=hosts, ui=not no_ui
+            host=host, port=port, token=token, allowed_hosts=hosts, ui=not no_ui, store=store
         )
         serve_http(served, settings=settings)
     except DaimonError as exc:  # refused to start: exposed without a token, a bad setting

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -165,7 +166,7 @@ def serve(
     token: str | None = None,
     settings: ServerSettings | None = None,
     log_level: str = "info",
-    shutdown_timeout: int = 10,
+    shutdown_timeout: float | None = None,
 ) -> None:
     """Serve ``agents`` over HTTP with uvicorn until interrupted (Ctrl+C).
 
@@ -180,8 +181,8 @@ def serve(
         token: The bearer token clients must send.
         settings: Everything else: allowlists, limits, timeouts (see :class:`ServerSettings`).
         log_level: uvicorn's log level.
-        shutdown_timeout: Seconds open requests get to finish on shutdown before they are
-            cancelled.
+        shutdown_timeout: Seconds open requests get to finish on shutdown (SIGTERM) before they
+            are cancelled; by default ``settings.drain_timeout``.
 
     Raises:
         BuilderError: The agents or the settings are unusable, for example a public address
@@ -200,7 +201,9 @@ def serve(
         log_level=log_level,
         server_header=False,
         proxy_headers=False,  # trust no X-Forwarded-* unless a deployment says so
-        timeout_graceful_shutdown=shutdown_timeout,
+        timeout_graceful_shutdown=math.ceil(
+            settings.drain_timeout if shutdown_timeout is None else shutdown_timeout
+        ),
     )
     uvicorn.Server(config).run()
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 
@@ -31,7 +32,7 @@ from daimon.core.state_store import StateStore
 from daimon.server._sse import EventStreamResponse, Source
 from daimon.server._state import ServerState
 
-__all__ = ("EventId", "RunLogs", "StreamGone")
+__all__ = ("EventId", "RunLogs", "RunLost", "StreamGone")
 
 logger = logging.getLogger("daimon.server")
 
@@ -39,16 +40,25 @@ LOG_KIND = "run_log"
 """The kind of the stores' streams that hold runs' frames."""
 LISTENER_KIND = "run_listener"
 """Records that say a client reads a log (refreshed while it does; they expire after)."""
+OWNER_KIND = "run_owner"
+"""Records naming the replica that runs each log's run."""
+REPLICA_KIND = "replica"
+"""Records each replica refreshes while it lives (they expire when it dies)."""
 CONTROL_KIND = "run_control"
 CANCELS = "cancels"
 """The control stream every replica watches: names of runs to cancel."""
 END = "."
 """The value that ends a log."""
 _READ_WAIT = 5.0  # longest single wait on a log: bounds how stale a listener record gets
+_BEAT = 2.0  # seconds between a replica's "alive" records (each lives three beats)
 
 
 class StreamGone(LookupError):
     """A client asked for a log, or a place in it, that is not kept (never was, or expired)."""
+
+
+class RunLost(RuntimeError):
+    """The replica running a log's run stopped (killed, or cut off) before the run ended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +118,7 @@ class RunLogs:
         retention: Seconds a log is kept after its last frame.
     """
 
-    __slots__ = ("_runs", "_state", "_watchers", "grace", "retention", "timeout")
+    __slots__ = ("_runs", "_state", "_watchers", "grace", "replica", "retention", "timeout")
 
     def __init__(
         self, state: ServerState, *, timeout: float, grace: float, retention: float
@@ -119,6 +129,8 @@ class RunLogs:
         self.retention = retention
         self._runs: dict[str, _Run] = {}
         self._watchers: list[asyncio.Task[None]] = []
+        self.replica = uuid.uuid4().hex
+        """This process's name in the store (its runs' logs name it as their owner)."""
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -137,14 +149,16 @@ class RunLogs:
         cancelled once nobody has read it for ``grace`` seconds.
         """
         store = await self._state.open()
-        await self._listen(store, stream)
-        run = _Run(CancelToken(), background=background)
-        self._runs[stream] = run
         if not self._watchers:
+            await self._beat(store)
             self._watchers = [
                 asyncio.create_task(self._watch_cancels(store)),
                 asyncio.create_task(self._sweep(store)),
             ]
+        await store.put(OWNER_KIND, stream, self.replica, ttl=self.retention)
+        await self._listen(store, stream)
+        run = _Run(CancelToken(), background=background)
+        self._runs[stream] = run
         run.task = asyncio.create_task(self._produce(store, stream, run, source, on_error))
 
     async def _produce(
@@ -225,6 +239,11 @@ class RunLogs:
                         return
                     last = number
                     yield f"id: {stream}:{number}\n".encode() + value.encode()
+                if not events and await self.owner_alive(stream) is False:
+                    if not await store.read_after(LOG_KIND, stream, last, limit=1):
+                        raise RunLost(
+                            f"the server running stream {stream!r} stopped before its run ended"
+                        )
                 if loop.time() - refreshed >= refresh_every:
                     await self._listen(store, stream)
                     refreshed = loop.time()
@@ -233,6 +252,17 @@ class RunLogs:
                 run.readers -= 1
                 if run.readers == 0:
                     run.alone_since = loop.time()
+
+    async def owner_alive(self, stream: str) -> bool | None:
+        """Whether the replica that ran or runs ``stream``'s run lives (``None``: no log names
+        one). A run whose log has not ended and whose owner is dead is lost."""
+        if stream in self._runs:
+            return True
+        store = await self._state.open()
+        owner = await store.get(OWNER_KIND, stream)
+        if owner is None:
+            return None
+        return owner == self.replica or await store.get(REPLICA_KIND, owner) is not None
 
     def reader(
         self, at: EventId, on_error: Callable[[BaseException], bytes], heartbeat: float
@@ -278,11 +308,19 @@ class RunLogs:
                 if run is not None:
                     run.stop("cancelled by the client")
 
+    async def _beat(self, store: StateStore) -> None:
+        """Say this replica lives, for three beats."""
+        await store.put(REPLICA_KIND, self.replica, "1", ttl=3 * _BEAT)
+
     async def _sweep(self, store: StateStore) -> None:
-        """Cancel runs nobody has read for ``grace`` seconds, here or on another replica."""
+        """Say this replica lives; cancel runs nobody has read for ``grace`` seconds."""
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(self.grace / 2)
+            await asyncio.sleep(min(_BEAT, self.grace / 2))
+            try:
+                await self._beat(store)
+            except Exception:
+                logger.warning("cannot reach the state store", exc_info=True)
             for stream, run in list(self._runs.items()):
                 if run.background or run.readers or run.alone_since is None:
                     continue
