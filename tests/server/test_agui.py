@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -297,8 +298,12 @@ def test_paused_runs_kept_are_bounded_the_oldest_forgotten(
     live: Live, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from daimon._paused_runs import PausedRuns
+    from daimon.serverstate import MemoryStateStore
 
-    monkeypatch.setattr("daimon.server._agui.PausedRuns", lambda: PausedRuns(1))
+    def bounded(store: object, front: str, ttl: float | None) -> PausedRuns:
+        return PausedRuns(MemoryStateStore(limit=1), front, ttl)
+
+    monkeypatch.setattr("daimon.server._agui.PausedRuns", bounded)
     calls = Calls()
     server = live({"bank": guarded(calls)})
     first = agui(server, run_input("Send 5", thread="t-old"))
@@ -425,7 +430,7 @@ def test_a_run_past_the_request_timeout_ends_with_run_error(live: Live) -> None:
     assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == "Thinking"
 
 
-def test_a_client_that_leaves_cancels_its_run(live: Live) -> None:
+def test_a_client_that_leaves_cancels_its_run_after_the_stream_grace(live: Live) -> None:
     started, cancelled = threading.Event(), threading.Event()
 
     async def stream(request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -439,14 +444,16 @@ def test_a_client_that_leaves_cancels_its_run(live: Live) -> None:
         yield TextDelta(text=" (never)")
 
     slow = Agent(FunctionModel(stream_function=stream, model_name="slow"), name="slow")
-    server = live({"slow": slow})
+    server = live({"slow": slow}, stream_grace=0.3)
     with (
         server.client() as client,
         client.stream("POST", "/agui", json=run_input("hi")) as reply,
     ):
         assert reply.status_code == 200
         assert started.wait(10)
-    assert cancelled.wait(10)  # the server noticed, and stopped the model
+    left = time.monotonic()
+    assert cancelled.wait(10)  # nobody came back within the grace: the model was stopped
+    assert time.monotonic() - left >= 0.3
 
 
 def test_a_flow_whose_agent_asks_for_approval_fails_with_run_error(live: Live) -> None:

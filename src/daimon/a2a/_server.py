@@ -137,6 +137,7 @@ from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.kit.checks import check_non_negative
 from daimon.kit.lifecycle import serve_until_cancelled
 from daimon.kit.media import DEFAULT_FILE_TYPES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_FILES_BYTES
+from daimon.serverstate import MemoryStateStore
 from daimon.telemetry._asgi import TraceContextMiddleware
 from daimon.telemetry._propagation import join_trace
 from daimon.tools import ToolRegistry
@@ -230,7 +231,7 @@ class DaimonAgentExecutor(AgentExecutor):
         self.agent = agent
         self.max_paused = check_non_negative("max_paused", max_paused)
         self._files = file_rules(agent, file_types, max_file_bytes, max_files_bytes)
-        self._paused = PausedRuns(max_paused)
+        self._paused = PausedRuns(MemoryStateStore(limit=max(max_paused, 1)), "a2a")
         """Runs waiting for approvals, by task id: the task's next message decides them."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -262,13 +263,14 @@ class DaimonAgentExecutor(AgentExecutor):
         cancel = CancelToken()
         answer = _Answer(updater)
         try:
-            waiting = self._waiting(task)
+            waiting = await self._waiting(task)
             if waiting is None:
                 response = await self._run(prompt, session_id, cancel, answer)
             else:
                 response = await self._resume(*waiting, context.message, cancel)
             if response.paused and response.state is not None and isinstance(self.agent, Resumable):
-                self._paused.keep(self.agent.name, response, task.id)
+                if self.max_paused:
+                    await self._paused.keep(self.agent.name, response, task.id)
                 await updater.requires_input(_approvals_asked(updater, response))
                 return
             response.require_finished("an A2A task")
@@ -287,7 +289,7 @@ class DaimonAgentExecutor(AgentExecutor):
         await answer.whole(response.text)
         await updater.complete()
 
-    def _waiting(self, task: Task) -> tuple[AgentResponse | str, list[str]] | None:
+    async def _waiting(self, task: Task) -> tuple[AgentResponse | str, list[str]] | None:
         """The paused run ``task`` waits on (or its run id), and its pending approval ids.
 
         ``None`` if the task waits for no approval.
@@ -295,11 +297,13 @@ class DaimonAgentExecutor(AgentExecutor):
         Raises:
             UnknownPausedRunError: The task waits for approval but its run is gone: forgotten
                 (more than ``max_paused`` waiting) or left by a server that stopped, and the
-                agent has no checkpoint to resume it from.
+                agent has no checkpoint to resume it from; or another message to the task
+                resumed it first.
         """
-        kept = self._paused.get(self.agent.name, task.id)
+        kept = await self._paused.get(self.agent.name, task.id)
         if kept is not None:
-            self._paused.forget(kept)
+            if not await self._paused.take(kept):  # another message to the task resumed it
+                raise self._paused.unknown(self.agent.name, task.id, f"task {task.id!r}")
             return kept.response, [a.id for a in kept.response.pending_approvals]
         asked = _asked(task)
         if asked is None:
@@ -342,9 +346,9 @@ class DaimonAgentExecutor(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Mark the task canceled (the SDK has already cancelled the running ``execute``)."""
-        kept = self._paused.get(self.agent.name, context.task_id or "")
+        kept = await self._paused.get(self.agent.name, context.task_id or "")
         if kept is not None:
-            self._paused.forget(kept)  # a run waiting for approvals ends here
+            await self._paused.take(kept)  # a run waiting for approvals ends here
         if context.task_id is None or context.context_id is None:
             return
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()

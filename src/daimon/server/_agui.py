@@ -36,8 +36,17 @@ or ``{"approved": false, "reason"?}``), ``"cancelled"`` rejects. The resumed run
 followed (the tool's result, the answer) and ends like any run. A resume for a thread with no paused
 run is 409, one that leaves an interrupt unanswered or names an unknown one is 422, and a new run on
 a thread whose run waits for answers is 409: the paused run is kept in each case. Paused runs are
-kept in memory, the newest 1,000 (:mod:`daimon._paused_runs`, the store every front end shares): a
-resume of an older one, or of one kept before a restart, is that 409.
+kept in the server's state store (:mod:`daimon._paused_runs`), for ``keep_for`` seconds: any
+replica sharing the store resumes them, and of two resumes racing one wins (the other is that 409).
+A resume of one no longer kept (past ``keep_for``; with the in-memory store, past the newest 1,000
+or across a restart) is that 409 too.
+
+Streams: a run goes on in a task of its own, writing its events to a log in the state store
+(:mod:`daimon.server._run_log`), and the client reads the log: each event has an SSE ``id``. A
+client that lost its stream sends the request again with ``Last-Event-ID`` (to any replica sharing
+the store) and gets the events after that one, each once, in order; a malformed id is 400, one
+whose stream is not kept (unknown, or ended past the server's retention) 404. A run nobody reads
+goes on for the server's ``stream_grace``, then is cancelled (its log ends with ``RUN_ERROR``).
 
 Errors: a body that is not a ``RunAgentInput`` is 422 (400 for invalid JSON), an unknown agent
 404, all before the stream starts; a run that fails ends its stream with ``RUN_ERROR`` (``code``:
@@ -48,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +69,7 @@ from starlette.responses import Response
 
 from daimon._paused_runs import PausedRun, PausedRuns
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import ApprovalRequiredError
+from daimon.core.errors import ApprovalRequiredError, RunCancelled
 from daimon.core.errors import TimeoutError as RunTimeoutError
 from daimon.core.events import Done, ToolResult
 from daimon.core.messages import Message, Role
@@ -79,8 +89,10 @@ from daimon.server._agui_events import (
 from daimon.server._agui_media import MediaRefused, prompt_text, user_prompt
 from daimon.server._client_tools import NoClientTools, spec, takes_client_tools
 from daimon.server._errors import error_response
+from daimon.server._run_log import EventId, RunLogs, StreamGone
 from daimon.server._settings import ServerSettings
-from daimon.server._sse import EventStreamResponse
+from daimon.server._sse import Source
+from daimon.server._state import ServerState
 
 __all__ = ("Endpoint",)
 
@@ -106,33 +118,49 @@ class _Input:
     """The front-end tools, as the run's client tools."""
 
 
+_STOPPED = (asyncio.CancelledError, RunCancelled, RunTimeoutError)
+"""How a run the server stopped ends: its log's producer writes the ``RUN_ERROR`` that says so."""
+
+Batches = Callable[[CancelToken], AsyncGenerator[Sequence[BaseEvent], None]]
+"""A run's AG-UI events, in batches as they come (each event is one SSE frame of its log)."""
+
+
 class Endpoint:
     """Answers AG-UI requests for the served promptables (see the module docstring)."""
 
-    __slots__ = ("paused", "served", "settings")
+    __slots__ = ("logs", "paused", "served", "settings", "state")
 
-    def __init__(self, served: ServedAgents, settings: ServerSettings) -> None:
+    def __init__(
+        self, served: ServedAgents, settings: ServerSettings, state: ServerState, logs: RunLogs
+    ) -> None:
         self.served = served
         self.settings = settings
-        self.paused = PausedRuns()
+        self.state = state
+        self.logs = logs
+        self.paused = PausedRuns(state.store, "agui", settings.keep_for)
 
     async def answer(self, name: str, request: Request) -> Response:
         try:
             found = self.served.get(name)
             if found is None:
                 raise _Refused(404, "not_found", self.served.unknown(name))
+            rejoin = _event_id(request)
+            if rejoin is not None:
+                return await self._rejoin(rejoin)
             given = _parse(await request.body(), self.settings)
+            await self.state.open()
             if given.client_tools:
                 _check_tools(found, name, given.client_tools)
             if given.body.resume:
-                return self._stream(given, self._resumed(name, found, given))
-            waiting = self.paused.get(name, given.body.thread_id)
+                return await self._stream(given, await self._resumed(name, found, given))
+            waiting = await self.paused.get(name, given.body.thread_id)
             if (
                 waiting is not None
                 and _answers(given.body.messages)
                 and not waiting.response.pending_approvals
             ):
-                return self._stream(given, self._continued(name, found, given, waiting))
+                continued = await self._continued(name, found, given, waiting)
+                return await self._stream(given, continued)
             if waiting is not None:
                 raise _Refused(
                     409,
@@ -151,29 +179,29 @@ class Endpoint:
             _need_prompt(given)
             if isinstance(found, PromptableFlow):
                 _text_only(given, name)
-                return self._stream(given, self._flow(name, found, given))
-            return self._stream(given, self._agent(name, found, given))
+                return await self._stream(given, self._flow(name, found, given))
+            return await self._stream(given, self._agent(name, found, given))
         except _Refused as refused:
             return error_response(refused.status, refused.kind, str(refused))
 
-    def _stream(self, given: _Input, source: Any) -> Response:
-        body = given.body
+    async def _stream(self, given: _Input, batches: Batches) -> Response:
+        """Start the run in a task of its own, writing its log; the client reads the log."""
+        stream = uuid.uuid4().hex
+        await self.logs.start(stream, _per_event(batches), _run_error)
+        return self.logs.reader(EventId(stream, 0), _run_error, self.settings.heartbeat_interval)
 
-        def on_error(exc: BaseException) -> bytes:
-            run = AguiRun(body.thread_id, body.run_id, {})
-            return b"".join(encode(e) for e in run.failed(exc))
-
-        return EventStreamResponse(
-            source,
-            on_error=on_error,
-            heartbeat=self.settings.heartbeat_interval,
-            timeout=self.settings.request_timeout,
-        )
+    async def _rejoin(self, at: EventId) -> Response:
+        """The events of a run's stream after ``at`` (a client back with ``Last-Event-ID``)."""
+        try:
+            await self.logs.check(at)
+        except StreamGone as exc:
+            raise _Refused(404, "not_found", str(exc)) from None
+        return self.logs.reader(at, _run_error, self.settings.heartbeat_interval)
 
     # ------------------------------------------------------------------------- the runs
 
-    def _agent(self, name: str, agent: Promptable, given: _Input) -> Any:
-        async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
+    def _agent(self, name: str, agent: Promptable, given: _Input) -> Batches:
+        async def batches(token: CancelToken) -> AsyncGenerator[Sequence[BaseEvent], None]:
             body = given.body
             run = _run(given, agent_state(name))
             run.model(self.served.describe(name)["model"])
@@ -185,23 +213,23 @@ class Endpoint:
                     if isinstance(event, Done):
                         run.model(event.model)
                         if event.response is not None:
-                            ended = self._ended(name, body.thread_id, run, event.response, shown)
-                            events += ended
+                            response = event.response
+                            events += await self._ended(name, body.thread_id, run, response, shown)
                     else:
                         if isinstance(event, ToolResult):
                             shown.add(event.call_id)
                         events += run.agent_event(event)
                     if events:
-                        yield _frames(events)
+                        yield events
                         events = []
-            except (asyncio.CancelledError, RunTimeoutError):
+            except _STOPPED:
                 raise
             except Exception as exc:
-                yield _frames([*events, *run.close_text(), *run.failed(exc)])
+                yield [*events, *run.close_text(), *run.failed(exc)]
 
-        return frames
+        return batches
 
-    def _ended(
+    async def _ended(
         self,
         name: str,
         thread: str,
@@ -216,11 +244,11 @@ class Endpoint:
                     response.pending_approvals, f"a promptable that cannot resume ({name!r})"
                 )
                 return [*run.close_text(), *run.update(status="failed"), *run.failed(paused)]
-            self.paused.keep(name, response, thread, frozenset(shown or ()))
+            await self.paused.keep(name, response, thread, frozenset(shown or ()))
         return run.finished(response)
 
-    def _flow(self, name: str, flow: PromptableFlow, given: _Input) -> Any:
-        async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
+    def _flow(self, name: str, flow: PromptableFlow, given: _Input) -> Batches:
+        async def batches(token: CancelToken) -> AsyncGenerator[Sequence[BaseEvent], None]:
             body = given.body
             run = _run(given, flow_state(name, flow.kind))
             queue: asyncio.Queue[list[BaseEvent] | None] = asyncio.Queue()
@@ -242,7 +270,7 @@ class Endpoint:
                 else:
                     queue.put_nowait(run.agent_event(event.event, scope))
 
-            yield _frames(run.start())
+            yield list(run.start())
             task = asyncio.create_task(
                 flow.run(
                     prompt_text(given.prompt),
@@ -256,17 +284,15 @@ class Endpoint:
             try:
                 while (events := await queue.get()) is not None:
                     if events:
-                        yield _frames(events)
+                        yield events
                 try:
                     answer = task.result()
+                except _STOPPED:
+                    raise
                 except Exception as exc:
-                    yield _frames(
-                        [*run.close_text(), *run.update(status="failed"), *run.failed(exc)]
-                    )
+                    yield [*run.close_text(), *run.update(status="failed"), *run.failed(exc)]
                     return
-                yield _frames(
-                    run.flow_finished(answer.text, answer.output, answer.usage, answer.cost)
-                )
+                yield run.flow_finished(answer.text, answer.output, answer.usage, answer.cost)
             finally:
                 if not task.done():
                     token.cancel("the stream ended")
@@ -275,28 +301,38 @@ class Endpoint:
                 if not task.cancelled():
                     task.exception()
 
-        return frames
+        return batches
 
-    def _resumed(self, name: str, agent: Promptable, given: _Input) -> Any:
+    async def _resumed(self, name: str, agent: Promptable, given: _Input) -> Batches:
         thread = given.body.thread_id
-        waiting = self.paused.get(name, thread)
+        waiting = await self.paused.get(name, thread)
         if waiting is None:
-            unknown = self.paused.unknown(name, thread, f"thread {thread!r}")
-            raise _Refused(409, "not_paused", f"{unknown}; send a run without 'resume'")
+            raise self._not_paused(name, thread)
         if not isinstance(agent, Resumable):
             raise _Refused(409, "not_resumable", f"{name!r} cannot resume paused runs")
         paused = waiting.response
         decisions = _decisions(paused, given.body.resume or [])
-        self.paused.forget(waiting)
+        await self._take(waiting)
         return self._after_pause(
             name, given, waiting, lambda token: agent.resume(paused, decisions, cancel=token)
         )
 
-    def _continued(self, name: str, agent: Promptable, given: _Input, waiting: PausedRun) -> Any:
+    def _not_paused(self, name: str, thread: str) -> _Refused:
+        unknown = self.paused.unknown(name, thread, f"thread {thread!r}")
+        return _Refused(409, "not_paused", f"{unknown}; send a run without 'resume'")
+
+    async def _take(self, waiting: PausedRun) -> None:
+        """Stop keeping ``waiting`` to resume it; 409 when another request resumed it first."""
+        if not await self.paused.take(waiting):
+            raise self._not_paused(waiting.owner, waiting.key)
+
+    async def _continued(
+        self, name: str, agent: Promptable, given: _Input, waiting: PausedRun
+    ) -> Batches:
         """The thread's paused run, continued with the front-end tools' results."""
         paused = waiting.response
         results = _results(paused, given.body.messages)
-        self.paused.forget(waiting)
+        await self._take(waiting)
         client_tools = given.client_tools or None
 
         def resume(token: CancelToken) -> Awaitable[AgentResponse[Any]]:
@@ -313,7 +349,7 @@ class Endpoint:
         given: _Input,
         waiting: PausedRun,
         resume: Callable[[CancelToken], Awaitable[AgentResponse[Any]]],
-    ) -> Any:
+    ) -> Batches:
         """The events of a paused run continued: the conversation so far, then what followed.
 
         Results the paused run's stream sent already (``waiting.shown``) are not sent again.
@@ -322,19 +358,19 @@ class Endpoint:
         memory = self.served.memory(name)
         paused, shown = waiting.response, waiting.shown
 
-        async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
+        async def batches(token: CancelToken) -> AsyncGenerator[Sequence[BaseEvent], None]:
             run = _run(given, agent_state(name))
             run.model(self.served.describe(name)["model"])
             # The conversation so far, the paused call included: the results below answer it.
             earlier = await memory.get_messages(body.thread_id) if memory is not None else []
             history = messages_snapshot(body.thread_id, [*earlier, *paused.messages])
-            yield _frames([*run.start(), history])
+            yield [*run.start(), history]
             try:
                 response = await resume(token)
-            except (asyncio.CancelledError, RunTimeoutError):
+            except _STOPPED:
                 raise
             except Exception as exc:
-                yield _frames(run.failed(exc))
+                yield run.failed(exc)
                 return
             added = [
                 m
@@ -342,10 +378,10 @@ class Endpoint:
                 if m.role is not Role.TOOL or m.tool_call_id not in shown
             ]
             events = run.replay(added)
-            events += self._ended(name, body.thread_id, run, response)
-            yield _frames(events)
+            events += await self._ended(name, body.thread_id, run, response)
+            yield events
 
-        return frames
+        return batches
 
 
 # --------------------------------------------------------------------------------- the input
@@ -516,5 +552,29 @@ def _decision(entry: Any, index: int) -> ApprovalDecision:
     )
 
 
-def _frames(events: Sequence[BaseEvent]) -> bytes:
-    return b"".join(encode(event) for event in events)
+def _per_event(batches: Batches) -> Source:
+    """The SSE frames of a run's events, one per event (so each gets its own id)."""
+
+    async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
+        for_run = batches(token)
+        try:
+            async for batch in for_run:
+                for event in batch:
+                    yield encode(event)
+        finally:
+            await for_run.aclose()
+
+    return frames
+
+
+def _run_error(exc: BaseException) -> bytes:
+    """The ``RUN_ERROR`` that ends a stream whose run failed, timed out or was cancelled."""
+    return b"".join(encode(event) for event in AguiRun("", "", {}).failed(exc))
+
+
+def _event_id(request: Request) -> EventId | None:
+    """Where a client rejoining a run's stream left it (``Last-Event-ID``); 400 if malformed."""
+    try:
+        return EventId.parse(request.headers.get("last-event-id"))
+    except ValueError as exc:
+        raise _Refused(400, "invalid_request", str(exc)) from None

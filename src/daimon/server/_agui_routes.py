@@ -13,7 +13,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from daimon.server._agents import ServedAgents
+from daimon.server._run_log import RunLogs
 from daimon.server._settings import ServerSettings
+from daimon.server._state import ServerState
 
 if TYPE_CHECKING:
     from daimon.server._agui import Endpoint
@@ -21,8 +23,14 @@ if TYPE_CHECKING:
 __all__ = ("add_agui_routes",)
 
 
-def add_agui_routes(router: APIRouter, served: ServedAgents, settings: ServerSettings) -> None:
-    """Add ``POST /agui`` and ``POST /agui/{agent}``.
+def add_agui_routes(
+    router: APIRouter,
+    served: ServedAgents,
+    settings: ServerSettings,
+    state: ServerState,
+    logs: RunLogs,
+) -> None:
+    """Add ``POST /agui`` and ``POST /agui/{agent}``: paused runs and streams in ``state``.
 
     They stay out of the OpenAPI document: the AG-UI spec defines their body and events.
     """
@@ -32,7 +40,7 @@ def add_agui_routes(router: APIRouter, served: ServedAgents, settings: ServerSet
         if not made:
             from daimon.server._agui import Endpoint
 
-            made.append(Endpoint(served, settings))
+            made.append(Endpoint(served, settings, state, logs))
         return made[0]
 
     @router.post("/agui", include_in_schema=False)

@@ -2,10 +2,11 @@
 
 A request's function tools become the run's client tools (:meth:`daimon.Agent.prompt`'s
 ``client_tools``). A run that calls one pauses; the front end hands the calls to the client and
-keeps the paused run (:class:`daimon._paused_runs.PausedRuns`, the store every front end
-shares), under each call's id, until the client sends the results back. The store is bounded:
-the oldest paused runs go first (a client that comes back after that gets a 400 naming the
-unknown call id, as it would after a restart).
+keeps the paused run (:class:`daimon._paused_runs.PausedRuns`, in the server's state store), under
+each call's id, until the client sends the results back, to any replica sharing the store. A run
+is kept ``keep_for`` seconds (the server's setting), and an in-memory store keeps only the newest
+and none across a restart: a client that comes back after that gets a 400 naming the unknown
+call id.
 
 A request's ``tool_choice`` (Chat Completions, Responses) follows one rule too: the run is the
 agent's with that ``tool_choice`` (:class:`daimon.Agent`'s), checked against the agent's tools

@@ -12,11 +12,14 @@ Function ``tools`` in the request are client tools (``daimon.server._client_tool
 sees them beside the agent's own, and when it calls one the run pauses and the answer is the
 calls, ``finish_reason: "tool_calls"``, as OpenAI answers. The client runs them and sends the
 conversation again ending with the assistant message and one ``tool`` message per call; that
-continues the paused run (the server keeps it, under the calls' ids, bounded), so the results of
-server tools the same turn ran are not lost. A ``tool`` message for a call no kept run waits
+continues the paused run (the server keeps it under the calls' ids, in its state store: any
+replica sharing the store continues it, for ``keep_for`` seconds), so the results of server tools
+the same turn ran are not lost; of two requests answering the same calls, one continues the run
+and the other gets the 400 below. A ``tool`` message for a call no kept run waits
 for is a 400 (``tool_call_not_found``). Streamed, every text delta of the run is sent as it comes
 (text the model writes before calling a tool too, one blank line between turns); the non-streamed
-``content`` is the final answer only.
+``content`` is the final answer only. A stream lives in its request, as OpenAI's do: it is not
+kept for a client to rejoin, and the run stops when its client goes.
 
 ``tool_choice`` is the run's (:class:`daimon.Agent`'s ``tool_choice``): sent with the model calls
 until the model calls a tool, then the model chooses again. It may name the agent's tools or the
@@ -82,6 +85,7 @@ from daimon.server._schemas import (
 )
 from daimon.server._settings import ServerSettings
 from daimon.server._sse import EventStreamResponse, sse_frame
+from daimon.server._state import ServerState
 
 __all__ = ("add_openai_routes",)
 
@@ -107,7 +111,7 @@ def _client_specs(body: ChatCompletionRequest) -> tuple[ToolSpec, ...]:
     )
 
 
-def _read_request(
+async def _read_request(
     body: ChatCompletionRequest,
     specs: tuple[ToolSpec, ...],
     agent: Promptable,
@@ -136,11 +140,12 @@ def _read_request(
     results = {m.tool_call_id: _text(m) for m in answers}
     where = [f"messages[{first + i}].tool_call_id" for i in range(len(answers))]
     try:
-        found = paused.waiting_for(body.model, results, where)
+        found = await paused.waiting_for(body.model, results, where)
+        if not await paused.take(found):  # another request continued it first
+            raise paused.unknown(body.model, "", "these tool calls")
     except UnknownPausedRunError as exc:
         param = where[list(results).index(exc.key)] if exc.key in results else "messages"
         raise _BadConversation(str(exc), param, "tool_call_not_found") from None
-    paused.forget(found)
     return RunStart("", [], None, specs, found.response, results)
 
 
@@ -403,11 +408,15 @@ def _json_kind(value: object) -> str:
 
 
 def add_openai_routes(
-    router: APIRouter, served: ServedAgents, settings: ServerSettings, started: int
+    router: APIRouter,
+    served: ServedAgents,
+    settings: ServerSettings,
+    started: int,
+    state: ServerState,
 ) -> None:
     """Add the OpenAI-compatible routes, under ``/v1``, to ``router``."""
     _add_model_routes(router, served, started)
-    _add_chat_route(router, served, settings)
+    _add_chat_route(router, served, settings, state)
 
 
 def _add_model_routes(router: APIRouter, served: ServedAgents, started: int) -> None:
@@ -434,10 +443,12 @@ def _add_model_routes(router: APIRouter, served: ServedAgents, started: int) -> 
         return Response(dump_json(model(model_id)), media_type="application/json")
 
 
-def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSettings) -> None:
+def _add_chat_route(
+    router: APIRouter, served: ServedAgents, settings: ServerSettings, state: ServerState
+) -> None:
     """``POST /v1/chat/completions``."""
     timeout = settings.request_timeout
-    paused_runs = PausedRuns()
+    paused_runs = PausedRuns(state.store, "chat", settings.keep_for)
 
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         """Run an agent on a conversation, as OpenAI Chat Completions would answer it."""
@@ -445,9 +456,10 @@ def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSet
         if agent is None:
             return error_response(404, "not_found", served.unknown(body.model))
         specs = _client_specs(body)
+        await state.open()
         try:
             agent = with_tool_choice(agent, body.model, body.chosen_tool, specs)
-            conversation = _read_request(body, specs, agent, paused_runs)
+            conversation = await _read_request(body, specs, agent, paused_runs)
         except _BadConversation as exc:
             return _openai_error(str(exc), param=exc.param, code=exc.code)
         except BadToolChoice as exc:
@@ -487,7 +499,7 @@ def _add_chat_route(router: APIRouter, served: ServedAgents, settings: ServerSet
         reply: dict[str, Any] = {"role": "assistant", "content": response.text, "refusal": None}
         finish = "stop"
         if _paused_for_client(response):
-            paused_runs.keep(body.model, response)
+            await paused_runs.keep(body.model, response)
             reply["content"] = text_with_calls(response) or None
             reply["tool_calls"] = _calls_body(response)
             finish = "tool_calls"
@@ -585,7 +597,7 @@ async def _chunks(
     if response is None:  # pragma: no cover - agent streams end with Done or raise
         raise RuntimeError("the run ended without a response")
     if _paused_for_client(response):
-        paused_runs.keep(model, response)
+        await paused_runs.keep(model, response)
         calls = [{"index": i, **call} for i, call in enumerate(_calls_body(response))]
         yield chunk({"tool_calls": calls})
         yield chunk({}, "tool_calls")
