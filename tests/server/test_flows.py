@@ -429,7 +429,7 @@ def test_flows_are_behind_the_token_like_agents(live: Live) -> None:
     assert events[-1][0] == "done"
 
 
-async def test_a_client_that_leaves_cancels_the_running_node_and_leaks_no_task(
+async def test_a_flow_nobody_reads_is_cancelled_after_the_grace_and_leaks_no_task(
     live: Live,
 ) -> None:
     started: list[float] = []
@@ -452,7 +452,7 @@ async def test_a_client_that_leaves_cancels_the_running_node_and_leaks_no_task(
         .add_edge("after", END)
         .build()
     )
-    server = live(graph)
+    server = live(graph, stream_grace=0.3)
     baseline = server.task_count()
     async with (
         server.async_client() as client,

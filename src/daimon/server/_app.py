@@ -76,7 +76,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         problem = await state.check()
-        if problem is not None:  # /ready says so until it can be reached
+        if problem is None:
+            await logs.open()
+        else:  # /ready says so until it can be reached; the watchers start with a first stream
             logger.warning("%s", problem)
         status["ready"] = True
         try:

@@ -148,18 +148,23 @@ class RunLogs:
         A ``background`` run goes on whether or not anybody reads its log; any other is
         cancelled once nobody has read it for ``grace`` seconds.
         """
-        store = await self._state.open()
-        if not self._watchers:
-            await self._beat(store)
-            self._watchers = [
-                asyncio.create_task(self._watch_cancels(store)),
-                asyncio.create_task(self._sweep(store)),
-            ]
+        store = await self.open()
         await store.put(OWNER_KIND, stream, self.replica, ttl=self.retention)
         await self._listen(store, stream)
         run = _Run(CancelToken(), background=background)
         self._runs[stream] = run
         run.task = asyncio.create_task(self._produce(store, stream, run, source, on_error))
+
+    async def open(self) -> StateStore:
+        """The store, with this replica's watchers started (cancels, the grace, its beat)."""
+        store = await self._state.open()
+        if not self._watchers:
+            self._watchers = [
+                asyncio.create_task(self._watch_cancels(store)),
+                asyncio.create_task(self._sweep(store)),
+            ]
+            await self._beat(store)
+        return store
 
     async def _produce(
         self,
