@@ -11,47 +11,61 @@ turn that wrote text (the last one is the answer). Function tools sent by the cl
 (``tools``) are client tools (``daimon.server._client_tools``): when the model calls one, the
 run pauses and the response (``completed``) ends with a ``function_call`` item per call; the
 next request, with ``previous_response_id`` and a ``function_call_output`` item per call,
-continues the paused run (kept by the server, bounded). Other tool types, and client tools in a
-background response, are refused with 400, and so is a JSON-schema ``text.format`` (the agent's
-output type decides its answer's shape).
+continues the paused run (kept in the server's state store, ``ServerSettings.keep_for``
+seconds). Other tool types, and client tools in a background response, are refused with 400,
+and so is a JSON-schema ``text.format`` (the agent's output type decides its answer's shape).
 
-Responses are kept (``store``, on by default as at OpenAI) in the server's memory, the most
-recent :data:`KEPT_RESPONSES` of them, so ``previous_response_id`` continues a conversation
-(the earlier response's whole conversation is the new run's history; its ``instructions`` are
-not carried over, as at OpenAI) and ``GET /v1/responses/{id}`` reads one back. Nothing survives
-a restart: a client that needs durable conversations sends them itself, or uses daimon's own
-sessions (``POST /prompt`` with a ``session_id``).
+Responses are kept (``store``, on by default as at OpenAI) in the server's state store
+(``ServerSettings.store``; memory by default) for ``keep_for`` seconds, as versioned JSON, so
+``previous_response_id`` continues a conversation (the earlier response's whole conversation is
+the new run's history; its ``instructions`` are not carried over, as at OpenAI) and
+``GET /v1/responses/{id}`` reads one back. Replicas sharing a store answer each other's
+follow-ups: retrieval, deletion, cancellation, continuation and function call outputs.
 
-``background: true`` answers at once with a ``queued`` response and runs the agent in the
-server (within the request timeout); ``GET /v1/responses/{id}`` polls it and
-``POST /v1/responses/{id}/cancel`` stops it (``cancelled``; a finished response is returned as it
-is). Streamed, the answer is the documented event sequence: ``response.created``,
-``response.in_progress``, then per message ``response.output_item.added``,
-``response.content_part.added``, ``response.output_text.delta``..., ``response.output_text.done``,
-``response.content_part.done``, ``response.output_item.done``, and finally
-``response.completed`` (or ``response.failed`` with the error). Bad requests answer 400 in
-OpenAI's error shape with ``param`` naming the field (an unknown ``previous_response_id``
-included, code ``previous_response_not_found``); an unknown response id answers 404.
+``background: true`` answers at once with a ``queued`` response and runs the agent in a task of
+its own (within the request timeout); its status is kept as it changes (``in_progress``, then
+``completed``, ``failed`` or ``cancelled``), so ``GET /v1/responses/{id}`` on any replica polls
+it, and ``POST /v1/responses/{id}/cancel`` on any replica stops it (``cancelled``; a finished
+response is returned as it is: of a run ending and a cancel, exactly one wins). Streamed, the
+answer is the documented event sequence: ``response.created``, ``response.in_progress``, then
+per message ``response.output_item.added``, ``response.content_part.added``,
+``response.output_text.delta``..., ``response.output_text.done``, ``response.content_part.done``,
+``response.output_item.done``, and finally ``response.completed`` (or ``response.failed``, whose
+response says ``failed`` with the error, or ``cancelled``). A streamed or background run writes
+its events to a log in the store (:mod:`daimon.server._run_log`) and goes on if its client
+leaves; ``GET /v1/responses/{id}?stream=true&starting_after=N`` (or with a ``Last-Event-ID``
+header), on any replica, streams the events after sequence number ``N`` again. Bad requests
+answer 400 in OpenAI's error shape with ``param`` naming the field (an unknown
+``previous_response_id`` included, code ``previous_response_not_found``); an unknown response
+id answers 404.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import logging
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, get_args
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRuns
+from daimon.core import codec
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import ApprovalRequiredError, UnknownPausedRunError
+from daimon.core.errors import (
+    ApprovalRequiredError,
+    InvalidIdError,
+    RunCancelled,
+    SerializationError,
+    UnknownPausedRunError,
+)
 from daimon.core.errors import TimeoutError as RunTimeoutError
 from daimon.core.events import Done, TextDelta, UsageEvent
 from daimon.core.messages import ContentPart, ImagePart, Message, Role, TextPart, ToolCall
@@ -71,15 +85,16 @@ from daimon.server._encode import dump_json
 from daimon.server._errors import describe_failure, error_response
 from daimon.server._openai_compat import _OpenAIRoute
 from daimon.server._routes import error_responses
+from daimon.server._run_log import EventId, RunLogs, StreamGone
 from daimon.server._runs import ClientDisconnected, run_supervised
 from daimon.server._schemas import ErrorResponse, OpenAIErrorResponse
 from daimon.server._settings import ServerSettings
-from daimon.server._sse import EventStreamResponse, sse_frame
+from daimon.server._sse import Source, sse_frame
+from daimon.server._state import ServerState
 
-__all__ = ("KEPT_RESPONSES", "ResponseStore", "add_responses_routes")
+__all__ = ("KeptResponse", "ResponseStore", "add_responses_routes")
 
-KEPT_RESPONSES = 1000
-"""How many responses the server keeps for ``previous_response_id`` and retrieval (oldest go)."""
+logger = logging.getLogger("daimon.server")
 
 _NO_APPROVALS_HERE = "the OpenAI Responses API (use POST /prompt)"
 
@@ -300,50 +315,106 @@ class DeletedResponse(BaseModel):
 
 # ------------------------------------------------------------------------------ stored responses
 
+RESPONSES_KIND = "responses"
+"""The kind of the state store's records that hold responses (by response id)."""
+_FORMAT = 1
+_RUNNING = ("queued", "in_progress")
+_ENDED_EARLY = ("failed", "cancelled")
+_BY_CLIENT = "cancelled by the client"
+
 
 @dataclass(slots=True)
-class StoredResponse:
+class KeptResponse:
     """One response the server keeps: its object and the conversation it ends."""
 
     body: dict[str, Any]
     """The ``response`` object as the API returns it (its ``status`` changes while it runs)."""
     conversation: list[Message] = field(default_factory=list[Message])
     """History, prompt and the run's turns: what a follow-up continues."""
-    token: CancelToken | None = None
-    task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether its run has not ended yet (``queued`` or ``in_progress``)."""
+        return self.body["status"] in _RUNNING
 
 
 class ResponseStore:
-    """The responses a server keeps, newest last; the oldest go beyond ``limit``."""
+    """The responses a server keeps, in its state store: any replica sharing it reads them.
 
-    __slots__ = ("_items", "limit")
+    Each is versioned JSON (the conversation's messages through :mod:`daimon.core.codec`), kept
+    ``ttl`` seconds from its last write (``None``: until deleted).
+    """
 
-    def __init__(self, limit: int = KEPT_RESPONSES) -> None:
-        self.limit = limit
-        self._items: OrderedDict[str, StoredResponse] = OrderedDict()
+    __slots__ = ("_state", "ttl")
 
-    def put(self, stored: StoredResponse) -> None:
-        """Keep ``stored`` (by its id), forgetting the oldest beyond the limit."""
-        self._items[stored.body["id"]] = stored
-        self._items.move_to_end(stored.body["id"])
-        while len(self._items) > self.limit:
-            _, gone = self._items.popitem(last=False)
-            if gone.token is not None:  # a background run nobody can reach any more stops
-                gone.token.cancel("forgotten")
+    def __init__(self, state: ServerState, ttl: float | None) -> None:
+        self._state = state
+        self.ttl = ttl
 
-    def get(self, response_id: str) -> StoredResponse | None:
+    async def put(self, kept: KeptResponse) -> None:
+        """Keep ``kept`` under its id, whatever was there."""
+        store = await self._state.open()
+        await store.put(RESPONSES_KIND, kept.body["id"], _encode(kept), ttl=self.ttl)
+
+    async def get(self, response_id: str) -> KeptResponse | None:
         """The response with ``response_id``, if kept."""
-        return self._items.get(response_id)
+        found = await self._read(response_id)
+        return None if found is None else found[0]
 
-    def delete(self, response_id: str) -> StoredResponse | None:
-        """Forget a response (cancelling it if it still runs); what was kept, if anything."""
-        stored = self._items.pop(response_id, None)
-        if stored is not None and stored.token is not None:
-            stored.token.cancel("deleted")
-        return stored
+    async def settle(
+        self, response_id: str, change: Callable[[KeptResponse], KeptResponse]
+    ) -> KeptResponse | None:
+        """Write ``change(kept)`` over the response while it runs; what is kept after.
 
-    def __len__(self) -> int:
-        return len(self._items)
+        A compare-and-set: of a run ending and a cancel racing, exactly one is written, and a
+        response that has ended (or is gone: ``None``) stays as it is.
+        """
+        store = await self._state.open()
+        while True:
+            found = await self._read(response_id)
+            if found is None or not found[0].running:
+                return None if found is None else found[0]
+            changed = change(found[0])
+            value = _encode(changed)
+            written = await store.replace(
+                RESPONSES_KIND, response_id, value, version=found[1], ttl=self.ttl
+            )
+            if written is not None:
+                return changed
+
+    async def delete(self, response_id: str) -> KeptResponse | None:
+        """Forget a response; what was kept, if anything (for exactly one of racing callers)."""
+        store = await self._state.open()
+        try:
+            value = await store.take(RESPONSES_KIND, response_id)
+        except InvalidIdError:
+            return None
+        return None if value is None else _decode(value)
+
+    async def _read(self, response_id: str) -> tuple[KeptResponse, int] | None:
+        store = await self._state.open()
+        try:
+            record = await store.read(RESPONSES_KIND, response_id)
+        except InvalidIdError:  # no id this server gives: never kept
+            return None
+        return None if record is None else (_decode(record.value), record.version)
+
+
+def _encode(kept: KeptResponse) -> str:
+    conversation = [codec.to_data(message) for message in kept.conversation]
+    data = {"format": _FORMAT, "response": kept.body, "conversation": conversation}
+    return dump_json(data).decode("utf-8")
+
+
+def _decode(value: str) -> KeptResponse:
+    data = json.loads(value)
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        found = data.get("format") if isinstance(data, dict) else None
+        raise SerializationError(
+            f"a kept response of format {found!r}; this daimon reads {_FORMAT}"
+        )
+    conversation = [codec.from_data(Message, message) for message in data["conversation"]]
+    return KeptResponse(data["response"], conversation)
 
 
 # ------------------------------------------------------------------------------ errors
@@ -496,8 +567,12 @@ def _conversation(body: ResponsesRequest, earlier: Sequence[Message]) -> RunStar
     return RunStart(prompt, history, text or None, _client_tools(body))
 
 
-def _continued(body: ResponsesRequest, paused: PausedRuns) -> RunStart | None:
-    """A request answering a paused run's function calls: that run, given the results."""
+async def _continued(body: ResponsesRequest, paused: PausedRuns) -> RunStart | None:
+    """A request answering a paused run's function calls: that run, given the results.
+
+    The run is taken from the store: of two requests answering it at once, one continues it and
+    the other is told, as for an unknown call, that no run waits for these calls.
+    """
     items = body.input
     if isinstance(items, str) or not isinstance(items[-1], FunctionCallOutputItem):
         return None
@@ -510,7 +585,7 @@ def _continued(body: ResponsesRequest, paused: PausedRuns) -> RunStart | None:
     }
     where = [f"input[{first + n}].call_id" for n in range(len(outputs))]
     try:
-        found = paused.waiting_for(body.model, results, where)
+        found = await paused.waiting_for(body.model, results, where)
     except UnknownPausedRunError as exc:
         param = where[list(results).index(exc.key)] if exc.key in results else "input"
         raise _BadRequest(str(exc), param, "tool_call_not_found") from None
@@ -520,7 +595,10 @@ def _continued(body: ResponsesRequest, paused: PausedRuns) -> RunStart | None:
             f"the function call outputs answer response {found.key!r}, not {previous!r}",
             "previous_response_id",
         )
-    paused.forget(found)
+    if not await paused.take(found):  # another request answered it meanwhile
+        call_id = outputs[0].call_id
+        gone = paused.unknown(body.model, call_id, f"tool call {call_id!r} ({where[0]})")
+        raise _BadRequest(str(gone), where[0], "tool_call_not_found")
     return RunStart("", [], body.instructions, _client_tools(body), found.response, results)
 
 
@@ -699,10 +777,11 @@ def add_responses_routes(
     router: APIRouter,
     served: ServedAgents,
     settings: ServerSettings,
-    store: ResponseStore | None = None,
+    state: ServerState,
+    logs: RunLogs,
 ) -> ResponseStore:
     """Add ``/v1/responses`` (create, retrieve, cancel, delete) to ``router``; the store used."""
-    routes = _Routes(served, settings, store if store is not None else ResponseStore())
+    routes = _Routes(served, settings, state, logs)
 
     def add(path: str, endpoint: Any, method: str, model: Any, codes: tuple[int, ...]) -> None:
         responses: dict[int | str, dict[str, Any]] = {code: _DOCUMENTED[code] for code in codes}
@@ -718,62 +797,72 @@ def add_responses_routes(
     one = "/v1/responses/{response_id}"
     kept = (401, 403, 404, 413)
     add("/v1/responses", routes.create, "POST", ResponseObject, (200, 400, 409, *_RUN_CODES))
-    add(one, routes.retrieve, "GET", ResponseObject, kept)
+    add(one, routes.retrieve, "GET", ResponseObject, (200, 400, *kept))
     add(one, routes.delete, "DELETE", DeletedResponse, kept)
     add(one + "/cancel", routes.cancel, "POST", ResponseObject, (400, *kept))
     return routes.kept
 
 
 class _Routes:
-    """The handlers of ``/v1/responses``, sharing the served agents and the kept responses."""
+    """The handlers of ``/v1/responses``, sharing the served agents and the server's state."""
 
-    __slots__ = ("kept", "paused", "served", "settings")
+    __slots__ = ("kept", "logs", "paused", "served", "settings", "state")
 
-    def __init__(self, served: ServedAgents, settings: ServerSettings, kept: ResponseStore) -> None:
+    def __init__(
+        self, served: ServedAgents, settings: ServerSettings, state: ServerState, logs: RunLogs
+    ) -> None:
         self.served = served
         self.settings = settings
-        self.kept = kept
-        self.paused = PausedRuns()
+        self.state = state
+        self.logs = logs
+        self.kept = ResponseStore(state, settings.keep_for)
+        self.paused = PausedRuns(state.store, "responses", settings.keep_for)
         """Runs paused for client tools, by call id and response id."""
 
-    def _accept(self, body: ResponsesRequest) -> _Job | Response:
+    async def _accept(self, body: ResponsesRequest) -> _Job | Response:
         """The job a request asks for, or the error answer that refuses it."""
         agent = self.served.get(body.model)
         if agent is None:
             unknown = _BadRequest(self.served.unknown(body.model), "model", "model_not_found", 404)
             return _openai_error(unknown)
+        await self.state.open()
         try:
             _check_options(body)
             specs = _client_tools(body)
             if specs:
                 _takes_client_tools(agent, body.model, specs)
             agent = _with_tool_choice(agent, body, specs)
-            resumed = _continued(body, self.paused)
+            resumed = await _continued(body, self.paused)
             if resumed is not None:
-                resumed = self._with_history(resumed, body.previous_response_id)
-                status = "queued" if body.background else "in_progress"
-                return _Job(agent, resumed, _new_response(body, status, agent), bool(body.store))
-            earlier: list[Message] = []
-            if body.previous_response_id is not None:
-                previous = self.kept.get(body.previous_response_id)
-                if previous is None or previous.body["status"] != "completed":
-                    raise _BadRequest(
-                        f"Previous response with id '{body.previous_response_id[:100]}' not "
-                        "found (or not completed).",
-                        "previous_response_id",
-                        "previous_response_not_found",
-                    )
-                _check_answered(self.paused, previous.body["model"], body.previous_response_id)
-                earlier = previous.conversation
-            conversation = _conversation(body, earlier)
+                conversation = await self._with_history(resumed, body.previous_response_id)
+            else:
+                conversation = _conversation(body, await self._earlier(body))
         except _BadRequest as exc:
             return _openai_error(exc)
         status = "queued" if body.background else "in_progress"
         return _Job(agent, conversation, _new_response(body, status, agent), bool(body.store))
 
-    def _with_history(self, resumed: RunStart, previous_id: str | None) -> RunStart:
+    async def _earlier(self, body: ResponsesRequest) -> list[Message]:
+        """The conversation ``previous_response_id`` ended (none without one)."""
+        previous_id = body.previous_response_id
+        if previous_id is None:
+            return []
+        previous = await self.kept.get(previous_id)
+        if previous is None or previous.body["status"] != "completed":
+            raise _BadRequest(
+                f"Previous response with id '{previous_id[:100]}' not found (or not completed).",
+                "previous_response_id",
+                "previous_response_not_found",
+            )
+        waiting = await self.paused.get(previous.body["model"], previous_id)
+        if waiting is not None:  # its function calls wait for their outputs
+            call_id = waiting.response.client_calls[0].id
+            raise _BadRequest(f"No tool output found for function call {call_id}.", "input")
+        return previous.conversation
+
+    async def _with_history(self, resumed: RunStart, previous_id: str | None) -> RunStart:
         """A resumed run with the conversation before it, so a follow-up keeps it all."""
-        previous = self.kept.get(previous_id) if previous_id is not None else None
+        previous = await self.kept.get(previous_id) if previous_id is not None else None
         if previous is None or resumed.resumed is None:
             return resumed
         own = len(resumed.resumed.messages)
@@ -782,20 +871,15 @@ class _Routes:
 
     async def create(self, body: ResponsesRequest, request: Request) -> Response:
         """Run an agent on a conversation, as the OpenAI Responses API would answer it."""
-        job = self._accept(body)
+        job = await self._accept(body)
         if isinstance(job, Response):
             return job
-        timeout = self.settings.request_timeout
         if body.background:
-            return _json(_start_background(job, self.kept, timeout))
+            return await self._start_background(job)
         if body.stream:
-            on_error, source = _event_stream(job, self.kept, self.paused)
-            heartbeat = self.settings.heartbeat_interval
-            return EventStreamResponse(
-                source, on_error=on_error, heartbeat=heartbeat, timeout=timeout
-            )
+            return await self._start_stream(job)
         try:
-            response = await run_supervised(job.run, request.receive, timeout)
+            response = await run_supervised(job.run, request.receive, self.settings.request_timeout)
         except ClientDisconnected:
             return Response(status_code=499)
         except Exception as exc:
@@ -805,44 +889,200 @@ class _Routes:
             return error_response(status, kind, message)
         if _for_client(response):
             _finish(job.obj, response, _paused_output(response, job.conversation))
-            self.paused.keep(body.model, response, job.obj["id"])
+            await self.paused.keep(body.model, response, job.obj["id"])
         elif response.paused:
             paused = ApprovalRequiredError(response.pending_approvals, _NO_APPROVALS_HERE)
             return error_response(409, "approval_required", str(paused))
         else:
             _finish(job.obj, response, _output(response, job.conversation))
         if job.keep:
-            self.kept.put(StoredResponse(job.obj, _conversation_after(job.conversation, response)))
+            conversation = _conversation_after(job.conversation, response)
+            await self.kept.put(KeptResponse(job.obj, conversation))
         return _json(job.obj)
 
-    async def retrieve(self, response_id: str) -> Response:
-        """A kept response (a background one as it is now)."""
-        stored = self.kept.get(response_id)
-        return _not_found(response_id) if stored is None else _json(stored.body)
+    async def _start_background(self, job: _Job) -> Response:
+        """Keep ``job`` as ``queued`` and run it in a task of its own; the queued object."""
+        queued = dict(job.obj)
+        await self.kept.put(KeptResponse(queued))
+        on_error, source = self._events(job)
+        await self.logs.start(job.obj["id"], source, on_error, background=True)
+        return _json(queued)
+
+    async def _start_stream(self, job: _Job) -> Response:
+        """Run ``job`` in a task of its own, writing its events to a log; the log, streamed."""
+        if job.keep:
+            await self.kept.put(KeptResponse(dict(job.obj)))
+        on_error, source = self._events(job)
+        await self.logs.start(job.obj["id"], source, on_error)
+        return self._reader(EventId(job.obj["id"], 0))
+
+    def _reader(self, at: EventId) -> Response:
+        return self.logs.reader(at, _reader_error, self.settings.heartbeat_interval)
+
+    def _events(self, job: _Job) -> tuple[Callable[[BaseException], bytes], Source]:
+        """The error frame and the event source of one streamed or background response."""
+        writer = _EventWriter(job.obj)
+
+        def on_error(exc: BaseException) -> bytes:
+            if job.obj["status"] not in _ENDED_EARLY:
+                _fail(job.obj, exc)
+            return writer.frame("response.failed", response=job.obj)
+
+        async def source(token: CancelToken) -> AsyncGenerator[bytes, None]:
+            try:
+                if job.obj["background"] and not await self._set_in_progress(job):
+                    return  # cancelled (or deleted) before it started
+                async for frame in writer.events(job, token):
+                    yield frame
+                assert writer.response is not None
+                ended = (
+                    "response.completed"
+                    if await self._conclude(job, writer.response)
+                    else ("response.failed")
+                )
+                yield writer.frame(ended, response=job.obj)
+            except BaseException as exc:
+                await self._end(job, exc, token)
+                raise
+
+        return on_error, source
+
+    async def _set_in_progress(self, job: _Job) -> bool:
+        """Mark a background response ``in_progress``; ``False`` when it ended first."""
+        job.obj["status"] = "in_progress"
+        kept = await self.kept.settle(
+            job.obj["id"], lambda k: KeptResponse({**k.body, "status": "in_progress"})
+        )
+        if kept is None or not kept.running:
+            if kept is not None:
+                job.obj.update(kept.body)
+            return False
+        return True
+
+    async def _conclude(self, job: _Job, response: AgentResponse) -> bool:
+        """Keep what a finished run leaves (a paused run, the response); ``False`` if cancelled.
+
+        This comes before the final event, so a client that saw it finds the response kept.
+        """
+        if _for_client(response):
+            await self.paused.keep(job.obj["model"], response, job.obj["id"])
+        if not job.keep:
+            return True
+        conversation = _conversation_after(job.conversation, response)
+        finished = KeptResponse(dict(job.obj), conversation)
+        kept = await self.kept.settle(job.obj["id"], lambda _: finished)
+        if kept is not None and kept.body["status"] != "completed":  # a cancel came first
+            job.obj.update(kept.body)
+            return False
+        return True
+
+    async def _end(self, job: _Job, exc: BaseException, token: CancelToken) -> None:
+        """Record why a run ended early (failed or cancelled), unless it is recorded already.
+
+        A run may fail after it finished (keeping it did): a response kept as finished stays so.
+        """
+        if job.obj["status"] in _ENDED_EARLY:
+            return
+        reason = token.reason if token.cancelled else None
+        if reason == _BY_CLIENT:
+            job.obj["status"] = "cancelled"
+        elif reason == "timeout" or _is_timeout(exc):
+            _fail(job.obj, RunTimeoutError(self.settings.request_timeout, "the run"))
+        elif isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+            _fail(job.obj, RunCancelled(reason or "the server stopped the run"))
+        else:
+            _fail(job.obj, exc)
+        if not job.keep:
+            return
+        ended = dict(job.obj)
+        try:
+            kept = await self.kept.settle(ended["id"], lambda k: KeptResponse(ended))
+        except Exception:  # the store is down: the response stays as last written
+            logger.warning("cannot record how response %s ended", ended["id"], exc_info=True)
+            return
+        if kept is not None:
+            job.obj.update(kept.body)
+
+    async def retrieve(
+        self,
+        response_id: str,
+        request: Request,
+        stream: bool = False,
+        starting_after: Annotated[
+            str | None,
+            Query(
+                description="A sequence number: the events after it are sent.",
+                json_schema_extra={"pattern": "^[0-9]{1,18}$"},  # checked here, for its 400
+            ),
+        ] = None,
+    ) -> Response:
+        """A kept response (a background one as it is now).
+
+        With `stream=true`, its events instead, as they were streamed (a streamed or background
+        response's, kept for the server's stream retention): those whose `sequence_number` is
+        above `starting_after`, or after the event a `Last-Event-ID` header names.
+        """
+        if stream:
+            try:
+                after = _sequence_number(starting_after)
+            except _BadRequest as exc:
+                return _openai_error(exc)
+            return await self._resume(response_id, after, request)
+        kept = await self.kept.get(response_id)
+        return _not_found(response_id) if kept is None else _json(kept.body)
+
+    async def _resume(self, response_id: str, after: int | None, request: Request) -> Response:
+        """The events of a response's stream from where the client says it is."""
+        try:
+            at = EventId.parse(request.headers.get("last-event-id"))
+        except ValueError as exc:
+            return _openai_error(_BadRequest(str(exc), None))
+        if at is not None and at.stream != response_id:
+            message = f"Last-Event-ID {str(at)[:200]!r} names an event of another response"
+            return _openai_error(_BadRequest(message, None))
+        from_header = at is not None
+        if at is None:
+            at = EventId(response_id, 0 if after is None else after + 1)
+        try:
+            await self.logs.check(at)
+        except (StreamGone, InvalidIdError):
+            if from_header or at.number == 0 or not await self._has_log(response_id):
+                return _not_found(response_id)
+            message = f"No event with sequence_number {after} was sent in this response's stream."
+            return _openai_error(_BadRequest(message, "starting_after", "invalid_value"))
+        return self._reader(at)
+
+    async def _has_log(self, response_id: str) -> bool:
+        try:
+            await self.logs.check(EventId(response_id, 0))
+        except (StreamGone, InvalidIdError):
+            return False
+        return True
 
     async def cancel(self, response_id: str) -> Response:
         """Stop a background response; a finished one is returned as it is."""
-        stored = self.kept.get(response_id)
-        if stored is None:
+        kept = await self.kept.get(response_id)
+        if kept is None:
             return _not_found(response_id)
-        if not stored.body["background"]:
+        if not kept.body["background"]:
             message = "Only background responses can be cancelled."
             return _openai_error(_BadRequest(message, None))
-        if stored.body["status"] in ("queued", "in_progress") and stored.task is not None:
-            stored.body["status"] = "cancelled"
-            assert stored.token is not None
-            stored.token.cancel("cancelled by the client")
-            stored.task.cancel()
-            await asyncio.gather(stored.task, return_exceptions=True)
-        return _json(stored.body)
+        cancelled = await self.kept.settle(
+            response_id, lambda k: KeptResponse({**k.body, "status": "cancelled"})
+        )
+        if cancelled is None:  # deleted meanwhile
+            return _not_found(response_id)
+        if cancelled.body["status"] == "cancelled":
+            await self.logs.cancel(response_id, _BY_CLIENT)
+        return _json(cancelled.body)
 
     async def delete(self, response_id: str) -> Response:
         """Forget a kept response (stopping it if it runs)."""
-        stored = self.kept.delete(response_id)
-        if stored is None:
+        kept = await self.kept.delete(response_id)
+        if kept is None:
             return _not_found(response_id)
-        if stored.task is not None:
-            stored.task.cancel()
+        if kept.running:
+            await self.logs.cancel(response_id, "deleted by the client")
         return _json({"id": response_id, "object": "response.deleted", "deleted": True})
 
 
@@ -865,7 +1105,8 @@ _DOCUMENTED: dict[int | str, dict[str, Any]] = {
     400: {
         "model": OpenAIErrorResponse,
         "description": "A request OpenAI would refuse (a missing or mistyped field, client "
-        "tools, an unknown `previous_response_id`, malformed JSON); `param` names the field.",
+        "tools, an unknown `previous_response_id`, malformed JSON, a `starting_after` past the "
+        "events sent); `param` names the field.",
     },
     409: {"model": ErrorResponse, "description": "The run paused for an approval."},
     "4XX": {"model": ErrorResponse, "description": "Any other client error."},
@@ -873,16 +1114,29 @@ _DOCUMENTED: dict[int | str, dict[str, Any]] = {
 _DOCUMENTED.update(error_responses(401, 403, 413, 500, 502, 504))
 _DOCUMENTED[404] = {
     "model": OpenAIErrorResponse,
-    "description": "No such agent, or no such response kept.",
+    "description": "No such agent, or no such response (or its events) kept.",
 }
 
 
-def _check_answered(paused: PausedRuns, model: str, previous_id: str) -> None:
-    """Refuse to go on from a response whose function calls wait for their outputs."""
-    waiting = paused.get(model, previous_id)
-    if waiting is not None:
-        call_id = waiting.response.client_calls[0].id
-        raise _BadRequest(f"No tool output found for function call {call_id}.", "input")
+def _sequence_number(text: str | None) -> int | None:
+    """``starting_after`` as a number; anything but an integer of at least 0 is a 400."""
+    if text is None:
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise _BadRequest(
+            f"starting_after must be an event's sequence_number (an integer of at least 0), "
+            f"got {text[:50]!r}.",
+            "starting_after",
+            "invalid_value",
+        )
+    return int(text)
+
+
+def _reader_error(exc: BaseException) -> bytes:
+    """The ``error`` event that ends a stream whose reading failed (not its run)."""
+    _, code, message = describe_failure(exc)
+    body = {"type": "error", "code": code, "message": message, "param": None}
+    return sse_frame(dump_json(body), event="error")
 
 
 def _with_tool_choice(
@@ -908,58 +1162,8 @@ def _json(body: Any) -> Response:
     return Response(dump_json(body), media_type="application/json")
 
 
-def _start_background(job: _Job, kept: ResponseStore, timeout: float) -> dict[str, Any]:
-    """Keep ``job`` and run it in its own task; the ``queued`` response object."""
-    token = CancelToken()
-    stored = StoredResponse(job.obj, token=token)
-    snapshot = dict(job.obj)
-
-    async def work() -> None:
-        job.obj["status"] = "in_progress"
-        try:
-            async with asyncio.timeout(timeout):
-                response = await job.run(token)
-            response.require_finished(_NO_APPROVALS_HERE)
-        except asyncio.CancelledError:
-            job.obj["status"] = "cancelled"
-            raise
-        except Exception as exc:
-            if job.obj["status"] != "cancelled":  # a cancelled run may end with RunCancelled
-                _fail(job.obj, RunTimeoutError(timeout, "the run") if _is_timeout(exc) else exc)
-            return
-        if job.obj["status"] != "cancelled":
-            _finish(job.obj, response, _output(response))
-            stored.conversation = _conversation_after(job.conversation, response)
-
-    stored.task = asyncio.get_running_loop().create_task(work())
-    kept.put(stored)
-    return snapshot
-
-
-def _is_timeout(exc: Exception) -> bool:
+def _is_timeout(exc: BaseException) -> bool:
     return isinstance(exc, TimeoutError) and not isinstance(exc, RunTimeoutError)
-
-
-def _event_stream(
-    job: _Job, kept: ResponseStore, paused: PausedRuns
-) -> tuple[Callable[[BaseException], bytes], Callable[[CancelToken], AsyncGenerator[bytes, None]]]:
-    """The error frame and the event source of one streamed response."""
-    writer = _EventWriter(job.obj)
-
-    def on_error(exc: BaseException) -> bytes:
-        _fail(job.obj, exc)
-        return writer.frame("response.failed", response=job.obj)
-
-    async def source(token: CancelToken) -> AsyncGenerator[bytes, None]:
-        async for frame in writer.events(job, token):
-            yield frame
-        if writer.response is not None and _for_client(writer.response):
-            paused.keep(job.obj["model"], writer.response, job.obj["id"])
-        if job.keep and writer.response is not None:
-            conversation = _conversation_after(job.conversation, writer.response)
-            kept.put(StoredResponse(job.obj, conversation))
-
-    return on_error, source
 
 
 class _EventWriter:
@@ -982,7 +1186,10 @@ class _EventWriter:
         return sse_frame(dump_json(body), event=kind)
 
     async def events(self, job: _Job, token: CancelToken) -> AsyncGenerator[bytes, None]:
-        """The whole event sequence of ``job``'s run."""
+        """The event sequence of ``job``'s run but its last, ``response.completed``.
+
+        Its caller sends that one once what the run leaves is kept (``self.response``).
+        """
         c = job.conversation
         yield self.frame("response.created", response=self._obj)
         yield self.frame("response.in_progress", response=self._obj)
@@ -1015,7 +1222,7 @@ class _EventWriter:
             yield frame
 
     def _answered(self, response: AgentResponse) -> list[bytes]:
-        """The end of a finished run: its answer (if not sent as text yet), then completed."""
+        """The end of a finished run: its answer, if not sent as text yet."""
         response.require_finished(_NO_APPROVALS_HERE)
         answer = response.text
         frames: list[bytes] = []
@@ -1028,13 +1235,13 @@ class _EventWriter:
             )
             frames += self._close_message()
         _finish(self._obj, response, self._output)
-        return [*frames, self.frame("response.completed", response=self._obj)]
+        return frames
 
     def _calls_for_client(self, response: AgentResponse) -> list[bytes]:
-        """The end of a run paused for client calls: one item per call, then completed."""
+        """The end of a run paused for client calls: one item per call."""
         frames = [frame for item in _call_items(response) for frame in self._function_call(item)]
         _finish(self._obj, response, self._output)
-        return [*frames, self.frame("response.completed", response=self._obj)]
+        return frames
 
     def _function_call(self, item: dict[str, Any]) -> list[bytes]:
         """The events of one ``function_call`` item, its arguments in one delta."""
