@@ -156,7 +156,10 @@ async def latency(ports: list[int], requests: int) -> dict[str, float]:
             for i in range(requests)
         ]
     seconds.sort()
-    return {"p50_ms": seconds[len(seconds) // 2] * 1e3, "p99_ms": seconds[int(len(seconds) * 0.99)] * 1e3}
+    return {
+        "p50_ms": seconds[len(seconds) // 2] * 1e3,
+        "p99_ms": seconds[int(len(seconds) * 0.99)] * 1e3,
+    }
 
 
 async def throughput(ports: list[int], connections: int, duration: float) -> float:

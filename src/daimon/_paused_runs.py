@@ -153,7 +153,7 @@ class _Kept:
     owner: str
     key: str
     shown: tuple[str, ...]
-    response: AgentResponse  # type: ignore[type-arg]  # the codec decodes no parameterized class
+    response: AgentResponse  # unparameterized: the codec decodes no parameterized class
     format: int = _FORMAT
 
 

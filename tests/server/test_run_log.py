@@ -61,9 +61,9 @@ async def replica(
     """Makes RunLogs that share one store (one handle each, as replicas have)."""
     made: list[tuple[RunLogs, StateStore]] = []
 
-    async def make(grace: float = 30.0, timeout: float = 30.0) -> RunLogs:
+    async def make(grace: float = 30.0, run_timeout: float = 30.0) -> RunLogs:
         store = store_factory()
-        logs = RunLogs(ServerState(store), timeout=timeout, grace=grace, retention=60.0)
+        logs = RunLogs(ServerState(store), timeout=run_timeout, grace=grace, retention=60.0)
         made.append((logs, store))
         return logs
 
@@ -73,9 +73,9 @@ async def replica(
         await store.aclose()
 
 
-def numbered(count: int, gate: asyncio.Event | None = None, ran: list[int] | None = None) -> (
-    Callable[[CancelToken], AsyncGenerator[bytes, None]]
-):
+def numbered(
+    count: int, gate: asyncio.Event | None = None, ran: list[int] | None = None
+) -> Callable[[CancelToken], AsyncGenerator[bytes, None]]:
     """A source of ``count`` frames; past the first, it waits for ``gate`` (if given)."""
 
     async def source(token: CancelToken) -> AsyncGenerator[bytes, None]:
@@ -87,6 +87,12 @@ def numbered(count: int, gate: asyncio.Event | None = None, ran: list[int] | Non
             yield sse_frame(f'{{"n": {index}}}'.encode(), "tick")
 
     return source
+
+
+async def eventually(condition: Callable[[], bool], within: float = 5.0) -> None:
+    async with asyncio.timeout(within):
+        while not condition():  # noqa: ASYNC110 - a plain condition: no event to wait on
+            await asyncio.sleep(0.05)
 
 
 def on_error(exc: BaseException) -> bytes:
@@ -153,9 +159,7 @@ async def test_a_run_nobody_reads_is_cancelled_after_the_grace(replica: Replica)
     ran: list[int] = []
     await logs.start("s5", numbered(3, asyncio.Event(), ran), on_error)
     await read_all(logs, EventId("s5", 0), stop_after=1)  # the client leaves
-    async with asyncio.timeout(5):
-        while len(logs):
-            await asyncio.sleep(0.05)
+    await eventually(lambda: len(logs) == 0)
     frames = await read_all(logs, EventId("s5", 1))
     assert b"RunCancelled" in frames[-1] and ran == [0]
 
@@ -189,7 +193,7 @@ async def test_a_background_run_goes_on_unread(replica: Replica) -> None:
 
 
 async def test_a_run_past_its_timeout_ends_with_an_error(replica: Replica) -> None:
-    logs = await replica(timeout=0.2)
+    logs = await replica(run_timeout=0.2)
     await logs.start("s8", numbered(2, asyncio.Event()), on_error)
     frames = await read_all(logs, EventId("s8", 0))
     assert frames[-1].endswith(b'data: {"error": "TimeoutError"}\n\n')

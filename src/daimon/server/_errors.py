@@ -30,7 +30,7 @@ from daimon.core.errors import (
 )
 from daimon.server._encode import dump_json
 
-__all__ = ("describe_failure", "error_body", "error_response")
+__all__ = ("RunLost", "describe_failure", "error_body", "error_response")
 
 logger = logging.getLogger("daimon.server")
 
@@ -62,8 +62,14 @@ def error_response(
     )
 
 
+class RunLost(RuntimeError):
+    """The replica running a stream's run stopped (killed, or cut off) before the run ended."""
+
+
 def describe_failure(exc: BaseException) -> tuple[int, str, str]:
     """The HTTP status, error type and message for a run that raised ``exc``."""
+    if isinstance(exc, RunLost):
+        return 503, "RunLost", str(exc)
     if isinstance(exc, RunTimeoutError):
         return 504, "TimeoutError", str(exc)
     if isinstance(exc, ApprovalRequiredError):

@@ -35,6 +35,7 @@ from daimon.server._encode import (
     usage_body,
 )
 from daimon.server._errors import describe_failure, error_response
+from daimon.server._run_log import EventId, RunLogs, StreamGone
 from daimon.server._runs import ClientDisconnected, run_supervised
 from daimon.server._schemas import (
     SESSION_PATTERN,
@@ -47,7 +48,6 @@ from daimon.server._schemas import (
     SessionResponse,
     SessionsResponse,
 )
-from daimon.server._run_log import EventId, RunLogs, StreamGone
 from daimon.server._settings import ServerSettings
 from daimon.server._sse import EventStreamResponse, Source, sse_frame
 from daimon.server._state import ServerState

@@ -29,6 +29,7 @@ from daimon.core.cancel import CancelToken
 from daimon.core.errors import RunCancelled
 from daimon.core.errors import TimeoutError as RunTimeoutError
 from daimon.core.state_store import StateStore
+from daimon.server._errors import RunLost
 from daimon.server._sse import EventStreamResponse, Source
 from daimon.server._state import ServerState
 
@@ -55,10 +56,6 @@ _BEAT = 2.0  # seconds between a replica's "alive" records (each lives three bea
 
 class StreamGone(LookupError):
     """A client asked for a log, or a place in it, that is not kept (never was, or expired)."""
-
-
-class RunLost(RuntimeError):
-    """The replica running a log's run stopped (killed, or cut off) before the run ended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,8 +192,10 @@ class RunLogs:
             self._runs.pop(stream, None)
         if run.stops:
             reason = run.stops[0]
-            ending = RunTimeoutError(self.timeout, "the run") if reason == "timeout" else (
-                RunCancelled(reason)
+            ending = (
+                RunTimeoutError(self.timeout, "the run")
+                if reason == "timeout"
+                else (RunCancelled(reason))
             )
         with contextlib.suppress(Exception):  # the store is down: readers see the log stop
             if ending is not None:
@@ -244,11 +243,10 @@ class RunLogs:
                         return
                     last = number
                     yield f"id: {stream}:{number}\n".encode() + value.encode()
-                if not events and await self.owner_alive(stream) is False:
-                    if not await store.read_after(LOG_KIND, stream, last, limit=1):
-                        raise RunLost(
-                            f"the server running stream {stream!r} stopped before its run ended"
-                        )
+                if not events and await self._lost(store, stream, last):
+                    raise RunLost(
+                        f"the server running stream {stream!r} stopped before its run ended"
+                    )
                 if loop.time() - refreshed >= refresh_every:
                     await self._listen(store, stream)
                     refreshed = loop.time()
@@ -258,9 +256,18 @@ class RunLogs:
                 if run.readers == 0:
                     run.alone_since = loop.time()
 
+    async def _lost(self, store: StateStore, stream: str, last: int) -> bool:
+        """Whether the run writing ``stream`` died: its owner is dead and wrote nothing more."""
+        if await self.owner_alive(stream) is not False:
+            return False
+        return not await store.read_after(LOG_KIND, stream, last, limit=1)
+
     async def owner_alive(self, stream: str) -> bool | None:
-        """Whether the replica that ran or runs ``stream``'s run lives (``None``: no log names
-        one). A run whose log has not ended and whose owner is dead is lost."""
+        """Whether the replica that ran or runs ``stream``'s run lives.
+
+        ``None`` when no log names one. A run whose log has not ended and whose owner is dead
+        is lost.
+        """
         if stream in self._runs:
             return True
         store = await self._state.open()
@@ -304,6 +311,9 @@ class RunLogs:
             try:
                 events = await store.wait_after(CONTROL_KIND, CANCELS, last, wait=_READ_WAIT)
             except Exception:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # a client library turned our cancellation into its own error
                 logger.warning("cannot read run cancellations from the state store", exc_info=True)
                 await asyncio.sleep(1.0)
                 continue

@@ -66,8 +66,10 @@ def check_state_store_url(url: str) -> str:
 
 
 def state_store_from_url(url: str) -> StateStore:
-    """The store ``url`` names: ``memory://`` (this process), ``redis://``/``rediss://``/
-    ``unix://`` (Redis) or ``postgresql://``/``postgres://`` (PostgreSQL).
+    """The store ``url`` names.
+
+    ``memory://`` (this process), ``redis://``/``rediss://``/``unix://`` (Redis) or
+    ``postgresql://``/``postgres://`` (PostgreSQL).
 
     Raises:
         BuilderError: The URL names no known store.

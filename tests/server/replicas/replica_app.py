@@ -37,7 +37,7 @@ async def talk(request: ChatRequest) -> AsyncIterator[StreamEvent | str]:
         yield f"t{tick} "
     if not answered:
         note = request.messages[-1].text or "note"
-        yield ToolCallEnd(ToolCall(id="call-1", name="record", arguments={"note": note}))
+        yield ToolCallEnd(call=ToolCall(id="call-1", name="record", arguments={"note": note}))
     else:
         yield "done"
 
