@@ -82,7 +82,7 @@ from daimon.server._client_tools import (
     with_tool_choice,
 )
 from daimon.server._encode import dump_json
-from daimon.server._errors import describe_failure, error_response
+from daimon.server._errors import RunLost, describe_failure, error_response
 from daimon.server._openai_compat import _OpenAIRoute
 from daimon.server._routes import error_responses
 from daimon.server._run_log import EventId, RunLogs, StreamGone
@@ -1029,7 +1029,20 @@ class _Routes:
                 return _openai_error(exc)
             return await self._resume(response_id, after, request)
         kept = await self.kept.get(response_id)
+        if kept is not None and kept.running and await self.logs.owner_alive(response_id) is False:
+            kept = await self._lost(response_id)
         return _not_found(response_id) if kept is None else _json(kept.body)
+
+    async def _lost(self, response_id: str) -> KeptResponse | None:
+        """Mark failed a response whose run died with the replica running it."""
+        lost = RunLost(f"the server running response {response_id!r} stopped before it ended")
+
+        def failed(kept: KeptResponse) -> KeptResponse:
+            body = dict(kept.body)
+            _fail(body, lost)
+            return dataclasses.replace(kept, body=body)
+
+        return await self.kept.settle(response_id, failed)
 
     async def _resume(self, response_id: str, after: int | None, request: Request) -> Response:
         """The events of a response's stream from where the client says it is."""

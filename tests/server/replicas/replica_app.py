@@ -1,6 +1,6 @@
 """The agent the replica tests serve from ``daimon serve`` processes (not a test module).
 
-Its model streams ``REPLICA_TICKS`` text deltas (env, default 20), one every ``REPLICA_PACE``
+Its model (given a client tool ``lookup``, first calls it) streams ``REPLICA_TICKS`` text deltas (env, default 20), one every ``REPLICA_PACE``
 seconds (default 0.05), calls the tool ``record`` half-way, and ends with "done". ``record``
 is an effect ("once"): it appends a line to the file ``REPLICA_LEDGER`` names, so a test can
 count how often it ran, whichever process ran it.
@@ -31,6 +31,10 @@ def record(note: str) -> str:
 
 async def talk(request: ChatRequest) -> AsyncIterator[StreamEvent | str]:
     answered = any(m.role is Role.TOOL for m in request.messages)
+    if not answered and any(spec.name == "lookup" for spec in request.tools):
+        # A client's tool (Responses function tools): ask the client, then go on as below.
+        yield ToolCallEnd(call=ToolCall(id="call-l", name="lookup", arguments={"q": "x"}))
+        return
     start, stop = (TICKS // 2, TICKS) if answered else (0, TICKS // 2)
     for tick in range(start, stop):
         await asyncio.sleep(PACE)
