@@ -1,9 +1,10 @@
 """The agent the replica tests serve from ``daimon serve`` processes (not a test module).
 
-Its model (given a client tool ``lookup``, first calls it) streams ``REPLICA_TICKS`` text deltas (env, default 20), one every ``REPLICA_PACE``
-seconds (default 0.05), calls the tool ``record`` half-way, and ends with "done". ``record``
-is an effect ("once"): it appends a line to the file ``REPLICA_LEDGER`` names, so a test can
-count how often it ran, whichever process ran it.
+Its model (given a client tool ``lookup``, first calls it) streams ``REPLICA_TICKS`` text
+deltas (env, default 20), one every ``REPLICA_PACE`` seconds (default 0.05), calls the tool
+``record`` half-way, and ends with "done". ``record`` is an effect ("once"): it appends a line
+to the file ``REPLICA_LEDGER`` names, so a test can count how often it ran, whichever process
+ran it.
 """
 
 from __future__ import annotations

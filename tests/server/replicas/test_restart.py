@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from tests.server.replicas._fleet import Replicas, replicas
 
 pytestmark = pytest.mark.timeout(120)
