@@ -31,6 +31,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 HERE = Path(__file__).resolve()
 BODY = {"input": "stream please"}
 DELTAS = 5
@@ -66,13 +68,13 @@ def daimon_app(store: str | None, port: int) -> Any:
     return create_app(agent, settings=ServerSettings(port=port, store=store))
 
 
+class Prompt(BaseModel):
+    input: str
+
+
 def bare_app() -> Any:
     from fastapi import FastAPI
-    from pydantic import BaseModel
     from starlette.responses import StreamingResponse
-
-    class Prompt(BaseModel):
-        input: str
 
     app = FastAPI()
 
@@ -288,7 +290,7 @@ def main() -> None:
         try:
             row = asyncio.run(hold_open(port, args.streams, process.pid))
         finally:
-            process.terminate()
+            process.kill()  # its runs wait an hour: a graceful stop would drain them first
             process.wait(timeout=30)
         print(
             f"{row['streams']} open streams on one replica (memory store): opened in "

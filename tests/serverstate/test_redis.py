@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -66,5 +67,20 @@ async def test_a_client_that_decodes_replies(redis_url: str, redis_prefix: str) 
         await store.append("mcp_event", "s", '"🧪"')
         assert await store.read_after("mcp_event", "s") == [(1, '"🧪"')]
         assert await store.wait_after("mcp_event", "s", 0, wait=1) == [(1, '"🧪"')]
+    finally:
+        await client.aclose()
+
+
+async def test_a_wait_longer_than_the_socket_timeout_returns_empty(
+    redis_url: str, redis_prefix: str
+) -> None:
+    client = aioredis.Redis.from_url(redis_url, socket_timeout=0.5)
+    try:
+        store = RedisStateStore(client, prefix=redis_prefix)
+        started = time.monotonic()
+        assert await store.wait_after("log", "s1", 0, wait=1.5) == []
+        assert 1.4 < time.monotonic() - started < 3.0
+        await store.append("log", "s1", '"e"')
+        assert await store.wait_after("log", "s1", 0, wait=1.5) == [(1, '"e"')]
     finally:
         await client.aclose()

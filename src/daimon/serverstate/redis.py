@@ -16,6 +16,7 @@ refuse unless both hash to one slot.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Self
 
 from daimon.core.optional import require
@@ -35,6 +36,18 @@ from daimon.kit.lifecycle import SetupOnEnter
 aioredis = require("redis.asyncio", extra="redis")
 
 __all__ = ("RedisStateStore",)
+
+_BLOCK_SLICE = 2.0
+"""Longest single ``XREAD BLOCK``, in seconds: well under redis-py's socket timeout (5 s by
+default in redis-py 8), which a longer block would trip."""
+
+
+def _block_slice(client: Any) -> float:
+    """The longest block ``client``'s socket timeout allows (half of it, at most 2 s)."""
+    pool = getattr(client, "connection_pool", None)
+    timeout = getattr(pool, "connection_kwargs", {}).get("socket_timeout")
+    return _BLOCK_SLICE if not timeout else min(_BLOCK_SLICE, float(timeout) / 2)
+
 
 # KEYS: record, counter. ARGV: value, ttl in ms ("" for none). The new version.
 _WRITE = """
@@ -99,6 +112,7 @@ class RedisStateStore(SetupOnEnter):
         self._replace = self._client.register_script(_REPLACE)
         self._take = self._client.register_script(_TAKE)
         self._closed = False
+        self._block_slice = _block_slice(self._client)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "daimon:state:") -> Self:
@@ -189,6 +203,12 @@ class RedisStateStore(SetupOnEnter):
         name = self._stream(kind, stream)
         start = f"0-{check_after(after)}"
         count = check_limit(limit)
-        block = max(1, round(check_wait(wait) * 1000))
-        found = await self._client.xread({name: start}, count=count, block=block)
-        return _events(found[0][1]) if found else []
+        deadline = time.monotonic() + check_wait(wait)
+        while True:  # in slices: one block longer than the client's socket timeout would fail
+            left = deadline - time.monotonic()
+            block = max(1, round(min(left, self._block_slice) * 1000))
+            found = await self._client.xread({name: start}, count=count, block=block)
+            if found:
+                return _events(found[0][1])
+            if left <= self._block_slice:
+                return []
