@@ -57,31 +57,52 @@ export async function getJson(path) {
  * or an AbortError.
  */
 export async function streamRun(agent, input, onEvent, signal) {
-  const response = await fetch(`/agui/${encodeURIComponent(agent)}`, {
-    method: "POST",
-    headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
-    body: JSON.stringify(input),
-    signal,
-  });
-  if (!response.ok) throw await failure(response);
-  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buffer += value.replace(/\r\n?/g, "\n");
-    let end;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const frame = parseFrame(buffer.slice(0, end));
-      buffer = buffer.slice(end + 2);
-      if (frame) onEvent(frame.data);
+  // The run outlives its connection (a client may come back with Last-Event-ID): Cancel asks
+  // the server to stop it, naming its stream (the part of each event's id before the colon).
+  let lastId = null;
+  const cancel = () => {
+    if (lastId) cancelStream(lastId.slice(0, lastId.lastIndexOf(":")));
+  };
+  signal.addEventListener("abort", cancel, { once: true });
+  try {
+    const response = await fetch(`/agui/${encodeURIComponent(agent)}`, {
+      method: "POST",
+      headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }),
+      body: JSON.stringify(input),
+      signal,
+    });
+    if (!response.ok) throw await failure(response);
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value.replace(/\r\n?/g, "\n");
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const frame = parseFrame(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+        if (frame) {
+          if (frame.id) lastId = frame.id;
+          onEvent(frame.data);
+        }
+      }
     }
+  } finally {
+    signal.removeEventListener("abort", cancel);
   }
 }
 
-/** One SSE frame: `{event, data}` with data parsed as JSON, or null for comments (pings). */
+/** Ask the server to stop the run writing `stream` (wherever it runs); errors are ignored. */
+export function cancelStream(stream) {
+  const url = `/streams/${encodeURIComponent(stream)}/cancel`;
+  return fetch(url, { method: "POST", headers: headers() }).catch(() => null);
+}
+
+/** One SSE frame: `{event, data, id}` with data parsed as JSON, or null for comments (pings). */
 export function parseFrame(text) {
   let event = "message";
+  let id = null;
   const data = [];
   for (const line of text.split("\n")) {
     if (line === "" || line.startsWith(":")) continue;
@@ -90,8 +111,9 @@ export function parseFrame(text) {
     let value = colon < 0 ? "" : line.slice(colon + 1);
     if (value.startsWith(" ")) value = value.slice(1);
     if (field === "event") event = value;
+    else if (field === "id") id = value;
     else if (field === "data") data.push(value);
   }
   if (data.length === 0) return null;
-  return { event, data: JSON.parse(data.join("\n")) };
+  return { event, data: JSON.parse(data.join("\n")), id };
 }
