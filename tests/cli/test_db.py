@@ -41,7 +41,7 @@ def test_status_then_migrate_then_migrate_again(
         "checkpoint: version 0 of 1 (not created: run `daimon db migrate`)",
         "memory: version 0 of 1 (not created: run `daimon db migrate`)",
         "broker: version 0 of 1 (not created: run `daimon db migrate`)",
-        "server_state: version 0 of 1 (not created: run `daimon db migrate`)",
+        "server_state: version 0 of 2 (not created: run `daimon db migrate`)",
     ]
     assert tables(postgres_url, postgres_prefix) == []  # status writes nothing
 
@@ -51,7 +51,7 @@ def test_status_then_migrate_then_migrate_again(
         "checkpoint: version 1 (migrated from 0)",
         "memory: version 1 (migrated from 0)",
         "broker: version 1 (migrated from 0)",
-        "server_state: version 1 (migrated from 0)",
+        "server_state: version 2 (migrated from 0)",
     ]
     assert tables(postgres_url, postgres_prefix) == [
         "broker_dead",
@@ -72,7 +72,7 @@ def test_status_then_migrate_then_migrate_again(
         "checkpoint: version 1 (up to date)",
         "memory: version 1 (up to date)",
         "broker: version 1 (up to date)",
-        "server_state: version 1 (up to date)",
+        "server_state: version 2 (up to date)",
     ]
 
     after = cli("db", "status", postgres_url, "--prefix", postgres_prefix)
@@ -81,7 +81,7 @@ def test_status_then_migrate_then_migrate_again(
         "checkpoint: version 1 of 1 (up to date)",
         "memory: version 1 of 1 (up to date)",
         "broker: version 1 of 1 (up to date)",
-        "server_state: version 1 of 1 (up to date)",
+        "server_state: version 2 of 2 (up to date)",
     ]
 
 

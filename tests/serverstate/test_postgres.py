@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from daimon.core import BuilderError, StateStore
-from daimon.kit.sql_schema import schema_version
+from daimon.kit.sql_schema import Schema, migrate, schema_version
 from daimon.serverstate.postgres import SCHEMA, PostgresStateStore
 from daimon.testing.state_store import StateStoreConformance, StateStoreFactory
 
@@ -49,7 +49,7 @@ async def test_tables_are_versioned(
     store: PostgresStateStore, postgres_url: str, postgres_prefix: str
 ) -> None:
     async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
-        assert await schema_version(conn, "server_state", postgres_prefix) == SCHEMA.version == 1
+        assert await schema_version(conn, "server_state", postgres_prefix) == SCHEMA.version == 2
     await store.setup()  # again: nothing to do
 
 
@@ -103,3 +103,29 @@ async def test_settings_are_checked(postgres_url: str) -> None:
             PostgresStateStore(postgres_url, **options)
     with pytest.raises(BuilderError):
         PostgresStateStore("")
+
+
+async def test_streams_are_unlogged_and_a_version_1_database_keeps_its_rows(
+    postgres_url: str, postgres_prefix: str
+) -> None:
+    first = Schema(component=SCHEMA.component, steps=SCHEMA.steps[:1])
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        await migrate(conn, first, postgres_prefix)
+        await conn.execute(
+            f"INSERT INTO {postgres_prefix}state_streams (kind, stream, last_seq) "
+            "VALUES ('log', 's1', 1)"
+        )
+        await conn.execute(
+            f"INSERT INTO {postgres_prefix}state_events (kind, stream, seq, value) "
+            "VALUES ('log', 's1', 1, '\"kept\"')"
+        )
+    async with PostgresStateStore(postgres_url, prefix=postgres_prefix) as store:
+        assert await store.read_after("log", "s1") == [(1, '"kept"')]
+        assert await store.append("log", "s1", '"more"') == 2
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT relname, relpersistence FROM pg_class WHERE relname = ANY(%s)",
+            ([f"{postgres_prefix}state_{name}" for name in ("records", "streams", "events")],),
+        )
+        kinds = {name.removeprefix(postgres_prefix): kind for name, kind in await cursor.fetchall()}
+    assert kinds == {"state_records": "p", "state_streams": "u", "state_events": "u"}
