@@ -21,6 +21,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp
 
 from daimon._http_gate import HttpGate
+from daimon.core.protocols import Broker
 from daimon.server._agents import Servable, ServedAgents
 from daimon.server._agui_routes import add_agui_routes
 from daimon.server._errors import error_response
@@ -66,11 +67,13 @@ def create_app(
     served = ServedAgents(agents)
     status = {"ready": False}
     state = ServerState(settings.store)
+    broker, own_broker = _broker_for(settings)
     logs = RunLogs(
         state,
         timeout=settings.request_timeout,
         grace=settings.stream_grace,
         retention=settings.stream_retention,
+        broker=broker,
     )
 
     @asynccontextmanager
@@ -86,6 +89,8 @@ def create_app(
         finally:
             status["ready"] = False
             await logs.aclose(settings.drain_timeout)
+            if own_broker and broker is not None:
+                await broker.aclose()
             await state.aclose()
 
     app = FastAPI(
@@ -127,6 +132,30 @@ def create_app(
     app.state.daimon_state = state
     app.state.daimon_logs = logs
     return app
+
+
+_TASK_STORE_SCHEMES = frozenset({"amqp", "amqps", "sqs", "pubsub", "sb"})
+"""Brokers that keep their tasks' states in a store given to them (a Redis URL)."""
+
+
+def _broker_for(settings: ServerSettings) -> tuple[Broker | None, bool]:
+    """The broker ``settings`` name, and whether the server made it (and closes it).
+
+    A broker that keeps task states in a store of its own (RabbitMQ, SQS, Pub/Sub, Service Bus)
+    is given the server's store URL for that, as ``daimon worker --store`` gives it.
+    """
+    broker = settings.broker
+    if not isinstance(broker, str):
+        return broker, False
+    from daimon.distributed import broker_from_url
+
+    options: dict[str, Any] = {}
+    if settings.queue is not None:
+        options["queue"] = settings.queue
+    scheme = broker.partition(":")[0].lower()
+    if scheme in _TASK_STORE_SCHEMES and isinstance(settings.store, str):
+        options["store"] = settings.store
+    return broker_from_url(broker, **options), True
 
 
 def _cors(origins: tuple[str, ...]) -> Callable[[ASGIApp], ASGIApp] | None:
