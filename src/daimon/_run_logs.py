@@ -34,6 +34,7 @@ __all__ = (
     "REPLICA_KIND",
     "RETENTION_KEY",
     "STREAM_KEY",
+    "TIMEOUT_KEY",
     "EventId",
     "LogWriter",
     "StreamGone",
@@ -66,6 +67,8 @@ GRACE_KEY = "daimon.grace"
 """The task metadata key: seconds the run goes on while no client reads its log."""
 RETENTION_KEY = "daimon.retention"
 """The task metadata key: seconds the log is kept after its last frame."""
+TIMEOUT_KEY = "daimon.timeout"
+"""The task metadata key: seconds the run may take (then it fails with a timeout)."""
 
 
 class StreamGone(LookupError):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from daimon import Agent, ChatRequest
-from daimon._run_logs import END, GRACE_KEY, LISTENER_KIND, LOG_KIND, STREAM_KEY
+from daimon._run_logs import END, GRACE_KEY, LISTENER_KIND, LOG_KIND, STREAM_KEY, TIMEOUT_KEY
 from daimon.core import TaskState, TaskStatus
 from daimon.core.errors import ModelError
 from daimon.core.events import StreamEvent
@@ -165,3 +165,15 @@ async def test_a_task_whose_log_name_is_not_a_string_fails(metadata: dict[str, A
     status = await run_until_settled(worker, broker, "s7")
     assert status.state is TaskState.FAILED
     assert status.error is not None and STREAM_KEY in status.error
+
+
+async def test_a_run_past_its_timeout_ends_its_log_with_a_timeout() -> None:
+    broker, store = MemoryBroker(lease=1.0), MemoryStateStore()
+    await broker.submit(log_task("s8", **{TIMEOUT_KEY: 0.2}))
+    worker = Worker(ticking(ticks=100, pace=0.05), broker.handle(), poll=0.05, store=store)
+    status = await run_until_settled(worker, broker, "s8")
+    assert status.state is TaskState.FAILED
+    assert status.error is not None and "0.2" in status.error
+    got = await frames(store, "s8")
+    assert [event for event, _ in got[-2:]] == ["error", "END"]
+    assert got[-2][1]["error_type"] == "TimeoutError"

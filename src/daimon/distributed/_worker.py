@@ -17,6 +17,7 @@ from daimon._run_logs import (
     LISTENER_KIND,
     RETENTION_KEY,
     STREAM_KEY,
+    TIMEOUT_KEY,
     LogWriter,
     attempt_frame,
     event_frame,
@@ -38,6 +39,7 @@ from daimon.core.errors import (
     RunLeasedError,
     SerializationError,
 )
+from daimon.core.errors import TimeoutError as RunTimeoutError
 from daimon.core.events import Done
 from daimon.core.protocols import Broker, Delivery, Promptable, Resumable
 from daimon.core.results import AgentResponse
@@ -140,7 +142,8 @@ class Worker:
     for clients reading it through any replica: an attempt after the first starts with an
     ``attempt`` frame (the lost attempt's last deltas may come again), and the log ends once
     the task does (after the ``done`` event, or an ``error`` one when it failed for good or was
-    cancelled). Its run is cancelled once no client has read the log for the task's grace.
+    cancelled). Its run is cancelled once no client has read the log for the task's grace, or
+    once it has taken the task's timeout (each attempt is given all of it).
 
     Args:
         agent: The agent (any promptable) that runs every task.
@@ -289,9 +292,11 @@ class Worker:
         beat = asyncio.create_task(self._heartbeat(run)) if self.heartbeats else None
         token = _CURRENT.set(child_traceparent(task.metadata.get(TRACEPARENT)))
         readers: asyncio.Task[None] | None = None
+        deadline: asyncio.TimerHandle | None = None
         try:  # the lease is renewed until the attempt is settled, as settling may take a while
             run.log = await self._open_log(task)
             readers = self._watch_readers(run, task)
+            deadline = self._deadline(run, task)
             response = await self._run_agent(task, run)
         except RunCancelled as exc:
             if run.reason == "shutdown":
@@ -299,10 +304,11 @@ class Worker:
                 self.released += 1
             elif run.reason is None:  # cancelled from inside the run: treat as a failure
                 await self._failed(run, exc)
-            else:  # cancelled by a client, or nobody reads it, or another attempt took over
-                if run.reason == "abandoned" or await self._cancelled(run):
-                    await self._end_log(run, failure_frame(exc))
-                await self._settle(run, "settle", run.delivery.fail, str(exc))
+            else:  # cancelled by a client, or the log's rules, or another attempt took over
+                ending = run.ending or exc
+                if run.ending is not None or await self._cancelled(run):
+                    await self._end_log(run, failure_frame(ending))
+                await self._settle(run, "settle", run.delivery.fail, str(ending))
         except Exception as exc:
             await self._failed(run, exc)
         else:  # the log ends first: a reader that finds the task settled finds its log ended
@@ -311,6 +317,8 @@ class Worker:
         finally:
             if readers is not None:
                 readers.cancel()
+            if deadline is not None:
+                deadline.cancel()
             await self._stop_beating(run, beat)
             _CURRENT.reset(token)
 
@@ -350,6 +358,15 @@ class Worker:
         return asyncio.create_task(self._readers(run, run.log, grace))
 
     @staticmethod
+    def _deadline(run: _Run, task: AgentTask) -> asyncio.TimerHandle | None:
+        """Cancel a run that streams to a log once it has taken the task's timeout (if any)."""
+        timeout = _seconds(task.metadata.get(TIMEOUT_KEY))
+        if run.log is None or timeout is None:
+            return None
+        ending = RunTimeoutError(timeout, "the run")
+        return asyncio.get_running_loop().call_later(timeout, run.end, ending)
+
+    @staticmethod
     async def _readers(run: _Run, log: LogWriter, grace: float) -> None:
         # Readers refresh the listener record (it lives `grace` seconds) while they read.
         while True:
@@ -359,7 +376,7 @@ class Worker:
             except Exception:
                 continue  # the store is down: keep the run rather than guess
             if listened is None:
-                run.stop("abandoned", f"no client read its events for {grace:g} s")
+                run.end(RunCancelled(f"no client read its events for {grace:g} s"))
                 return
 
     async def _end_log(self, run: _Run, last: bytes | None = None) -> None:
@@ -545,7 +562,7 @@ class Worker:
 class _Run:
     """One task running on this worker."""
 
-    __slots__ = ("cancel", "delivery", "finished", "lease_ends", "log", "reason")
+    __slots__ = ("cancel", "delivery", "ending", "finished", "lease_ends", "log", "reason")
 
     def __init__(self, delivery: Delivery, lease_ends: float) -> None:
         self.delivery = delivery
@@ -556,11 +573,19 @@ class _Run:
         self.finished = False
         self.log: LogWriter | None = None
         """The run log the task's events go to, if it names one."""
+        self.ending: BaseException | None = None
+        """Why the log's rules (its grace, its timeout) stopped the run: the task fails for good."""
 
     def stop(self, reason: str, message: str) -> None:
         if self.reason is None:
             self.reason = reason
             self.cancel.cancel(message)
+
+    def end(self, ending: BaseException) -> None:
+        """Stop the run for good, its log ending with ``ending``."""
+        if self.reason is None:
+            self.ending = ending
+            self.stop("ended", str(ending))
 
 
 def _seconds(value: object) -> float | None:

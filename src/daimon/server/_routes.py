@@ -28,6 +28,7 @@ from daimon.core.cancel import CancelToken
 from daimon.distributed._client import new_task
 from daimon.orchestration import FlowAnswer, PromptableFlow
 from daimon.server._agents import ServedAgents
+from daimon.server._broker_runs import prompt_on_workers
 from daimon.server._encode import (
     dump_json,
     jsonable,
@@ -251,12 +252,13 @@ def _add_prompt_routes(
     """``POST /prompt`` and ``POST /prompt/stream``."""
     timeout = settings.request_timeout
 
-    @router.post("/prompt", response_model=PromptResponse, responses=error_responses(*_RUN))
+    @router.post("/prompt", response_model=PromptResponse, responses=error_responses(*_RUN, 503))
     async def prompt(body: PromptRequest, request: Request) -> Response:
         """Ask an agent; answers once the run is finished.
 
         A client that disconnects cancels its run. A run longer than the request timeout is
-        cancelled and answered with 504.
+        cancelled and answered with 504. With a broker (`daimon serve --broker`), an agent's run
+        is a task a worker runs (503 when the broker cannot take it).
         """
         name = body.agent or served.default
         flow = served.flow(name)
@@ -274,6 +276,10 @@ def _add_prompt_routes(
         agent = served.get(name)
         if agent is None:
             return error_response(404, "not_found", served.unknown(name))
+        if logs.broker is not None:
+            return await prompt_on_workers(
+                logs.broker, name, body.input, body.session_id, request.receive, timeout
+            )
         try:
             response = await run_supervised(
                 lambda token: agent.prompt(body.input, session_id=body.session_id, cancel=token),

@@ -41,6 +41,7 @@ from daimon._run_logs import (
     REPLICA_KIND,
     RETENTION_KEY,
     STREAM_KEY,
+    TIMEOUT_KEY,
     EventId,
     LogWriter,
     StreamGone,
@@ -167,7 +168,12 @@ class RunLogs:
 
     def task_metadata(self, stream: str) -> dict[str, Any]:
         """What a task needs to write its events to the log ``stream`` (see :meth:`submit`)."""
-        return {STREAM_KEY: stream, GRACE_KEY: self.grace, RETENTION_KEY: self.retention}
+        return {
+            STREAM_KEY: stream,
+            GRACE_KEY: self.grace,
+            RETENTION_KEY: self.retention,
+            TIMEOUT_KEY: self.timeout,
+        }
 
     async def open(self) -> StateStore:
         """The store, with this replica's watchers started (cancels, the grace, its beat)."""

@@ -4,6 +4,7 @@ The replicas submit each ``/prompt/stream`` run to a Redis broker; workers run i
 events to the PostgreSQL store the replicas read. A killed replica loses no run (any other
 streams it on); a killed worker's run is taken over by another, from its checkpoint, the
 stream saying so with an ``attempt`` event; a cancelled stream stops its run on the worker.
+``/prompt`` runs on a worker too.
 """
 
 from __future__ import annotations
@@ -99,8 +100,8 @@ def fleet(
         REPLICA_PACE="0.1",
         WORKER_CHECKPOINT=store,
         WORKER_PREFIX=checkpoint_prefix,
-        **env,
     )
+    base.update(env)
     group = Fleet(folder, base, store, broker, f"q{uuid.uuid4().hex[:10]}")
     try:
         yield group
@@ -199,6 +200,10 @@ def test_a_replica_killed_mid_stream_loses_nothing_the_client_goes_on_on_another
         assert ticks(frames) == ALL_TICKS
         assert frames[-1].event == "done"
         assert [note.split()[0] for note in group.notes()] == ["kill-a"]  # the tool ran once
+        answer = httpx.post(f"{b.url}/prompt", json={"input": "whole"}, timeout=30)
+        assert answer.status_code == 200, answer.text  # /prompt runs on a worker too
+        assert answer.json()["text"] == "".join(ALL_TICKS[10:])  # the last turn's text
+        assert [note.split()[0] for note in group.notes()] == ["kill-a", "whole"]
 
 
 def test_a_worker_killed_mid_run_the_other_takes_it_over_and_the_stream_says_so(
