@@ -78,11 +78,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        problem = await state.check()
-        if problem is None:
-            await logs.open()
-        else:  # /ready says so until it can be reached; the watchers start with a first stream
-            logger.warning("%s", problem)
+        await _start(state, logs)
         status["ready"] = True
         try:
             yield
@@ -112,9 +108,20 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
-    # The gate checks Host and Origin, then lets CORS answer preflights (which carry no token),
-    # then checks the token and the body; only a request let through continues the caller's
-    # trace (its traceparent, tracestate and baggage headers).
+    _add_gates(app, settings, public)
+    app.state.daimon_settings = settings
+    app.state.daimon_state = state
+    app.state.daimon_logs = logs
+    return app
+
+
+def _add_gates(app: FastAPI, settings: ServerSettings, public: tuple[str, ...]) -> None:
+    """Wrap every route in the gates ``settings`` describe (``public`` paths need no token).
+
+    The gate checks Host and Origin, then lets CORS answer preflights (which carry no token),
+    then checks the token and the body; only a request let through continues the caller's
+    trace (its traceparent, tracestate and baggage headers).
+    """
     app.add_middleware(TraceContextMiddleware)
     app.add_middleware(
         HttpGate,
@@ -128,10 +135,15 @@ def create_app(
     )
     if settings.token is not None:
         _document_bearer_auth(app, settings.public_paths)
-    app.state.daimon_settings = settings
-    app.state.daimon_state = state
-    app.state.daimon_logs = logs
-    return app
+
+
+async def _start(state: ServerState, logs: RunLogs) -> None:
+    """Open the store and start the run logs' watchers, or say why the store cannot be used."""
+    problem = await state.check()
+    if problem is None:
+        await logs.open()
+    else:  # /ready says so until it can be reached; the watchers start with a first stream
+        logger.warning("%s", problem)
 
 
 _TASK_STORE_SCHEMES = frozenset({"amqp", "amqps", "sqs", "pubsub", "sb"})

@@ -241,6 +241,7 @@ def add_native_routes(
 ) -> None:
     """Add the routes of daimon's own API to ``router`` (the app's own: no nested routers)."""
     _add_prompt_routes(router, served, settings, logs)
+    _add_stream_route(router, served, settings, logs)
     _add_stream_cancel_route(router, logs)
     _add_status_routes(router, served, ready, state)
     _add_session_routes(router, served)
@@ -249,7 +250,7 @@ def add_native_routes(
 def _add_prompt_routes(
     router: APIRouter, served: ServedAgents, settings: ServerSettings, logs: RunLogs
 ) -> None:
-    """``POST /prompt`` and ``POST /prompt/stream``."""
+    """``POST /prompt``."""
     timeout = settings.request_timeout
 
     @router.post("/prompt", response_model=PromptResponse, responses=error_responses(*_RUN, 503))
@@ -292,6 +293,12 @@ def _add_prompt_routes(
             status, kind, message = describe_failure(exc)
             return error_response(status, kind, message)
         return Response(dump_json(prompt_body(name, response)), media_type="application/json")
+
+
+def _add_stream_route(
+    router: APIRouter, served: ServedAgents, settings: ServerSettings, logs: RunLogs
+) -> None:
+    """``POST /prompt/stream``."""
 
     @router.post(
         "/prompt/stream",
