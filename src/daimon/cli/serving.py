@@ -337,9 +337,9 @@ def serve(
     broker: Annotated[
         str | None,
         typer.Option(
-            envvar="DAIMON_BROKER",
-            help="Send agents' streamed runs to `daimon worker` processes through this broker "
-            "(redis://, nats://, postgresql://, ...; needs --store, shared with the workers).",
+            help="Send agents' runs (/prompt, /prompt/stream) to `daimon worker` processes "
+            "through this broker (redis://, nats://, postgresql://, ...; needs --store, shared "
+            "with the workers). Not read from DAIMON_BROKER, which workers use.",
         ),
     ] = None,
     queue: Annotated[

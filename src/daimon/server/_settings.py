@@ -100,12 +100,13 @@ class ServerSettings:
     """Seconds running streamed runs get to finish when the server shuts down; then they are
     cancelled."""
     broker: Broker | str | None = None
-    """Where agents' streamed runs go as tasks for ``daimon worker`` processes, instead of
-    running in the server: a :class:`~daimon.core.Broker` or a URL (``redis://...``,
-    ``nats://...``, ``postgresql://...``; see :func:`daimon.distributed.broker_from_url`; a
-    broker made from a URL is closed at shutdown). The workers write the runs' events to the
-    server's ``store`` (``daimon worker --store``), so it must be one they share: a URL, not
-    memory. ``None``: the server runs them itself."""
+    """Where agents' runs (``/prompt``, ``/prompt/stream``; not flows', nor those of the OpenAI
+    and AG-UI routes) go as tasks for ``daimon worker`` processes, instead of running in the
+    server: a :class:`~daimon.core.Broker` or a URL (``redis://...``, ``nats://...``,
+    ``postgresql://...``; see :func:`daimon.distributed.broker_from_url`; a broker made from a
+    URL is closed at shutdown). The workers write the runs' events to the server's ``store``
+    (``daimon worker --store``), so it must be one they share. ``None``: the server runs them
+    itself."""
     queue: str | None = None
     """The broker's queue the tasks go to (default: the broker's); only with a broker URL."""
 
