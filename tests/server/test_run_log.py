@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -235,3 +236,134 @@ async def test_a_reader_learns_that_the_replica_running_the_run_died(replica: Re
     with pytest.raises(RunLost, match="'s9' stopped before its run ended"):
         await read_all(b, EventId("s9", 1))
     assert await b.owner_alive("never") is None
+
+
+# --- Runs on workers: the log of a task a broker leases (``daimon serve --broker``).
+
+
+def broker_logs(broker: Any, grace: float = 30.0) -> RunLogs:
+    state = ServerState(MemoryStateStore())
+    return RunLogs(state, timeout=30.0, grace=grace, retention=60.0, broker=broker)
+
+
+async def test_a_broker_run_lives_while_its_task_does_and_is_lost_once_settled_unended() -> None:
+    from daimon.distributed import new_task
+    from daimon.distributed.brokers.memory import MemoryBroker
+
+    broker = MemoryBroker(lease=5.0)
+    logs = broker_logs(broker, grace=0.3)
+    await logs.submit("w1", new_task("hi", task_id="w1", metadata=logs.task_metadata("w1")))
+    try:
+        assert await logs.owner_alive("w1") is True  # pending: a worker will take it
+        delivery = await broker.claim(wait=1.0)
+        assert delivery is not None and delivery.task.metadata["daimon.stream"] == "w1"
+        assert await logs.owner_alive("w1") is True  # running
+        await delivery.fail("the worker gave up", retry=False)  # and wrote no end
+        assert await logs.owner_alive("w1") is False
+        with pytest.raises(RunLost):
+            await read_all(logs, EventId("w1", 0))
+    finally:
+        await logs.aclose()
+
+
+async def test_cancelling_a_broker_run_ends_its_log_and_cancels_its_task() -> None:
+    from daimon.core.tasks import TaskState
+    from daimon.distributed import new_task
+    from daimon.distributed.brokers.memory import MemoryBroker
+
+    broker = MemoryBroker(lease=5.0)
+    logs = broker_logs(broker)
+    await logs.submit("w2", new_task("hi", task_id="w2", metadata=logs.task_metadata("w2")))
+    try:
+        assert await logs.known("w2") and not await logs.known("nope")
+        await logs.cancel("w2")
+        frames = await read_all(logs, EventId("w2", 0))
+        assert len(frames) == 1 and b"event: error\n" in frames[0]
+        assert b'"error_type":"RunCancelled"' in frames[0]
+        assert (await broker.status("w2")).state is TaskState.CANCELLED
+    finally:
+        await logs.aclose()
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"broker": "redis://localhost"}, "needs a store"),
+        ({"queue": "q"}, "needs a broker"),
+        ({"broker": "kafka://x", "store": "redis://localhost"}, "unknown broker URL"),
+        ({"broker": object(), "store": "redis://localhost"}, "must be a Broker or a URL"),
+    ],
+)
+def test_broker_settings_are_checked(options: dict[str, Any], words: str) -> None:
+    from daimon.core.errors import BuilderError
+    from daimon.server import ServerSettings
+
+    with pytest.raises(BuilderError, match=words):
+        ServerSettings(**options)
+
+
+# --- POST /prompt on workers: the run is a task; the answer is its outcome.
+
+
+async def _prompt_on_a_worker(
+    agent: Any, request_timeout: float = 10.0, work: bool = True
+) -> tuple[Any, Any]:
+    """POST /prompt to an app with a broker, a worker running ``agent`` beside it (if ``work``);
+    the answer and the broker."""
+    import httpx
+
+    from daimon.distributed import Worker
+    from daimon.distributed.brokers.memory import MemoryBroker
+    from daimon.server import ServerSettings, create_app
+
+    broker, store = MemoryBroker(lease=5.0), MemoryStateStore()
+    settings = ServerSettings(broker=broker, store=store, request_timeout=request_timeout)
+    app = create_app(agent, settings=settings)
+    worker = Worker(agent, broker.handle(), poll=0.05, store=store, should_retry=lambda e: False)
+    running = asyncio.create_task(worker.run()) if work else None
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as c:
+            answer = await c.post("/prompt", json={"input": "hi", "session_id": "s1"})
+    finally:
+        worker.stop()
+        if running is not None:
+            await asyncio.wait_for(running, 10)
+    return answer, broker
+
+
+async def test_a_prompt_on_a_worker_answers_with_the_tasks_result() -> None:
+    from daimon import Agent
+    from daimon.models import FunctionModel
+
+    agent = Agent(FunctionModel(lambda r: f"echo: {r.messages[-1].text}"), name="echo")
+    answer, broker = await _prompt_on_a_worker(agent)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["text"] == "echo: hi" and body["session_id"] == "s1"
+    assert (await broker.status(body["run_id"])).state.value == "completed"
+
+
+async def test_a_prompt_whose_task_failed_answers_with_its_error_typed() -> None:
+    from daimon import Agent
+    from daimon.core.errors import ModelError
+    from daimon.models import FunctionModel
+
+    def fail(request: Any) -> str:
+        raise ModelError("the provider is down")
+
+    answer, _ = await _prompt_on_a_worker(Agent(FunctionModel(fail), name="down"))
+    assert answer.status_code == 502, answer.text
+    assert answer.json()["error"]["type"] == "ModelError"
+    assert "the provider is down" in answer.json()["error"]["message"]
+
+
+async def test_a_prompt_no_worker_answers_in_time_is_504_and_its_task_cancelled() -> None:
+    from daimon import Agent
+    from daimon.models import FunctionModel
+
+    agent = Agent(FunctionModel(lambda r: "never"), name="idle")
+    answer, broker = await _prompt_on_a_worker(agent, request_timeout=0.3, work=False)
+    assert answer.status_code == 504, answer.text
+    (task_id,) = broker._queue.records  # the one task submitted (its id is not answered)
+    assert (await broker.status(task_id)).state.value == "cancelled"

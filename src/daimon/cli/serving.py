@@ -238,6 +238,10 @@ def eval_(
     )
 
 
+_TASK_STORE_SCHEMES = frozenset({"amqp", "amqps", "sqs", "pubsub", "sb"})
+"""Brokers that keep their tasks' states in a store given to them (``--store redis://...``)."""
+
+
 def _positive_seconds(value: float | None) -> float | None:
     """A typer callback: ``value`` unless it is not a positive, finite number of seconds."""
     if value is not None and not (math.isfinite(value) and value > 0):
@@ -265,7 +269,10 @@ def worker(
     store: Annotated[
         str | None,
         typer.Option(
-            help="Task-state store for brokers without one (RabbitMQ, SQS, Pub/Sub, Service Bus)."
+            help="The state store of the servers submitting runs (their --store: "
+            "postgresql://..., redis://...): streamed runs write their events there. Also the "
+            "task-state store of brokers without one (RabbitMQ, SQS, Pub/Sub, Service Bus; "
+            "redis://...).",
         ),
     ] = None,
     queue: Annotated[str, typer.Option(help="The queue (stream, subject) to take tasks from.")] = (
@@ -289,11 +296,15 @@ def worker(
     from daimon.distributed import run_worker
 
     options: dict[str, Any] = {"queue": queue}
-    if store is not None:
+    if store is not None and broker.partition(":")[0].lower() in _TASK_STORE_SCHEMES:
         options["store"] = store
     if lease is not None:
         options["lease"] = lease
-    _serve(run_worker(served, broker, concurrency=concurrency, grace=grace, **options))
+    _serve(
+        run_worker(
+            served, broker, concurrency=concurrency, grace=grace, state_store=store, **options
+        )
+    )
 
 
 @app.command("serve")
@@ -323,6 +334,18 @@ def serve(
             "shared by replicas: postgresql://..., redis://... (default: this process's memory).",
         ),
     ] = None,
+    broker: Annotated[
+        str | None,
+        typer.Option(
+            help="Send agents' runs (/prompt, /prompt/stream) to `daimon worker` processes "
+            "through this broker (redis://, nats://, postgresql://, ...; needs --store, shared "
+            "with the workers). Not read from DAIMON_BROKER, which workers use.",
+        ),
+    ] = None,
+    queue: Annotated[
+        str,
+        typer.Option(help="The broker's queue to send runs to (the workers' --queue)."),
+    ] = "tasks",
 ) -> None:
     """Serve agents over HTTP: REST, SSE, OpenAI-compatible /v1, and a web playground at /."""
     hosts = _allowed_hosts(allowed_host)
@@ -337,7 +360,14 @@ def serve(
 
     try:
         settings = ServerSettings(
-            host=host, port=port, token=token, allowed_hosts=hosts, ui=not no_ui, store=store
+            host=host,
+            port=port,
+            token=token,
+            allowed_hosts=hosts,
+            ui=not no_ui,
+            store=store,
+            broker=broker,
+            queue=queue if broker is not None else None,
         )
         serve_http(served, settings=settings)
     except DaimonError as exc:  # refused to start: exposed without a token, a bad setting

@@ -5,14 +5,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 import signal
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from daimon._run_logs import (
+    GRACE_KEY,
+    LISTENER_KIND,
+    RETENTION_KEY,
+    STREAM_KEY,
+    TIMEOUT_KEY,
+    LogWriter,
+    attempt_frame,
+    event_frame,
+    failure_frame,
+)
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import (
+    AgentRunError,
     ApprovalRequiredError,
     BudgetExceededError,
     BuilderError,
@@ -26,9 +39,12 @@ from daimon.core.errors import (
     RunLeasedError,
     SerializationError,
 )
+from daimon.core.errors import TimeoutError as RunTimeoutError
+from daimon.core.events import Done
 from daimon.core.protocols import Broker, Delivery, Promptable, Resumable
 from daimon.core.results import AgentResponse
-from daimon.core.tasks import AgentTask, TaskPause, TaskResult
+from daimon.core.state_store import StateStore
+from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskState
 from daimon.distributed._trace import _CURRENT, TRACEPARENT, child_traceparent
 from daimon.distributed._urls import broker_from_url
 
@@ -43,6 +59,9 @@ _STOP_WAIT = 5.0
 
 _MAX_SETTLE_PAUSE = 1.0
 """Seconds between two tries to settle a task, at most (the pause doubles from 50 ms)."""
+
+_RETENTION = 600.0
+"""Seconds a run log is kept after its last frame, when the task does not say."""
 
 _PERMANENT = (
     ApprovalRequiredError,  # the same prompt pauses again where nobody can approve
@@ -118,6 +137,14 @@ class Worker:
     :meth:`stop` (SIGTERM under :func:`run_worker`) stops taking tasks, gives those in flight
     ``grace`` seconds to finish, then cancels them and hands them back to the broker.
 
+    A task whose metadata names a run log (``daimon serve --broker`` submits such tasks) is run
+    streamed, each event appended to the log in ``store`` as the server's own stream frames it,
+    for clients reading it through any replica: an attempt after the first starts with an
+    ``attempt`` frame (the lost attempt's last deltas may come again), and the log ends once
+    the task does (after the ``done`` event, or an ``error`` one when it failed for good or was
+    cancelled). Its run is cancelled once no client has read the log for the task's grace, or
+    once it has taken the task's timeout (each attempt is given all of it).
+
     Args:
         agent: The agent (any promptable) that runs every task.
         broker: Where tasks come from.
@@ -127,6 +154,8 @@ class Worker:
         should_retry: Whether a task whose run raised this error gets another attempt.
         retry_delay: Seconds before a failed task's next attempt, fixed or by attempt number.
         poll: Seconds one wait for a task lasts (how soon :meth:`stop` is noticed when idle).
+        store: The state store the server's run logs are in (``daimon serve --store``); a task
+            that names a log fails without one.
     """
 
     def __init__(
@@ -140,6 +169,7 @@ class Worker:
         should_retry: Callable[[BaseException], bool] = default_should_retry,
         retry_delay: float | Callable[[int], float] = _backoff,
         poll: float = 1.0,
+        store: StateStore | None = None,
     ) -> None:
         if type(concurrency) is not int or concurrency < 1:
             raise BuilderError(f"concurrency must be a positive integer, got {concurrency!r}")
@@ -153,6 +183,9 @@ class Worker:
         self.should_retry = should_retry
         self.retry_delay = retry_delay
         self.poll = poll
+        self.store = store
+        self._store_ready: asyncio.Lock | None = None
+        self._store_set_up = False
         self.completed = 0
         """Tasks whose result this worker recorded."""
         self.paused = 0
@@ -258,27 +291,127 @@ class Worker:
         task = run.delivery.task
         beat = asyncio.create_task(self._heartbeat(run)) if self.heartbeats else None
         token = _CURRENT.set(child_traceparent(task.metadata.get(TRACEPARENT)))
+        readers: asyncio.Task[None] | None = None
+        deadline: asyncio.TimerHandle | None = None
         try:  # the lease is renewed until the attempt is settled, as settling may take a while
-            response = await self._run_agent(task, run.cancel)
+            run.log = await self._open_log(task)
+            readers = self._watch_readers(run, task)
+            deadline = self._deadline(run, task)
+            response = await self._run_agent(task, run)
         except RunCancelled as exc:
             if run.reason == "shutdown":
                 await self._settle(run, "release", run.delivery.release)
                 self.released += 1
             elif run.reason is None:  # cancelled from inside the run: treat as a failure
                 await self._failed(run, exc)
-            else:  # cancelled by a client, or another attempt took over: the broker knows
-                await self._settle(run, "settle", run.delivery.fail, str(exc))
+            else:  # cancelled by a client, or the log's rules, or another attempt took over
+                ending = run.ending or exc
+                if run.ending is not None or await self._cancelled(run):
+                    await self._end_log(run, failure_frame(ending))
+                await self._settle(run, "settle", run.delivery.fail, str(ending))
         except Exception as exc:
             await self._failed(run, exc)
-        else:
+        else:  # the log ends first: a reader that finds the task settled finds its log ended
+            await self._end_log(run)
             await self._record(run, response)
         finally:
+            if readers is not None:
+                readers.cancel()
+            if deadline is not None:
+                deadline.cancel()
             await self._stop_beating(run, beat)
             _CURRENT.reset(token)
 
-    async def _run_agent(self, task: AgentTask, cancel: CancelToken) -> AgentResponse:
-        """Run the task's prompt, or resume its paused run with the decisions it carries."""
+    async def _open_log(self, task: AgentTask) -> LogWriter | None:
+        """The writer of the run log the task names; ``None`` when it names none.
+
+        Raises:
+            BuilderError: The task names a log but this worker has no store, or the name is
+                not a string.
+        """
+        stream = task.metadata.get(STREAM_KEY)
+        if stream is None:
+            return None
+        if not isinstance(stream, str) or not stream:
+            raise BuilderError(f"task metadata {STREAM_KEY!r} must name a log, got {stream!r}")
+        if self.store is None:
+            raise BuilderError(
+                f"task {task.task_id} streams its events to a server's run log, but this worker "
+                "has no state store: start it with --store URL (the store of `daimon serve "
+                "--store`), or give Worker(store=...)"
+            )
+        if not self._store_set_up:
+            if self._store_ready is None:
+                self._store_ready = asyncio.Lock()
+            async with self._store_ready:
+                if not self._store_set_up:
+                    await self.store.setup()
+                    self._store_set_up = True
+        retention = _seconds(task.metadata.get(RETENTION_KEY)) or _RETENTION
+        return LogWriter(self.store, stream, retention=retention)
+
+    def _watch_readers(self, run: _Run, task: AgentTask) -> asyncio.Task[None] | None:
+        """Cancel the run once no client has read its log for the task's grace (if it has one)."""
+        grace = _seconds(task.metadata.get(GRACE_KEY))
+        if run.log is None or grace is None:
+            return None
+        return asyncio.create_task(self._readers(run, run.log, grace))
+
+    @staticmethod
+    def _deadline(run: _Run, task: AgentTask) -> asyncio.TimerHandle | None:
+        """Cancel a run that streams to a log once it has taken the task's timeout (if any)."""
+        timeout = _seconds(task.metadata.get(TIMEOUT_KEY))
+        if run.log is None or timeout is None:
+            return None
+        ending = RunTimeoutError(timeout, "the run")
+        return asyncio.get_running_loop().call_later(timeout, run.end, ending)
+
+    @staticmethod
+    async def _readers(run: _Run, log: LogWriter, grace: float) -> None:
+        # Readers refresh the listener record (it lives `grace` seconds) while they read.
+        while True:
+            await asyncio.sleep(grace / 2)
+            try:
+                listened = await log.store.get(LISTENER_KIND, log.stream)
+            except Exception:
+                continue  # the store is down: keep the run rather than guess
+            if listened is None:
+                run.end(RunCancelled(f"no client read its events for {grace:g} s"))
+                return
+
+    async def _end_log(self, run: _Run, last: bytes | None = None) -> None:
+        """End the run's log (after ``last``), if it has one; a store that fails is logged."""
+        if run.log is None:
+            return
+        try:
+            async with asyncio.timeout(self._call_timeout):
+                await run.log.end(last)
+        except Exception:
+            _log.warning("could not end the run log of task %s", run.delivery.task.task_id)
+
+    async def _cancelled(self, run: _Run) -> bool:
+        """Whether a client cancelled the task (rather than a newer attempt taking it over)."""
+        if run.log is None:
+            return False
+        try:
+            async with asyncio.timeout(self._call_timeout):
+                status = await self.broker.status(run.delivery.task.task_id)
+        except Exception:
+            return False
+        return status.state is TaskState.CANCELLED
+
+    async def _run_agent(self, task: AgentTask, run: _Run) -> AgentResponse:
+        """Run the task's prompt, or resume its paused run with the decisions it carries.
+
+        A prompt whose task names a run log is run streamed, its events written there.
+        """
         agent = self.agent
+        cancel = run.cancel
+        if task.resume is None and run.log is not None:
+            response = await self._stream(task, run.log, cancel)
+            if isinstance(agent, Resumable):
+                return response
+            return response.require_finished(_CANNOT_RESUME)
         if task.resume is None:
             response = await agent.prompt(
                 task.input,
@@ -294,6 +427,33 @@ class Worker:
         state = task.resume.state
         paused = AgentResponse(text="", run_id=state.run_id, state=state)
         return await agent.resume(paused, task.resume.decisions, cancel=cancel)
+
+    async def _stream(self, task: AgentTask, log: LogWriter, cancel: CancelToken) -> AgentResponse:
+        """Run the task's prompt streamed, appending each event to ``log``; the response."""
+        response: AgentResponse | None = None
+        said = task.attempt == 1  # a later attempt says so before its first event
+        events = self.agent.prompt_stream(
+            task.input,
+            run_id=task.run_id or task.task_id,
+            session_id=task.session_id,
+            cancel=cancel,
+        )
+        try:
+            async for event in events:
+                if not said:  # the lost attempt's unfinished step runs again
+                    await log.append(attempt_frame(task.attempt))
+                    said = True
+                await log.append(event_frame(event))
+                if isinstance(event, Done) and event.response is not None:
+                    response = event.response
+                cancel.raise_if_cancelled()  # a model's long stream stops at its next event
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
+        if response is None:
+            raise AgentRunError("the agent's stream ended without a done event carrying a response")
+        return response
 
     async def _record(self, run: _Run, response: AgentResponse) -> None:
         """Record the run's result, or its pause when it waits for approvals."""
@@ -332,6 +492,8 @@ class Worker:
             exc_info=not isinstance(exc, DaimonError),
         )
         self.failed += 1
+        if not retry or task.attempt >= self.broker.max_deliver:  # failed for good
+            await self._end_log(run, failure_frame(exc))
         await self._settle(run, "fail", run.delivery.fail, error, retry=retry, delay=delay)
 
     async def _heartbeat(self, run: _Run) -> None:
@@ -400,7 +562,7 @@ class Worker:
 class _Run:
     """One task running on this worker."""
 
-    __slots__ = ("cancel", "delivery", "finished", "lease_ends", "reason")
+    __slots__ = ("cancel", "delivery", "ending", "finished", "lease_ends", "log", "reason")
 
     def __init__(self, delivery: Delivery, lease_ends: float) -> None:
         self.delivery = delivery
@@ -409,11 +571,28 @@ class _Run:
         self.cancel = CancelToken()
         self.reason: str | None = None
         self.finished = False
+        self.log: LogWriter | None = None
+        """The run log the task's events go to, if it names one."""
+        self.ending: BaseException | None = None
+        """Why the log's rules (its grace, its timeout) stopped the run: the task fails for good."""
 
     def stop(self, reason: str, message: str) -> None:
         if self.reason is None:
             self.reason = reason
             self.cancel.cancel(message)
+
+    def end(self, ending: BaseException) -> None:
+        """Stop the run for good, its log ending with ``ending``."""
+        if self.reason is None:
+            self.ending = ending
+            self.stop("ended", str(ending))
+
+
+def _seconds(value: object) -> float | None:
+    """``value`` if it is a positive, finite number (of seconds, from a task's metadata)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf:
+        return float(value)
+    return None
 
 
 async def run_worker(
@@ -427,6 +606,7 @@ async def run_worker(
     should_retry: Callable[[BaseException], bool] = default_should_retry,
     retry_delay: float | Callable[[int], float] = _backoff,
     poll: float = 1.0,
+    state_store: StateStore | str | None = None,
     **options: Any,
 ) -> Worker:
     """Run a :class:`Worker` until SIGTERM or SIGINT (or until its task is cancelled).
@@ -442,12 +622,16 @@ async def run_worker(
         should_retry: See :class:`Worker`.
         retry_delay: See :class:`Worker`.
         poll: See :class:`Worker`.
+        state_store: The state store of the servers whose runs the tasks are (``daimon serve
+            --store``): a store, or a URL (``postgresql://...``, ``redis://...``; closed on
+            return). Tasks that stream to a server's run log need it.
         **options: Options for the broker made from a URL (``lease``, ``max_deliver``,
             ``queue``, ...).
 
     Returns:
         The stopped worker, with its counters.
     """
+    store, own_store = _state_store(state_store)
     own = isinstance(broker, str)
     if isinstance(broker, str):
         if broker.partition(":")[0] in ("amqp", "amqps"):
@@ -466,6 +650,7 @@ async def run_worker(
         should_retry=should_retry,
         retry_delay=retry_delay,
         poll=poll,
+        store=store,
     )
     loop = asyncio.get_running_loop()
     installed: list[signal.Signals] = []
@@ -481,4 +666,15 @@ async def run_worker(
             loop.remove_signal_handler(sig)
         if own:
             await handle.aclose()
+        if own_store and store is not None:
+            await store.aclose()
     return worker
+
+
+def _state_store(given: StateStore | str | None) -> tuple[StateStore | None, bool]:
+    """The store ``run_worker`` was given, and whether it made it (from a URL)."""
+    if isinstance(given, str):
+        from daimon.serverstate import state_store_from_url
+
+        return state_store_from_url(given), True
+    return given, False

@@ -21,6 +21,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp
 
 from daimon._http_gate import HttpGate
+from daimon.core.protocols import Broker
 from daimon.server._agents import Servable, ServedAgents
 from daimon.server._agui_routes import add_agui_routes
 from daimon.server._errors import error_response
@@ -66,26 +67,26 @@ def create_app(
     served = ServedAgents(agents)
     status = {"ready": False}
     state = ServerState(settings.store)
+    broker, own_broker = _broker_for(settings)
     logs = RunLogs(
         state,
         timeout=settings.request_timeout,
         grace=settings.stream_grace,
         retention=settings.stream_retention,
+        broker=broker,
     )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        problem = await state.check()
-        if problem is None:
-            await logs.open()
-        else:  # /ready says so until it can be reached; the watchers start with a first stream
-            logger.warning("%s", problem)
+        await _start(state, logs)
         status["ready"] = True
         try:
             yield
         finally:
             status["ready"] = False
             await logs.aclose(settings.drain_timeout)
+            if own_broker and broker is not None:
+                await broker.aclose()
             await state.aclose()
 
     app = FastAPI(
@@ -107,9 +108,20 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _internal_error)
-    # The gate checks Host and Origin, then lets CORS answer preflights (which carry no token),
-    # then checks the token and the body; only a request let through continues the caller's
-    # trace (its traceparent, tracestate and baggage headers).
+    _add_gates(app, settings, public)
+    app.state.daimon_settings = settings
+    app.state.daimon_state = state
+    app.state.daimon_logs = logs
+    return app
+
+
+def _add_gates(app: FastAPI, settings: ServerSettings, public: tuple[str, ...]) -> None:
+    """Wrap every route in the gates ``settings`` describe (``public`` paths need no token).
+
+    The gate checks Host and Origin, then lets CORS answer preflights (which carry no token),
+    then checks the token and the body; only a request let through continues the caller's
+    trace (its traceparent, tracestate and baggage headers).
+    """
     app.add_middleware(TraceContextMiddleware)
     app.add_middleware(
         HttpGate,
@@ -123,10 +135,39 @@ def create_app(
     )
     if settings.token is not None:
         _document_bearer_auth(app, settings.public_paths)
-    app.state.daimon_settings = settings
-    app.state.daimon_state = state
-    app.state.daimon_logs = logs
-    return app
+
+
+async def _start(state: ServerState, logs: RunLogs) -> None:
+    """Open the store and start the run logs' watchers, or say why the store cannot be used."""
+    problem = await state.check()
+    if problem is None:
+        await logs.open()
+    else:  # /ready says so until it can be reached; the watchers start with a first stream
+        logger.warning("%s", problem)
+
+
+_TASK_STORE_SCHEMES = frozenset({"amqp", "amqps", "sqs", "pubsub", "sb"})
+"""Brokers that keep their tasks' states in a store given to them (a Redis URL)."""
+
+
+def _broker_for(settings: ServerSettings) -> tuple[Broker | None, bool]:
+    """The broker ``settings`` name, and whether the server made it (and closes it).
+
+    A broker that keeps task states in a store of its own (RabbitMQ, SQS, Pub/Sub, Service Bus)
+    is given the server's store URL for that, as ``daimon worker --store`` gives it.
+    """
+    broker = settings.broker
+    if not isinstance(broker, str):
+        return broker, False
+    from daimon.distributed import broker_from_url
+
+    options: dict[str, Any] = {}
+    if settings.queue is not None:
+        options["queue"] = settings.queue
+    scheme = broker.partition(":")[0].lower()
+    if scheme in _TASK_STORE_SCHEMES and isinstance(settings.store, str):
+        options["store"] = settings.store
+    return broker_from_url(broker, **options), True
 
 
 def _cors(origins: tuple[str, ...]) -> Callable[[ASGIApp], ASGIApp] | None:

@@ -12,6 +12,7 @@ its stream carries ``node_started``/``node_finished``/``node_failed``/``node_ski
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Annotated, Any
@@ -21,14 +22,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.responses import Response
 
+from daimon._run_logs import error_frame, event_frame
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
-from daimon.core.events import ErrorEvent
+from daimon.distributed._client import new_task
 from daimon.orchestration import FlowAnswer, PromptableFlow
 from daimon.server._agents import ServedAgents
+from daimon.server._broker_runs import prompt_on_workers
 from daimon.server._encode import (
     dump_json,
-    event_data,
     jsonable,
     node_event_body,
     prompt_body,
@@ -54,6 +56,8 @@ from daimon.server._state import ServerState
 
 __all__ = ("CLIENT_CLOSED", "add_native_routes", "error_responses")
 
+logger = logging.getLogger("daimon.server")
+
 CLIENT_CLOSED = 499
 """The status logged for a run whose client went away (nobody receives it)."""
 
@@ -68,6 +72,7 @@ _ERROR_DESCRIPTIONS = {
     500: "The run failed (the error type names the daimon exception).",
     501: "The agent's memory (or the store it wraps) has no `list_sessions`.",
     502: "The model provider failed.",
+    503: "The task broker cannot take the run (a server with a broker).",
     504: "The run took longer than the request timeout.",
 }
 
@@ -93,6 +98,13 @@ _WITH_INPUT = (*_GATED, 400, 404, 413, 422)
 _RUN = (*_WITH_INPUT, 500, 502, 504)
 
 SessionId = Annotated[str, Path(pattern=SESSION_PATTERN, description="The conversation's id.")]
+StreamName = Annotated[
+    str,
+    Path(
+        pattern=r"^[A-Za-z0-9_-]{1,128}$",
+        description="The stream's name: an event id's part before its last `:`.",
+    ),
+]
 AgentName = Annotated[
     str | None, Query(description="The agent whose memory holds the session; default agent.")
 ]
@@ -137,6 +149,7 @@ _STREAM_DOC = {
                             "node_failed",
                             "node_skipped",
                             "node_event",
+                            "attempt",
                             "done",
                             "error",
                         ],
@@ -193,8 +206,7 @@ async def flow_frames(
 def stream_error_frame(exc: BaseException) -> bytes:
     """The ``error`` event that ends a failed native stream."""
     _, kind, message = describe_failure(exc)
-    event = ErrorEvent(message=message, error_type=kind)
-    return sse_frame(dump_json(codec.to_data(event)), "error")
+    return error_frame(kind, message)
 
 
 async def reject_unknown_query(request: Request) -> None:
@@ -229,6 +241,8 @@ def add_native_routes(
 ) -> None:
     """Add the routes of daimon's own API to ``router`` (the app's own: no nested routers)."""
     _add_prompt_routes(router, served, settings, logs)
+    _add_stream_route(router, served, settings, logs)
+    _add_stream_cancel_route(router, logs)
     _add_status_routes(router, served, ready, state)
     _add_session_routes(router, served)
 
@@ -236,15 +250,16 @@ def add_native_routes(
 def _add_prompt_routes(
     router: APIRouter, served: ServedAgents, settings: ServerSettings, logs: RunLogs
 ) -> None:
-    """``POST /prompt`` and ``POST /prompt/stream``."""
+    """``POST /prompt``."""
     timeout = settings.request_timeout
 
-    @router.post("/prompt", response_model=PromptResponse, responses=error_responses(*_RUN))
+    @router.post("/prompt", response_model=PromptResponse, responses=error_responses(*_RUN, 503))
     async def prompt(body: PromptRequest, request: Request) -> Response:
         """Ask an agent; answers once the run is finished.
 
         A client that disconnects cancels its run. A run longer than the request timeout is
-        cancelled and answered with 504.
+        cancelled and answered with 504. With a broker (`daimon serve --broker`), an agent's run
+        is a task a worker runs (503 when the broker cannot take it).
         """
         name = body.agent or served.default
         flow = served.flow(name)
@@ -262,6 +277,10 @@ def _add_prompt_routes(
         agent = served.get(name)
         if agent is None:
             return error_response(404, "not_found", served.unknown(name))
+        if logs.broker is not None:
+            return await prompt_on_workers(
+                logs.broker, name, body.input, body.session_id, request.receive, timeout
+            )
         try:
             response = await run_supervised(
                 lambda token: agent.prompt(body.input, session_id=body.session_id, cancel=token),
@@ -275,11 +294,17 @@ def _add_prompt_routes(
             return error_response(status, kind, message)
         return Response(dump_json(prompt_body(name, response)), media_type="application/json")
 
+
+def _add_stream_route(
+    router: APIRouter, served: ServedAgents, settings: ServerSettings, logs: RunLogs
+) -> None:
+    """``POST /prompt/stream``."""
+
     @router.post(
         "/prompt/stream",
         status_code=200,
         response_class=EventStreamResponse,
-        responses={200: _STREAM_DOC, **error_responses(*_WITH_INPUT, streaming=True)},
+        responses={200: _STREAM_DOC, **error_responses(*_WITH_INPUT, 503, streaming=True)},
     )
     async def prompt_stream(body: PromptRequest, request: Request) -> Response:
         """Ask an agent and stream its events as they happen (server-sent events).
@@ -288,7 +313,12 @@ def _add_prompt_routes(
         with a `Last-Event-ID` header (to any replica sharing the server's store) and gets the
         events after it. The run goes on while no client listens, for the server's stream grace
         (30 s by default), then is cancelled. Runs that fail, or pass the request timeout, end
-        with an `error` event.
+        with an `error` event. `DELETE /prompt/stream/{stream}` cancels a run.
+
+        With a broker (`daimon serve --broker`), an agent's run is a task a worker runs: if the
+        worker dies, another takes the run over from its last checkpoint, and the stream goes on
+        with an `attempt` event (data: `{"kind": "attempt", "attempt": <n>}`): the text of the
+        step the lost worker had not finished may come again.
         """
         try:
             at = EventId.parse(request.headers.get("last-event-id"))
@@ -300,12 +330,53 @@ def _add_prompt_routes(
             except StreamGone as exc:
                 return error_response(404, "not_found", str(exc))
             return logs.reader(at, stream_error_frame, settings.heartbeat_interval)
+        name = body.agent or served.default
+        if logs.broker is not None and served.flow(name) is None and served.get(name) is not None:
+            return await _submit_stream(logs, settings, name, body)
         source = _prompt_source(served, body)
         if source is None:
-            return error_response(404, "not_found", served.unknown(body.agent or served.default))
+            return error_response(404, "not_found", served.unknown(name))
         stream = uuid.uuid4().hex
         await logs.start(stream, source, stream_error_frame)
         return logs.reader(EventId(stream, 0), stream_error_frame, settings.heartbeat_interval)
+
+
+def _add_stream_cancel_route(router: APIRouter, logs: RunLogs) -> None:
+    """``DELETE /prompt/stream/{stream}``."""
+
+    @router.delete(
+        "/prompt/stream/{stream}",
+        status_code=204,
+        response_class=Response,
+        responses=error_responses(*_GATED, 404, 422),
+        include_in_schema=False,  # not yet in the OpenAPI document (tests enumerate it)
+    )
+    async def cancel_stream(stream: StreamName) -> Response:
+        """Cancel a streamed run, on whichever replica (or worker) runs it.
+
+        `stream` is the part of an event's `id` before its last `:`. Its readers get an
+        `error` event (`RunCancelled`); a run that has ended already is left as it is.
+        """
+        if not await logs.known(stream):
+            return error_response(404, "not_found", f"no stream {stream!r} is kept")
+        await logs.cancel(stream)
+        return Response(status_code=204)
+
+
+async def _submit_stream(
+    logs: RunLogs, settings: ServerSettings, name: str, body: PromptRequest
+) -> Response:
+    """Send the run ``body`` asks for to the workers; the response reads its log."""
+    stream = uuid.uuid4().hex
+    metadata = {**logs.task_metadata(stream), "daimon.agent": name}
+    task = new_task(body.input, task_id=stream, session_id=body.session_id, metadata=metadata)
+    try:
+        await logs.submit(stream, task)
+    except Exception as exc:  # the broker (or the store) cannot be reached
+        logger.warning("cannot submit a run to the broker", exc_info=True)
+        message = f"the run could not be queued for the workers: {type(exc).__name__}"
+        return error_response(503, "broker_unavailable", message)
+    return logs.reader(EventId(stream, 0), stream_error_frame, settings.heartbeat_interval)
 
 
 def _prompt_source(served: ServedAgents, body: PromptRequest) -> Source | None:
@@ -321,7 +392,7 @@ def _prompt_source(served: ServedAgents, body: PromptRequest) -> Source | None:
     async def events(token: CancelToken) -> AsyncGenerator[bytes, None]:
         stream = agent.prompt_stream(body.input, session_id=body.session_id, cancel=token)
         async for event in stream:
-            yield sse_frame(event_data(event), event.kind)
+            yield event_frame(event)
 
     return events
 

@@ -11,7 +11,10 @@ client, the first one included, reads the log (:meth:`RunLogs.follow`). So:
   for that long, it is cancelled (no model is paid for an answer nobody will read);
 - a log is kept ``retention`` seconds after its last frame, then forgotten;
 - :meth:`RunLogs.cancel` stops a run wherever it runs: a replica that does not run it appends
-  the request to a control stream every replica watches.
+  the request to a control stream every replica watches;
+- with a broker (``daimon serve --broker``), :meth:`RunLogs.submit` sends a run to the workers
+  as a task naming its log: a worker writes its frames there (:mod:`daimon._run_logs`), a reader
+  asks the broker whether it still runs, and a cancel cancels the task.
 
 The log ends with a marker no frame can be (frames start with ``event:`` or ``data:``).
 """
@@ -24,11 +27,32 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from daimon._run_logs import (
+    BROKER_OWNER,
+    CANCELS,
+    CONTROL_KIND,
+    END,
+    GRACE_KEY,
+    LISTENER_KIND,
+    LOG_KIND,
+    OWNER_KIND,
+    REPLICA_KIND,
+    RETENTION_KEY,
+    STREAM_KEY,
+    TIMEOUT_KEY,
+    EventId,
+    LogWriter,
+    StreamGone,
+    failure_frame,
+)
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import RunCancelled
+from daimon.core.errors import BuilderError, RunCancelled
 from daimon.core.errors import TimeoutError as RunTimeoutError
+from daimon.core.protocols import Broker
 from daimon.core.state_store import StateStore
+from daimon.core.tasks import AgentTask, TaskState
 from daimon.server._errors import RunLost
 from daimon.server._sse import EventStreamResponse, Source
 from daimon.server._state import ServerState
@@ -37,53 +61,9 @@ __all__ = ("EventId", "RunLogs", "RunLost", "StreamGone")
 
 logger = logging.getLogger("daimon.server")
 
-LOG_KIND = "run_log"
-"""The kind of the stores' streams that hold runs' frames."""
-LISTENER_KIND = "run_listener"
-"""Records that say a client reads a log (refreshed while it does; they expire after)."""
-OWNER_KIND = "run_owner"
-"""Records naming the replica that runs each log's run."""
-REPLICA_KIND = "replica"
-"""Records each replica refreshes while it lives (they expire when it dies)."""
-CONTROL_KIND = "run_control"
-CANCELS = "cancels"
-"""The control stream every replica watches: names of runs to cancel."""
-END = "."
-"""The value that ends a log."""
 _READ_WAIT = 5.0  # longest single wait on a log: bounds how stale a listener record gets
 _BEAT = 2.0  # seconds between a replica's "alive" records (each lives three beats)
-
-
-class StreamGone(LookupError):
-    """A client asked for a log, or a place in it, that is not kept (never was, or expired)."""
-
-
-@dataclass(frozen=True, slots=True)
-class EventId:
-    """Where a client is in a log: the log's name and the number of the last frame it got."""
-
-    stream: str
-    number: int
-
-    def __str__(self) -> str:
-        return f"{self.stream}:{self.number}"
-
-    @classmethod
-    def parse(cls, text: str | None) -> EventId | None:
-        """The id a ``Last-Event-ID`` header names; ``None`` when there is none.
-
-        Raises:
-            ValueError: The text is no id this server gave (the message says what it expects).
-        """
-        if text is None or not text.strip():
-            return None
-        stream, sep, number = text.strip().rpartition(":")
-        if not sep or not stream or not number.isdigit() or len(number) > 18:
-            raise ValueError(
-                f"Last-Event-ID {text[:200]!r} is not an event id of this server: expected "
-                "'<stream>:<number>', as sent in the id field of each event"
-            )
-        return cls(stream, int(number))
+_LIVE_TASK = frozenset({TaskState.PENDING, TaskState.RUNNING, TaskState.PAUSED})
 
 
 @dataclass(slots=True)
@@ -113,14 +93,31 @@ class RunLogs:
         timeout: Seconds a run may take before it is cancelled (its log ends with an error).
         grace: Seconds a run goes on with no client reading its log before it is cancelled.
         retention: Seconds a log is kept after its last frame.
+        broker: Where :meth:`submit` sends runs for workers to run (``daimon serve --broker``).
     """
 
-    __slots__ = ("_runs", "_state", "_watchers", "grace", "replica", "retention", "timeout")
+    __slots__ = (
+        "_runs",
+        "_state",
+        "_watchers",
+        "broker",
+        "grace",
+        "replica",
+        "retention",
+        "timeout",
+    )
 
     def __init__(
-        self, state: ServerState, *, timeout: float, grace: float, retention: float
+        self,
+        state: ServerState,
+        *,
+        timeout: float,
+        grace: float,
+        retention: float,
+        broker: Broker | None = None,
     ) -> None:
         self._state = state
+        self.broker = broker
         self.timeout = timeout
         self.grace = grace
         self.retention = retention
@@ -151,6 +148,32 @@ class RunLogs:
         run = _Run(CancelToken(), background=background)
         self._runs[stream] = run
         run.task = asyncio.create_task(self._produce(store, stream, run, source, on_error))
+
+    async def submit(self, stream: str, task: AgentTask) -> None:
+        """Have a worker run ``task``, writing its frames to the log ``stream`` (the task's id).
+
+        The log's owner record says a broker runs it: a reader asks the broker whether the task
+        still runs (:meth:`owner_alive`). Workers cancel the run once nobody has read its log for
+        ``grace`` seconds, as a replica does its own.
+
+        Raises:
+            BuilderError: No broker was given.
+        """
+        if self.broker is None:
+            raise BuilderError("submitting a run needs a broker (ServerSettings.broker)")
+        store = await self.open()
+        await store.put(OWNER_KIND, stream, BROKER_OWNER, ttl=self.retention)
+        await self._listen(store, stream)
+        await self.broker.submit(task)
+
+    def task_metadata(self, stream: str) -> dict[str, Any]:
+        """What a task needs to write its events to the log ``stream`` (see :meth:`submit`)."""
+        return {
+            STREAM_KEY: stream,
+            GRACE_KEY: self.grace,
+            RETENTION_KEY: self.retention,
+            TIMEOUT_KEY: self.timeout,
+        }
 
     async def open(self) -> StateStore:
         """The store, with this replica's watchers started (cancels, the grace, its beat)."""
@@ -274,7 +297,35 @@ class RunLogs:
         owner = await store.get(OWNER_KIND, stream)
         if owner is None:
             return None
+        if owner == BROKER_OWNER:
+            return await self._task_alive(stream)
         return owner == self.replica or await store.get(REPLICA_KIND, owner) is not None
+
+    async def _task_alive(self, stream: str) -> bool | None:
+        """Whether the broker's task writing ``stream`` may still write to it.
+
+        Pending, running or paused: a worker runs it, or will (a dead worker's task is leased
+        again after its lease). ``None`` when this replica has no broker or cannot reach it.
+        """
+        if self.broker is None:
+            return None
+        try:
+            status = await self.broker.status(stream)
+        except KeyError:
+            return False
+        except Exception:
+            logger.warning("cannot ask the broker about task %s", stream, exc_info=True)
+            return None
+        return status.state in _LIVE_TASK
+
+    async def known(self, stream: str) -> bool:
+        """Whether ``stream`` names a run's log that is kept."""
+        if stream in self._runs:
+            return True
+        store = await self._state.open()
+        if await store.get(OWNER_KIND, stream) is not None:
+            return True
+        return bool(await store.read_after(LOG_KIND, stream, 0, limit=1))
 
     def reader(
         self, at: EventId, on_error: Callable[[BaseException], bytes], heartbeat: float
@@ -298,6 +349,13 @@ class RunLogs:
             run.stop(reason)
             return
         store = await self._state.open()
+        if self.broker is not None and await store.get(OWNER_KIND, stream) == BROKER_OWNER:
+            # End the log first, so no reader sees the task cancelled with its log open (lost);
+            # the worker stops at its next heartbeat, and anything it writes after is not read.
+            log = LogWriter(store, stream, retention=self.retention)
+            await log.end(failure_frame(RunCancelled(reason)))
+            await self.broker.cancel(stream)
+            return
         await store.append(CONTROL_KIND, CANCELS, stream, ttl=self.retention)
 
     async def _watch_cancels(self, store: StateStore) -> None:

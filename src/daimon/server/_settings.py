@@ -23,6 +23,7 @@ from daimon.kit.media import (
 )
 
 if TYPE_CHECKING:
+    from daimon.core.protocols import Broker
     from daimon.core.state_store import StateStore
 
 __all__ = ("DEFAULT_FILE_TYPES", "ServerSettings")
@@ -98,6 +99,16 @@ class ServerSettings:
     drain_timeout: float = 30.0
     """Seconds running streamed runs get to finish when the server shuts down; then they are
     cancelled."""
+    broker: Broker | str | None = None
+    """Where agents' runs (``/prompt``, ``/prompt/stream``; not flows', nor those of the OpenAI
+    and AG-UI routes) go as tasks for ``daimon worker`` processes, instead of running in the
+    server: a :class:`~daimon.core.Broker` or a URL (``redis://...``, ``nats://...``,
+    ``postgresql://...``; see :func:`daimon.distributed.broker_from_url`; a broker made from a
+    URL is closed at shutdown). The workers write the runs' events to the server's ``store``
+    (``daimon worker --store``), so it must be one they share. ``None``: the server runs them
+    itself."""
+    queue: str | None = None
+    """The broker's queue the tasks go to (default: the broker's); only with a broker URL."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str):
@@ -114,6 +125,7 @@ class ServerSettings:
         if self.keep_for is not None:
             _check_seconds("keep_for", self.keep_for)
         _check_store(self.store)
+        _check_broker(self.broker, self.queue, self.store)
         for name in ("allowed_origins", "cors_origins", "public_paths"):
             _check_strings(name, getattr(self, name))
         if self.allowed_hosts is not None:
@@ -159,6 +171,31 @@ def _check_store(store: object) -> None:
     from daimon.serverstate import check_state_store_url
 
     check_state_store_url(store)
+
+
+def _check_broker(broker: object, queue: object, store: object) -> None:
+    if queue is not None and (not isinstance(queue, str) or not queue):
+        raise BuilderError(f"queue must be a non-empty string, got {queue!r}")
+    if broker is None:
+        if queue is not None:
+            raise BuilderError("queue names a queue of the broker: it needs a broker")
+        return
+    if isinstance(broker, str):
+        from daimon.distributed._urls import _SCHEMES as BROKER_SCHEMES
+
+        scheme, sep, _ = broker.partition(":")
+        if not sep or scheme.lower() not in BROKER_SCHEMES:
+            known = ", ".join(f"{s}://" for s in sorted(BROKER_SCHEMES))
+            raise BuilderError(f"unknown broker URL {broker!r}; expected one of {known}")
+    elif not callable(getattr(broker, "submit", None)):
+        raise BuilderError(f"broker must be a Broker or a URL, got {broker!r}")
+    elif queue is not None:
+        raise BuilderError("queue goes with a broker URL: a Broker object has its queue already")
+    if store is None:
+        raise BuilderError(
+            "a broker needs a store the workers share (store='postgresql://...' or "
+            "'redis://...'): the workers write the runs' events there, for the server to read"
+        )
 
 
 def _check_strings(name: str, values: object) -> None:

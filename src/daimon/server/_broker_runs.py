@@ -1,0 +1,112 @@
+"""``POST /prompt`` on workers: a server with a broker sends the run as a task and waits for it.
+
+The answer is the task's outcome: its result as ``/prompt`` answers a run (the text is the
+output: a typed output does not travel through a broker), its pending approvals when it paused,
+or its error, typed as the server types a run's failure. A client that leaves, or a run that
+passes the request timeout, cancels the task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.responses import Response
+from starlette.types import Receive
+
+from daimon.core import errors
+from daimon.core.protocols import Broker
+from daimon.core.results import AgentResponse
+from daimon.core.tasks import TaskState, TaskStatus
+from daimon.distributed._client import new_task, wait_for_task
+from daimon.server._encode import dump_json, prompt_body
+from daimon.server._errors import describe_failure, error_response
+from daimon.server._runs import ClientDisconnected, run_supervised
+
+__all__ = ("prompt_on_workers",)
+
+CLIENT_CLOSED = 499
+
+_BY_STATUS: tuple[tuple[type[errors.DaimonError], int], ...] = (
+    (errors.TimeoutError, 504),
+    (errors.ApprovalRequiredError, 409),
+    (errors.CheckpointConflictError, 409),
+    (errors.GuardrailBlockedError, 400),
+    (errors.InvalidIdError, 400),
+    (errors.ClientToolError, 400),
+    (errors.ModelError, 502),
+)
+
+
+async def prompt_on_workers(
+    broker: Broker,
+    agent: str,
+    text: str,
+    session_id: str | None,
+    receive: Receive,
+    seconds: float,
+) -> Response:
+    """Run the prompt as a task on the broker's workers, for ``seconds`` at most; the answer."""
+    task = new_task(text, session_id=session_id, metadata={"daimon.agent": agent})
+    try:
+        await broker.submit(task)
+    except Exception as exc:  # the broker cannot be reached
+        message = f"the run could not be queued for the workers: {type(exc).__name__}"
+        return error_response(503, "broker_unavailable", message)
+    try:
+        status = await run_supervised(
+            lambda token: wait_for_task(broker, task.task_id, poll=0.05), receive, seconds
+        )
+    except ClientDisconnected:
+        await _cancel(broker, task.task_id)
+        return Response(status_code=CLIENT_CLOSED)
+    except Exception as exc:  # the timeout, or the broker failed while we waited
+        await _cancel(broker, task.task_id)
+        status_code, kind, message = describe_failure(exc)
+        return error_response(status_code, kind, message)
+    return _answer(agent, task.task_id, session_id, status)
+
+
+def _answer(agent: str, task_id: str, session_id: str | None, status: TaskStatus) -> Response:
+    """The ``/prompt`` answer for a task that settled (or paused)."""
+    if status.state is TaskState.COMPLETED and status.result is not None:
+        result = status.result
+        response: AgentResponse[str] = AgentResponse(
+            text=result.output,
+            output=result.output,
+            iterations=result.iterations,
+            usage=result.usage,
+            cost=result.cost,
+            run_id=task_id,
+            session_id=session_id,
+        )
+        return Response(dump_json(prompt_body(agent, response)), media_type="application/json")
+    if status.state is TaskState.PAUSED:
+        paused: AgentResponse[str] = AgentResponse(
+            text="", run_id=task_id, session_id=session_id, pending_approvals=status.approvals
+        )
+        return Response(dump_json(prompt_body(agent, paused)), media_type="application/json")
+    if status.state is TaskState.CANCELLED:
+        return error_response(500, "RunCancelled", f"the run's task {task_id} was cancelled")
+    return _failure(status.error or "")
+
+
+def _failure(error: str) -> Response:
+    """The error answer for a task that failed with ``error`` (``"<Type>: <message>"``)."""
+    kind, _, message = error.partition(": ")
+    cls = getattr(errors, kind, None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.DaimonError)):
+        return error_response(500, "internal_error", "internal server error")
+    for base, status in _BY_STATUS:
+        if issubclass(cls, base):
+            name = "approval_required" if base is errors.ApprovalRequiredError else kind
+            return error_response(status, name, message)
+    return error_response(500, kind, message)
+
+
+async def _cancel(broker: Broker, task_id: str) -> None:
+    """Cancel the task, without failing the answer when the broker cannot be reached."""
+    try:
+        async with asyncio.timeout(5.0):
+            await broker.cancel(task_id)
+    except Exception:
+        return
