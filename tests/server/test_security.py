@@ -48,6 +48,15 @@ def test_every_route_but_health_needs_the_token(live: Live) -> None:
                 headers={"authorization": f"Bearer {TOKEN}"},
             )
             path = path.replace("{response_id}", made.json()["id"])
+        if "{stream}" in path:  # a stream of its own, named by its first event's id
+            with client.stream(
+                "POST",
+                "/prompt/stream",
+                json={"input": "x"},
+                headers={"authorization": f"Bearer {TOKEN}"},
+            ) as reply:
+                first = next(line for line in reply.iter_lines() if line.startswith("id: "))
+            path = path.replace("{stream}", first.removeprefix("id: ").rpartition(":")[0])
         missing = client.request(method, path, json=body)
         wrong = client.request(method, path, json=body, headers={"authorization": "Bearer nope"})
         scheme = client.request(

@@ -349,10 +349,9 @@ def _add_stream_cancel_route(router: APIRouter, logs: RunLogs) -> None:
         status_code=204,
         response_class=Response,
         responses=error_responses(*_GATED, 404, 422),
-        include_in_schema=False,  # not yet in the OpenAPI document (tests enumerate it)
     )
     async def cancel_stream(stream: StreamName) -> Response:
-        """Cancel a streamed run, on whichever replica (or worker) runs it.
+        """Cancel a streamed run (of `/prompt/stream` or `/agui`), wherever it runs.
 
         `stream` is the part of an event's `id` before its last `:`. Its readers get an
         `error` event (`RunCancelled`); a run that has ended already is left as it is.

@@ -22,6 +22,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from daimon._run_logs import sse_frame
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import TimeoutError as RunTimeoutError
 
@@ -35,13 +36,6 @@ _PING = object()
 _END = object()
 
 Source = Callable[[CancelToken], AsyncGenerator[bytes, None]]
-
-
-def sse_frame(data: bytes, event: str | None = None) -> bytes:
-    """One SSE frame: an optional ``event:`` line, then ``data`` (one line) as the data line."""
-    if event is None:
-        return b"data: " + data + b"\n\n"
-    return b"event: " + event.encode("ascii") + b"\ndata: " + data + b"\n\n"
 
 
 class EventStreamResponse(Response):

@@ -95,8 +95,8 @@ export async function streamRun(agent, input, onEvent, signal) {
 
 /** Ask the server to stop the run writing `stream` (wherever it runs); errors are ignored. */
 export function cancelStream(stream) {
-  const url = `/streams/${encodeURIComponent(stream)}/cancel`;
-  return fetch(url, { method: "POST", headers: headers() }).catch(() => null);
+  const url = `/prompt/stream/${encodeURIComponent(stream)}`;
+  return fetch(url, { method: "DELETE", headers: headers() }).catch(() => null);
 }
 
 /** One SSE frame: `{event, data, id}` with data parsed as JSON, or null for comments (pings). */
