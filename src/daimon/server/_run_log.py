@@ -22,11 +22,9 @@ The log ends with a marker no frame can be (frames start with ``event:`` or ``da
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from daimon._run_logs import (
@@ -54,6 +52,7 @@ from daimon.core.protocols import Broker
 from daimon.core.state_store import StateStore
 from daimon.core.tasks import AgentTask, TaskState
 from daimon.server._errors import RunLost
+from daimon.server._local_runs import LocalRun
 from daimon.server._sse import EventStreamResponse, Source
 from daimon.server._state import ServerState
 
@@ -62,27 +61,10 @@ __all__ = ("EventId", "RunLogs", "RunLost", "StreamGone")
 logger = logging.getLogger("daimon.server")
 
 _READ_WAIT = 5.0  # longest single wait on a log: bounds how stale a listener record gets
+_CONTROL_WAIT = 0.5  # one wait on the control stream: some clients (redis-py) sit out a
+# cancelled wait, so this bounds how long stopping the watcher takes
 _BEAT = 2.0  # seconds between a replica's "alive" records (each lives three beats)
 _LIVE_TASK = frozenset({TaskState.PENDING, TaskState.RUNNING, TaskState.PAUSED})
-
-
-@dataclass(slots=True)
-class _Run:
-    """A run this process produces: its task, its token, and its local readers."""
-
-    token: CancelToken
-    background: bool = False
-    task: asyncio.Task[None] | None = None
-    readers: int = 0
-    alone_since: float | None = None
-    stops: list[str] = field(default_factory=list[str])
-
-    def stop(self, reason: str) -> None:
-        if not self.stops:
-            self.stops.append(reason)
-            self.token.cancel(reason)
-            if self.task is not None:
-                self.task.cancel()
 
 
 class RunLogs:
@@ -121,7 +103,7 @@ class RunLogs:
         self.timeout = timeout
         self.grace = grace
         self.retention = retention
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, LocalRun] = {}
         self._watchers: list[asyncio.Task[None]] = []
         self.replica = uuid.uuid4().hex
         """This process's name in the store (its runs' logs name it as their owner)."""
@@ -143,9 +125,7 @@ class RunLogs:
         cancelled once nobody has read it for ``grace`` seconds.
         """
         store = await self.open()
-        await store.put(OWNER_KIND, stream, self.replica, ttl=self.retention)
-        await self._listen(store, stream)
-        run = _Run(CancelToken(), background=background)
+        run = LocalRun(CancelToken(), background=background)
         self._runs[stream] = run
         run.task = asyncio.create_task(self._produce(store, stream, run, source, on_error))
 
@@ -190,10 +170,12 @@ class RunLogs:
         self,
         store: StateStore,
         stream: str,
-        run: _Run,
+        run: LocalRun,
         source: Source,
         on_error: Callable[[BaseException], bytes],
     ) -> None:
+        """Run ``source``, its frames to ``run`` (its readers here) and to the store's log."""
+        writer = asyncio.create_task(run.persist(store, stream, self.replica, self.retention))
         loop = asyncio.get_running_loop()
         deadline = loop.call_later(self.timeout, run.stop, "timeout")
         ending: BaseException | None = None
@@ -201,29 +183,32 @@ class RunLogs:
             frames = source(run.token)
             try:
                 async for frame in frames:
-                    await store.append(LOG_KIND, stream, frame.decode(), ttl=self.retention)
+                    run.add(frame.decode())
             finally:
                 await frames.aclose()
         except (asyncio.CancelledError, RunCancelled) as exc:
             if not run.stops:  # not ours: the server is shutting down
+                run.finish()
+                writer.cancel()
+                self._runs.pop(stream, None)
                 raise
             ending = exc
         except Exception as exc:
             ending = exc
         finally:
             deadline.cancel()
-            self._runs.pop(stream, None)
         if run.stops:
             reason = run.stops[0]
-            ending = (
-                RunTimeoutError(self.timeout, "the run")
-                if reason == "timeout"
-                else (RunCancelled(reason))
-            )
-        with contextlib.suppress(Exception):  # the store is down: readers see the log stop
-            if ending is not None:
-                await store.append(LOG_KIND, stream, on_error(ending).decode(), ttl=self.retention)
-            await store.append(LOG_KIND, stream, END, ttl=self.retention)
+            timed_out = reason == "timeout"
+            ending = RunTimeoutError(self.timeout, "the run") if timed_out else RunCancelled(reason)
+        if ending is not None:
+            run.add(on_error(ending).decode())
+        run.finish()
+        try:
+            await writer  # flushed: a reader elsewhere, or one coming back, finds every frame
+        finally:
+            if self._runs.get(stream) is run:
+                del self._runs[stream]
 
     async def check(self, at: EventId) -> None:
         """Refuse a rejoin whose place is no longer kept.
@@ -231,6 +216,9 @@ class RunLogs:
         Raises:
             StreamGone: The log, or the frame ``at`` names, is not kept.
         """
+        run = self._runs.get(at.stream)
+        if run is not None and at.number <= len(run.frames):
+            return
         store = await self._state.open()
         if at.number == 0:
             found = await store.read_after(LOG_KIND, at.stream, 0, limit=1)
@@ -249,35 +237,30 @@ class RunLogs:
 
         ``token`` is the reader's (its client left): the run goes on.
         """
-        store = await self._state.open()
         stream, last = at.stream, at.number
         run = self._runs.get(stream)
-        if run is not None:
-            run.readers += 1
+        if run is not None and last <= len(run.frames):
+            async for frame in run.read(stream, last):
+                yield frame
+            return
+        store = await self._state.open()
         loop = asyncio.get_running_loop()
         refresh_every = self.grace / 3
+        await self._listen(store, stream)  # the replica running it keeps it for this reader
         refreshed = loop.time()
-        try:
-            while not token.cancelled:
-                wait = min(_READ_WAIT, refresh_every)
-                events = await store.wait_after(LOG_KIND, stream, last, wait=wait)
-                for number, value in events:
-                    if value == END:
-                        return
-                    last = number
-                    yield f"id: {stream}:{number}\n".encode() + value.encode()
-                if not events and await self._lost(store, stream, last):
-                    raise RunLost(
-                        f"the server running stream {stream!r} stopped before its run ended"
-                    )
-                if loop.time() - refreshed >= refresh_every:
-                    await self._listen(store, stream)
-                    refreshed = loop.time()
-        finally:
-            if run is not None:
-                run.readers -= 1
-                if run.readers == 0:
-                    run.alone_since = loop.time()
+        while not token.cancelled:
+            wait = min(_READ_WAIT, refresh_every)
+            events = await store.wait_after(LOG_KIND, stream, last, wait=wait)
+            for number, value in events:
+                if value == END:
+                    return
+                last = number
+                yield f"id: {stream}:{number}\n".encode() + value.encode()
+            if not events and await self._lost(store, stream, last):
+                raise RunLost(f"the server running stream {stream!r} stopped before its run ended")
+            if loop.time() - refreshed >= refresh_every:
+                await self._listen(store, stream)
+                refreshed = loop.time()
 
     async def _lost(self, store: StateStore, stream: str, last: int) -> bool:
         """Whether the run writing ``stream`` died: its owner is dead and wrote nothing more."""
@@ -366,15 +349,17 @@ class RunLogs:
             while batch := await store.read_after(CONTROL_KIND, CANCELS, last, limit=1000):
                 last = batch[-1][0]
         while True:
+            task = asyncio.current_task()
             try:
-                events = await store.wait_after(CONTROL_KIND, CANCELS, last, wait=_READ_WAIT)
+                events = await store.wait_after(CONTROL_KIND, CANCELS, last, wait=_CONTROL_WAIT)
             except Exception:
-                task = asyncio.current_task()
                 if task is not None and task.cancelling():
                     raise  # a client library turned our cancellation into its own error
                 logger.warning("cannot read run cancellations from the state store", exc_info=True)
                 await asyncio.sleep(1.0)
                 continue
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError  # a client library swallowed our cancellation
             for number, stream in events:
                 last = number
                 run = self._runs.get(stream)

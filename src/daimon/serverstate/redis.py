@@ -16,6 +16,7 @@ refuse unless both hash to one slot.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Self
 
@@ -40,6 +41,13 @@ __all__ = ("RedisStateStore",)
 _BLOCK_SLICE = 2.0
 """Longest single ``XREAD BLOCK``, in seconds: well under redis-py's socket timeout (5 s by
 default in redis-py 8), which a longer block would trip."""
+
+
+def _raise_if_cancelled() -> None:
+    """Let a cancellation through that the client library turned into an empty reply."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _block_slice(client: Any) -> float:
@@ -210,5 +218,6 @@ class RedisStateStore(SetupOnEnter):
             found = await self._client.xread({name: start}, count=count, block=block)
             if found:
                 return _events(found[0][1])
+            _raise_if_cancelled()  # redis-py may swallow a cancellation and return nothing
             if left <= self._block_slice:
                 return []
