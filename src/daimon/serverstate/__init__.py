@@ -1,7 +1,8 @@
 """Where ``daimon serve`` keeps its own state: backends of :class:`daimon.core.StateStore`.
 
 :class:`MemoryStateStore` keeps it in the process (one replica); ``RedisStateStore`` and
-``PostgresStateStore`` share it between replicas. ``StateEventStore`` (MCP resumable streams)
+``PostgresStateStore`` share it between replicas, ``SQLiteStateStore`` between the processes of
+one host. ``StateEventStore`` (MCP resumable streams)
 and ``StateTaskStore`` (A2A tasks) put the SDKs' stores on any of them. Importing this package
 stays cheap: what needs an optional library loads on first use.
 """
@@ -21,11 +22,13 @@ if TYPE_CHECKING:
     from daimon.serverstate.mcp_events import StateEventStore
     from daimon.serverstate.postgres import PostgresStateStore
     from daimon.serverstate.redis import RedisStateStore
+    from daimon.serverstate.sqlite import SQLiteStateStore
 
 __all__ = (
     "MemoryStateStore",
     "PostgresStateStore",
     "RedisStateStore",
+    "SQLiteStateStore",
     "StateEventStore",
     "StateTaskStore",
     "check_state_store_url",
@@ -36,6 +39,7 @@ __all__ = (
 _LAZY: dict[str, tuple[str, str]] = {
     "PostgresStateStore": ("daimon.serverstate.postgres", "PostgresStateStore"),
     "RedisStateStore": ("daimon.serverstate.redis", "RedisStateStore"),
+    "SQLiteStateStore": ("daimon.serverstate.sqlite", "SQLiteStateStore"),
     "StateEventStore": ("daimon.serverstate.mcp_events", "StateEventStore"),
     "StateTaskStore": ("daimon.serverstate.a2a_tasks", "StateTaskStore"),
 }
@@ -48,6 +52,7 @@ _SCHEMES = {
     "unix": "RedisStateStore",
     "postgresql": "PostgresStateStore",
     "postgres": "PostgresStateStore",
+    "sqlite": "SQLiteStateStore",
 }
 
 
@@ -55,21 +60,24 @@ def check_state_store_url(url: str) -> str:
     """The scheme of ``url`` if it names a known store (lower-cased).
 
     Raises:
-        BuilderError: It names none.
+        BuilderError: It names none (or an ``sqlite`` URL names no file).
     """
     scheme, sep, _ = url.partition(":") if isinstance(url, str) else ("", "", "")
     scheme = scheme.lower()
     if not sep or (scheme != "memory" and scheme not in _SCHEMES):
         known = ", ".join(f"{s}://" for s in ("memory", *sorted(_SCHEMES)))
         raise BuilderError(f"unknown state store URL {url!r}; expected one of {known}")
+    if scheme == "sqlite":  # a file is needed: say so before a server starts
+        importlib.import_module("daimon.serverstate.sqlite").path_from_url(url)
     return scheme
 
 
 def state_store_from_url(url: str) -> StateStore:
     """The store ``url`` names.
 
-    ``memory://`` (this process), ``redis://``/``rediss://``/``unix://`` (Redis) or
-    ``postgresql://``/``postgres://`` (PostgreSQL).
+    ``memory://`` (this process), ``redis://``/``rediss://``/``unix://`` (Redis),
+    ``postgresql://``/``postgres://`` (PostgreSQL) or ``sqlite:///relative.db``/
+    ``sqlite:////absolute/path.db`` (an SQLite file that the processes of one host share).
 
     Raises:
         BuilderError: The URL names no known store.
