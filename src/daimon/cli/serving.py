@@ -331,7 +331,8 @@ def serve(
             "--store",
             envvar="DAIMON_STORE",
             help="Where the server keeps paused runs, stored responses and stream events, "
-            "shared by replicas: postgresql://..., redis://... (default: this process's memory).",
+            "shared by replicas: postgresql://..., redis://..., sqlite:///file.db (one host) "
+            "(default: this process's memory).",
         ),
     ] = None,
     broker: Annotated[

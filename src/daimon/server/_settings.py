@@ -86,7 +86,8 @@ class ServerSettings:
     store: StateStore | str | None = None
     """Where the server keeps what it remembers between requests: paused runs, stored and
     background responses, the events of its streams. ``None``: this process's memory (bounded,
-    lost on restart). A URL (``postgresql://...``, ``redis://...``) or a
+    lost on restart). A URL (``postgresql://...``, ``redis://...``, ``sqlite:///file.db`` for one
+    host) or a
     :class:`~daimon.core.StateStore` shared by replicas lets any of them answer any follow-up."""
     keep_for: float | None = 30 * _DAY
     """Seconds the server keeps paused runs and stored responses (``None``: until answered or
