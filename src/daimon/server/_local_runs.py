@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
-from daimon._run_logs import END, LOG_KIND, OWNER_KIND
+from daimon._run_logs import END, LOG_KIND
 from daimon.core.cancel import CancelToken
 from daimon.core.state_store import StateStore
 
@@ -82,10 +82,9 @@ class LocalRun:
             if self.readers == 0:
                 self.alone_since = loop.time()
 
-    async def persist(self, store: StateStore, stream: str, owner: str, retention: float) -> None:
-        """Write the owner record, then every frame and the end marker, in order."""
+    async def persist(self, store: StateStore, stream: str, retention: float) -> None:
+        """Write every frame and the end marker to the log, in order."""
         try:
-            await store.put(OWNER_KIND, stream, owner, ttl=retention)
             written = 0
             while True:
                 changed = self.changed

@@ -61,6 +61,7 @@ __all__ = ("EventId", "RunLogs", "RunLost", "StreamGone")
 logger = logging.getLogger("daimon.server")
 
 _READ_WAIT = 5.0  # longest single wait on a log: bounds how stale a listener record gets
+_CATCH_UP = 5.0  # longest wait for a live run's writer to reach the frame a client names
 _CONTROL_WAIT = 0.5  # one wait on the control stream: some clients (redis-py) sit out a
 # cancelled wait, so this bounds how long stopping the watcher takes
 _BEAT = 2.0  # seconds between a replica's "alive" records (each lives three beats)
@@ -125,6 +126,7 @@ class RunLogs:
         cancelled once nobody has read it for ``grace`` seconds.
         """
         store = await self.open()
+        await store.put(OWNER_KIND, stream, self.replica, ttl=self.retention)
         run = LocalRun(CancelToken(), background=background)
         self._runs[stream] = run
         run.task = asyncio.create_task(self._produce(store, stream, run, source, on_error))
@@ -175,7 +177,7 @@ class RunLogs:
         on_error: Callable[[BaseException], bytes],
     ) -> None:
         """Run ``source``, its frames to ``run`` (its readers here) and to the store's log."""
-        writer = asyncio.create_task(run.persist(store, stream, self.replica, self.retention))
+        writer = asyncio.create_task(run.persist(store, stream, self.retention))
         loop = asyncio.get_running_loop()
         deadline = loop.call_later(self.timeout, run.stop, "timeout")
         ending: BaseException | None = None
@@ -225,6 +227,12 @@ class RunLogs:
             kept = bool(found)
         else:
             found = await store.read_after(LOG_KIND, at.stream, at.number - 1, limit=1)
+            if not found and await self.owner_alive(at.stream):
+                # Its replica sent this frame to its own readers and may not have written it
+                # yet: wait for its writer (a client can come back within a millisecond).
+                found = await store.wait_after(
+                    LOG_KIND, at.stream, at.number - 1, wait=_CATCH_UP, limit=1
+                )
             kept = bool(found) and found[0][0] == at.number
         if not kept:
             raise StreamGone(
