@@ -203,12 +203,22 @@ class StaleFrames(AssertionError):
     """A lost attempt's frame came after its successor's ``attempt`` frame."""
 
 
+class StreamFailed(AssertionError):
+    """A stream ended with an ``error`` event instead of ``done``."""
+
+
+class RanTwice(AssertionError):
+    """A task ran a second attempt though its worker's cut was shorter than the lease."""
+
+
 def check_stream(reader: Reader, stderr: str) -> None:
     """The stream ended with ``done``, its ids consecutive, the last attempt's deltas in order
     to the end; then (:class:`StaleFrames`) each earlier attempt's deltas in order too, and none
     of a lost attempt after its successor began."""
     frames = reader.frames
     assert reader.error is None and frames, f"{reader.body}: {reader.error}\n{stderr}"
+    if frames[-1].event == "error":
+        raise StreamFailed(f"{reader.body}: {frames[-3:]}")
     assert frames[-1].event == "done", f"{reader.body}: {frames[-3:]}\n{stderr}"
     assert numbers(frames) == list(range(1, len(frames) + 1)), reader.body  # each id once
     starts = [0, *(i for i, f in enumerate(frames) if f.event == "attempt")]
@@ -257,7 +267,8 @@ def report(readers: list[Reader], cut_at: float) -> str:
         attempt = reader.when("attempt")
         done = reader.when("done")
         lines.append(
-            f"{reader.body['input']}: done {(done or 0) - reader.started:.2f} s after its request"
+            f"{reader.body['input']}: "
+            + (f"done {done - reader.started:.2f} s after its request" if done else "no done")
             + (f", attempt frame {attempt - cut_at:.2f} s after the cut" if attempt else "")
             + f", {len(reader.frames)} frames, {reader.reconnects} reconnects"
         )
@@ -268,6 +279,12 @@ STALE = (
     "a worker cut off past its lease writes the frames it sent into the cut to the run log on "
     "heal, after its successor's: daimon._run_logs.LogWriter appends are not fenced by attempt"
 )
+SILENT_5S = (
+    "redis-py (8.2) reads with a 5 s socket timeout: RedisStateStore.wait_after(wait=5), the wait "
+    "of RunLogs.follow, times out on a log silent for 5 s and the stream ends with an "
+    "internal_error; and the cut worker's blocked append fails its attempt after 5 s, so the "
+    "task runs again though the cut was shorter than the lease"
+)
 
 
 @pytest.mark.parametrize(
@@ -275,10 +292,16 @@ STALE = (
     [
         (6.0, 2.0, False),
         pytest.param(
+            10.0,
+            6.0,
+            False,
+            marks=pytest.mark.xfail(raises=(StreamFailed, RanTwice), strict=True, reason=SILENT_5S),
+        ),
+        pytest.param(
             2.0, 6.0, True, marks=pytest.mark.xfail(raises=StaleFrames, strict=True, reason=STALE)
         ),
     ],
-    ids=["cut-shorter-than-the-lease", "cut-longer-than-the-lease"],
+    ids=["cut-2s-lease-6s", "cut-6s-lease-10s", "cut-6s-lease-2s"],
 )
 def test_a_worker_cut_off_mid_run_loses_no_run_and_runs_no_tool_twice(
     tmp_path: Path, lease: float, cut: float, taken_over: bool
@@ -296,7 +319,7 @@ def test_a_worker_cut_off_mid_run_loses_no_run_and_runs_no_tool_twice(
     attempts = [r for r in readers if r.when("attempt") is not None]
     if taken_over:  # worker 1 had two of the four runs (two slots a worker): both moved
         assert len(attempts) >= 2, f"{report(readers, cut_at)}\n{stderr}"
-    else:  # the worker got back in time: nothing ran twice
-        assert attempts == [], f"{report(readers, cut_at)}\n{stderr}"
+    elif attempts:  # the worker got back in time: nothing may run twice
+        raise RanTwice(f"{report(readers, cut_at)}\n{stderr}")
     if stale:
         raise StaleFrames("\n".join(map(str, stale)))
