@@ -13,7 +13,9 @@ The log ends with :data:`END`, a value no frame can be (frames start with ``even
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from dataclasses import dataclass
 
 from daimon.core import codec
@@ -32,6 +34,7 @@ __all__ = (
     "LISTENER_KIND",
     "LOG_KIND",
     "LogWriter",
+    "MARK",
     "OWNER_KIND",
     "REPLICA_KIND",
     "RETENTION_KEY",
@@ -41,6 +44,7 @@ __all__ = (
     "attempt_frame",
     "error_frame",
     "event_frame",
+    "frame_mark",
     "failure_frame",
     "sse_frame",
 )
@@ -69,6 +73,18 @@ RETENTION_KEY = "daimon.retention"
 """The task metadata key: seconds the log is kept after its last frame."""
 TIMEOUT_KEY = "daimon.timeout"
 """The task metadata key: seconds the run may take (then it fails with a timeout)."""
+
+
+MARK = ": at "
+"""Starts the SSE comment line a worker's frame begins with: ``: at <attempt>.<n>``."""
+
+
+def frame_mark(value: str) -> tuple[int, int] | None:
+    """The (attempt, place) a logged frame is marked with; ``None`` when it is not."""
+    if not value.startswith(MARK):
+        return None
+    attempt, _, place = value[len(MARK) : value.index("\n")].partition(".")
+    return int(attempt), int(place)
 
 
 class StreamGone(LookupError):
@@ -150,18 +166,52 @@ class LogWriter:
         store: The store the log is in.
         stream: The log's name.
         retention: Seconds the log is kept after its last frame.
+        attempt: The task's attempt: each frame is marked with it and its place (``: at a.n``),
+            so readers drop a lost attempt's frames that land late.
+        patience: Seconds an append is tried again while the store cannot be reached.
     """
 
-    __slots__ = ("retention", "store", "stream")
+    __slots__ = ("attempt", "patience", "retention", "sent", "store", "stream")
 
-    def __init__(self, store: StateStore, stream: str, *, retention: float) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        stream: str,
+        *,
+        retention: float,
+        attempt: int = 0,
+        patience: float = 0.0,
+    ) -> None:
         self.store = store
         self.stream = stream
         self.retention = retention
+        self.attempt = attempt
+        self.patience = patience
+        self.sent = 0
 
     async def append(self, frame: bytes) -> int:
-        """Add a frame; its number in the log."""
-        return await self.store.append(LOG_KIND, self.stream, frame.decode(), ttl=self.retention)
+        """Add a frame (marked with its attempt and place, when the writer has an attempt).
+
+        Tried again while the store cannot be reached, for up to ``patience`` seconds: a
+        network cut shorter than the task's lease does not fail the attempt. A try whose reply
+        was lost may have landed: readers drop the repeat by its mark. Returns its number.
+        """
+        value = frame.decode()
+        if self.attempt:
+            self.sent += 1
+            value = f"{MARK}{self.attempt}.{self.sent}\n{value}"
+        deadline = time.monotonic() + self.patience
+        pause = 0.05
+        while True:
+            try:
+                return await self.store.append(LOG_KIND, self.stream, value, ttl=self.retention)
+            except DaimonError:
+                raise  # bad input: trying again changes nothing
+            except Exception:
+                if time.monotonic() + pause > deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     async def end(self, last: bytes | None = None) -> None:
         """End the log, after ``last`` (an ``error`` frame, say) when given."""

@@ -348,7 +348,13 @@ class Worker:
                     await self.store.setup()
                     self._store_set_up = True
         retention = _seconds(task.metadata.get(RETENTION_KEY)) or _RETENTION
-        return LogWriter(self.store, stream, retention=retention)
+        return LogWriter(
+            self.store,
+            stream,
+            retention=retention,
+            attempt=task.attempt,
+            patience=self.broker.lease,  # past its lease, another attempt has the run
+        )
 
     def _watch_readers(self, run: _Run, task: AgentTask) -> asyncio.Task[None] | None:
         """Cancel the run once no client has read its log for the task's grace (if it has one)."""

@@ -44,6 +44,7 @@ from daimon._run_logs import (
     LogWriter,
     StreamGone,
     failure_frame,
+    frame_mark,
 )
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, RunCancelled
@@ -256,6 +257,7 @@ class RunLogs:
         refresh_every = self.grace / 3
         await self._listen(store, stream)  # the replica running it keeps it for this reader
         refreshed = loop.time()
+        newest = await _mark_at(store, stream, last)
         while not token.cancelled:
             wait = min(_READ_WAIT, refresh_every)
             events = await store.wait_after(LOG_KIND, stream, last, wait=wait)
@@ -263,6 +265,11 @@ class RunLogs:
                 if value == END:
                     return
                 last = number
+                mark = frame_mark(value)
+                if mark is not None:
+                    if mark <= newest:  # a lost attempt's frame (it landed late), or a repeat
+                        continue
+                    newest = mark
                 yield f"id: {stream}:{number}\n".encode() + value.encode()
             if not events and await self._lost(store, stream, last):
                 raise RunLost(f"the server running stream {stream!r} stopped before its run ended")
@@ -410,3 +417,18 @@ class RunLogs:
             watcher.cancel()
         await asyncio.gather(*tasks, *self._watchers, return_exceptions=True)
         self._watchers = []
+
+
+async def _mark_at(store: StateStore, stream: str, number: int) -> tuple[int, int]:
+    """The newest worker's mark among the frames up to ``number`` (where a reader rejoins)."""
+    newest = (0, 0)
+    after = 0
+    while after < number and (batch := await store.read_after(LOG_KIND, stream, after)):
+        for found, value in batch:
+            if found > number:
+                return newest
+            mark = frame_mark(value)
+            if mark is not None and mark > newest:
+                newest = mark
+            after = found
+    return newest

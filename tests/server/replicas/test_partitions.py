@@ -276,31 +276,12 @@ def report(readers: list[Reader], cut_at: float) -> str:
     return "\n".join(lines)
 
 
-STALE = (
-    "a worker cut off past its lease writes the frames it sent into the cut to the run log on "
-    "heal, after its successor's: daimon._run_logs.LogWriter appends are not fenced by attempt"
-)
-SILENT_5S = (
-    "redis-py (8.2) reads with a 5 s socket timeout: RedisStateStore.wait_after(wait=5), the wait "
-    "of RunLogs.follow, times out on a log silent for 5 s and the stream ends with an "
-    "internal_error; and the cut worker's blocked append fails its attempt after 5 s, so the "
-    "task runs again though the cut was shorter than the lease"
-)
-
-
 @pytest.mark.parametrize(
     ("lease", "cut", "taken_over"),
     [
         (6.0, 2.0, False),
-        pytest.param(
-            10.0,
-            6.0,
-            False,
-            marks=pytest.mark.xfail(raises=(StreamFailed, RanTwice), strict=True, reason=SILENT_5S),
-        ),
-        pytest.param(
-            2.0, 6.0, True, marks=pytest.mark.xfail(raises=StaleFrames, strict=True, reason=STALE)
-        ),
+        (10.0, 6.0, False),
+        (2.0, 6.0, True),
     ],
     ids=["cut-2s-lease-6s", "cut-6s-lease-10s", "cut-6s-lease-2s"],
 )
