@@ -44,8 +44,8 @@ __all__ = (
     "attempt_frame",
     "error_frame",
     "event_frame",
-    "frame_mark",
     "failure_frame",
+    "frame_mark",
     "sse_frame",
 )
 
