@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from daimon import Agent, ChatRequest
-from daimon._run_logs import END, GRACE_KEY, LISTENER_KIND, LOG_KIND, STREAM_KEY, TIMEOUT_KEY
+from daimon._run_logs import (
+    END,
+    GRACE_KEY,
+    LISTENER_KIND,
+    LOG_KIND,
+    STREAM_KEY,
+    TIMEOUT_KEY,
+    frame_mark,
+)
 from daimon.core import TaskState, TaskStatus
 from daimon.core.errors import ModelError
 from daimon.core.events import StreamEvent
@@ -42,14 +50,22 @@ def log_task(stream: str, **metadata: Any) -> Any:
 
 
 async def frames(store: MemoryStateStore, stream: str) -> list[tuple[str, Any]]:
-    """The log's frames as (event, data) pairs, ``END`` as ("END", None)."""
+    """The log's frames as (event, data) pairs, ``END`` as ("END", None).
+
+    Each frame a worker wrote is marked with its attempt and place, increasing through the log.
+    """
     out: list[tuple[str, Any]] = []
+    marks: list[tuple[int, int]] = []
     for _, value in await store.read_after(LOG_KIND, stream, 0):
         if value == END:
             out.append(("END", None))
             continue
-        head, _, data = value.partition("\ndata: ")
+        mark = frame_mark(value)
+        assert mark is not None, value
+        marks.append(mark)
+        head, _, data = value.split("\n", 1)[1].partition("\ndata: ")
         out.append((head.removeprefix("event: "), json.loads(data)))
+    assert marks == sorted(set(marks))
     return out
 
 
