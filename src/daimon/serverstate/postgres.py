@@ -173,6 +173,7 @@ class PostgresStateStore(SetupOnEnter):
         self._channel = f"{self._prefix}state_events"
         self._lock = asyncio.Lock()
         self._listener: asyncio.Task[None] | None = None
+        self._listening: Any = None  # the listener's connection
         self._waiters: dict[tuple[str, str], set[asyncio.Event]] = {}
 
     @classmethod
@@ -201,6 +202,9 @@ class PostgresStateStore(SetupOnEnter):
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await listener
+        conn, self._listening = self._listening, None
+        if conn is not None:  # a listener cancelled before it ran never closed it
+            await conn.close()
         await self._db.aclose()
 
     async def _run(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -329,7 +333,12 @@ class PostgresStateStore(SetupOnEnter):
             if self._listener is not None and not self._listener.done():
                 return
             conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
-            await conn.execute(f"LISTEN {self._channel}")
+            try:
+                await conn.execute(f"LISTEN {self._channel}")
+            except BaseException:
+                await conn.close()
+                raise
+            self._listening = conn
             self._listener = asyncio.create_task(self._dispatch(conn))
 
     async def _dispatch(self, conn: Any) -> None:
