@@ -80,6 +80,10 @@ class PausedRuns:
         """Keep a paused run until it is resumed; it replaces a run kept under the same key."""
         paused = PausedRun(owner, response, key, shown)
         name = self._name(paused)
+        earlier = await self._read(name)
+        if earlier is not None:  # replaced: its calls no longer lead here
+            for call in earlier.response.client_calls:
+                await self.store.delete(self._calls, _record_key(owner, call.id))
         value = codec.dumps(_Kept(owner, key, tuple(sorted(shown)), response))
         await self.store.put(self._runs, name, value, ttl=self.ttl)
         for call in response.client_calls:
@@ -111,8 +115,9 @@ class PausedRuns:
             UnknownPausedRunError: A call no kept run of ``owner`` waits for, calls of two
                 runs, or no call at all.
         """
+        asked = list(call_ids)
         found: str | None = None
-        for index, call_id in enumerate(call_ids):
+        for index, call_id in enumerate(asked):
             name = await self.store.get(self._calls, _record_key(owner, call_id))
             if name is None or (found is not None and name != found):
                 at = f" ({where[index]})" if index < len(where) else ""
@@ -121,8 +126,11 @@ class PausedRuns:
         if found is None:
             raise UnknownPausedRunError(owner, "", "no tool results were given")
         paused = await self._read(found)
-        if paused is None:
-            raise self.unknown(owner, "", "these tool calls")
+        waits_for = {call.id for call in paused.response.client_calls} if paused else set()
+        missing = [call_id for call_id in asked if call_id not in waits_for]
+        if paused is None or missing:  # answered, replaced or expired meanwhile
+            gone = missing[0] if missing else asked[0]
+            raise self.unknown(owner, gone, f"tool call {gone!r}")
         return paused
 
     async def take(self, paused: PausedRun) -> bool:
