@@ -15,6 +15,7 @@ from daimon._http_gate import (
     is_loopback,
 )
 from daimon.core.errors import BuilderError
+from daimon.kit.checks import check_seconds
 from daimon.kit.media import (
     DEFAULT_FILE_TYPES,
     DEFAULT_MAX_FILE_BYTES,
@@ -121,10 +122,10 @@ class ServerSettings:
         check_limit(self.max_body_bytes)
         check_file_limits(self.file_types, self.max_file_bytes, self.max_files_bytes)
         for name in ("request_timeout", "heartbeat_interval", "stream_grace", "stream_retention"):
-            _check_seconds(name, getattr(self, name))
-        _check_seconds("drain_timeout", self.drain_timeout, zero=True)
+            check_seconds(name, getattr(self, name))
+        _check_drain(self.drain_timeout)
         if self.keep_for is not None:
-            _check_seconds("keep_for", self.keep_for)
+            check_seconds("keep_for", self.keep_for)
         _check_store(self.store)
         _check_broker(self.broker, self.queue, self.store)
         for name in ("allowed_origins", "cors_origins", "public_paths"):
@@ -153,15 +154,10 @@ class ServerSettings:
         return frozenset(default_hosts(self.host, self.port) or ())  # never a wildcard bind
 
 
-def _check_seconds(name: str, value: object, *, zero: bool = False) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not (value >= 0 if zero else value > 0)
-        or not math.isfinite(value)
-    ):
-        kind = "a non-negative" if zero else "a positive"
-        raise BuilderError(f"{name} must be {kind} number of seconds, got {value!r}")
+def _check_drain(value: object) -> None:
+    """``drain_timeout``: seconds, 0 included (no drain)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise BuilderError(f"drain_timeout must be a non-negative number of seconds, got {value!r}")
 
 
 def _check_store(store: object) -> None:
