@@ -9,19 +9,32 @@ events written there by the worker, with :class:`LogWriter`. Both sides write th
 
 The log ends with :data:`END`, a value no frame can be (frames start with ``event:`` or
 ``data:``).
+
+A worker runs a task that names a log as a :class:`LogJob`: :class:`NativeJob`, the agent's own
+events (``/prompt/stream``), unless the task's :data:`JOB_KEY` metadata describes a front end's
+run (a Responses API response, say), which :func:`log_job` makes from the module that front end
+names, so the worker writes the very frames, and keeps the very state, the replica would have.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
+import logging
 import time
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from daimon.core import codec
-from daimon.core.errors import ApprovalRequiredError, DaimonError
-from daimon.core.events import ErrorEvent, StreamEvent
+from daimon.core.cancel import CancelToken
+from daimon.core.errors import AgentRunError, ApprovalRequiredError, BuilderError, DaimonError
+from daimon.core.events import Done, ErrorEvent, StreamEvent
+from daimon.core.protocols import Promptable
+from daimon.core.results import AgentResponse
 from daimon.core.state_store import StateStore
+from daimon.core.tasks import AgentTask
 from daimon.server._encode import dump_json, event_data  # web-free: daimon.core only
 
 __all__ = (
@@ -31,10 +44,13 @@ __all__ = (
     "END",
     "EventId",
     "GRACE_KEY",
+    "JOB_KEY",
     "LISTENER_KIND",
     "LOG_KIND",
+    "LogJob",
     "LogWriter",
     "MARK",
+    "NativeJob",
     "OWNER_KIND",
     "REPLICA_KIND",
     "RETENTION_KEY",
@@ -46,7 +62,9 @@ __all__ = (
     "event_frame",
     "failure_frame",
     "frame_mark",
+    "log_job",
     "sse_frame",
+    "watch_cancels",
 )
 
 LOG_KIND = "run_log"
@@ -73,7 +91,16 @@ RETENTION_KEY = "daimon.retention"
 """The task metadata key: seconds the log is kept after its last frame."""
 TIMEOUT_KEY = "daimon.timeout"
 """The task metadata key: seconds the run may take (then it fails with a timeout)."""
+JOB_KEY = "daimon.job"
+"""The task metadata key describing a front end's run (``{"kind": ..., ...}``); see log_job."""
+_JOBS = {"responses": "daimon.server._responses_run"}
+"""The module that makes each kind of front-end run (its ``job_from_spec``)."""
 
+
+_logger = logging.getLogger("daimon.server")
+_CONTROL_WAIT = 0.5
+"""One wait on the control stream: some clients (redis-py) sit out a cancelled wait, so this
+bounds how long stopping a watcher takes."""
 
 MARK = ": at "
 """Starts the SSE comment line a worker's frame begins with: ``: at <attempt>.<n>``."""
@@ -218,3 +245,123 @@ class LogWriter:
         if last is not None:
             await self.append(last)
         await self.store.append(LOG_KIND, self.stream, END, ttl=self.retention)
+
+
+class LogJob(Protocol):
+    """What a worker runs for a task that names a log: frames out, a response at the end."""
+
+    @property
+    def response(self) -> AgentResponse | None:
+        """The finished run's response (``None`` until it finished)."""
+        ...
+
+    @property
+    def keeps_pauses(self) -> bool:
+        """Whether a run paused for client calls is kept by the job (its task then completes)."""
+        ...
+
+    def frames(self, token: CancelToken) -> AsyncGenerator[bytes, None]:
+        """The run's frames, in order."""
+        ...
+
+    def resume(self, logged: Sequence[str]) -> None:
+        """Go on from a lost attempt, whose frames ``logged`` holds."""
+        ...
+
+    def on_error(self, exc: BaseException) -> bytes:
+        """The frame that ends a run that failed (for good) with ``exc``."""
+        ...
+
+    async def end(self, exc: BaseException, reason: str | None) -> None:
+        """Record that the run ended early (failed for good, or cancelled for ``reason``)."""
+        ...
+
+
+class NativeJob:
+    """The agent's own stream events (``/prompt/stream``) as a task's log takes them."""
+
+    __slots__ = ("_agent", "_attempt", "_task", "response")
+
+    keeps_pauses = False
+
+    def __init__(self, agent: Promptable, task: AgentTask) -> None:
+        self._agent = agent
+        self._task = task
+        self._attempt = 0
+        self.response: AgentResponse | None = None
+
+    def resume(self, logged: Sequence[str]) -> None:
+        """A later attempt starts with an ``attempt`` frame (see :func:`attempt_frame`)."""
+        self._attempt = self._task.attempt
+
+    async def frames(self, token: CancelToken) -> AsyncGenerator[bytes, None]:
+        """The agent's events on the task's prompt, each as :func:`event_frame` writes it."""
+        task = self._task
+        events = self._agent.prompt_stream(
+            task.input, run_id=task.run_id or task.task_id, session_id=task.session_id, cancel=token
+        )
+        try:
+            async for event in events:
+                if self._attempt:  # the lost attempt's unfinished step runs again
+                    yield attempt_frame(self._attempt)
+                    self._attempt = 0
+                yield event_frame(event)
+                if isinstance(event, Done) and event.response is not None:
+                    self.response = event.response
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
+        if self.response is None:
+            raise AgentRunError("the agent's stream ended without a done event carrying a response")
+
+    def on_error(self, exc: BaseException) -> bytes:
+        return failure_frame(exc)
+
+    async def end(self, exc: BaseException, reason: str | None) -> None:
+        """Nothing to record: the task's status says how it ended."""
+
+
+def log_job(agent: Promptable, task: AgentTask, store: StateStore) -> LogJob:
+    """The job of a task that names a log: its :data:`JOB_KEY` spec's, or a :class:`NativeJob`.
+
+    Raises:
+        BuilderError: The spec names no kind of run this daimon knows.
+    """
+    spec = task.metadata.get(JOB_KEY)
+    if spec is None:
+        return NativeJob(agent, task)
+    kind = spec.get("kind") if isinstance(spec, Mapping) else None
+    if not isinstance(kind, str) or kind not in _JOBS:
+        raise BuilderError(
+            f"task {task.task_id} describes a run of kind {kind!r}; this worker runs "
+            f"{sorted(_JOBS)} (is it older than the server?)"
+        )
+    make: Any = importlib.import_module(_JOBS[kind]).job_from_spec
+    job: LogJob = make(agent, spec, store)
+    return job
+
+
+async def watch_cancels(store: StateStore, cancel: Callable[[str], None]) -> None:
+    """Call ``cancel(stream)`` for each run any replica is asked to cancel, from now on.
+
+    Replicas watch for their own runs, workers (``daimon worker --store``) for theirs.
+    """
+    last = 0
+    while batch := await store.read_after(CONTROL_KIND, CANCELS, last, limit=1000):
+        last = batch[-1][0]  # start after what is there now: older requests were for older runs
+    while True:
+        task = asyncio.current_task()
+        try:
+            events = await store.wait_after(CONTROL_KIND, CANCELS, last, wait=_CONTROL_WAIT)
+        except Exception:
+            if task is not None and task.cancelling():
+                raise  # a client library turned our cancellation into its own error
+            _logger.warning("cannot read run cancellations from the state store", exc_info=True)
+            await asyncio.sleep(1.0)
+            continue
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError  # a client library swallowed our cancellation
+        for number, stream in events:
+            last = number
+            cancel(stream)

@@ -102,6 +102,55 @@ class LiveServer:
         self.stop()
 
 
+class WorkerThread:
+    """A :class:`~daimon.distributed.Worker` on a loop of its own (as ``daimon worker`` runs).
+
+    ``open_broker`` and ``open_store`` make its handles on that loop; both are closed at stop.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        open_broker: Callable[[], Any],
+        open_store: Callable[[], Any],
+    ) -> None:
+        self._agent = agent
+        self._open_broker = open_broker
+        self._open_store = open_store
+        self._started = threading.Event()
+        self._worker: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=self._run, name="daimon-worker", daemon=True)
+
+    def _run(self) -> None:
+        from daimon.distributed import Worker
+
+        async def main() -> None:
+            self.loop = asyncio.get_running_loop()
+            broker, store = self._open_broker(), self._open_store()
+            worker = Worker(self._agent, broker, poll=0.2, store=store, concurrency=4)
+            self._worker = worker
+            self._started.set()
+            try:
+                await worker.run()
+            finally:
+                await broker.aclose()
+                await store.aclose()
+
+        asyncio.run(main())
+
+    def start(self) -> WorkerThread:
+        self._thread.start()
+        if not self._started.wait(10):
+            raise RuntimeError("the worker did not start")
+        return self
+
+    def stop(self) -> None:
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(self._worker.stop)
+        self._thread.join(timeout=15)
+
+
 @pytest.fixture
 def live() -> Iterator[Callable[..., LiveServer]]:
     """``live(agents, **settings)``: a started server, stopped after the test."""

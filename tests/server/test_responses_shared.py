@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,7 +20,7 @@ from daimon import Agent, ChatRequest, ChatResponse, ToolCall, tool
 from daimon.core.state_store import StateStore
 from daimon.models import FunctionModel
 
-from .conftest import TOKEN, Calls, LiveServer, sse_events, streaming
+from .conftest import TOKEN, Calls, LiveServer, WorkerThread, sse_events, streaming
 from .test_client_tools import RESPONSES_TOOL, trip_agent
 from .test_openai_responses import sdk, thinker
 
@@ -28,13 +29,21 @@ Replicas = Callable[[Agent], tuple[LiveServer, LiveServer]]
 _BACKENDS = [
     pytest.param("redis", marks=pytest.mark.service("redis")),
     pytest.param("postgres", marks=pytest.mark.service("postgres")),
+    pytest.param("workers", marks=[pytest.mark.service("redis"), pytest.mark.service("postgres")]),
 ]
+"""Where the state is, and where runs run: in the replicas, on Redis or PostgreSQL; or on two
+workers (a Redis broker), the state on PostgreSQL (``daimon serve --broker ... --store ...``)."""
 
 
 @pytest.fixture(params=_BACKENDS)
-def make_store(request: pytest.FixtureRequest) -> Callable[[], StateStore]:
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_store(request: pytest.FixtureRequest, backend: str) -> Callable[[], StateStore]:
     """A new handle on this test's store (each server has its own, on its own loop)."""
-    if request.param == "redis":
+    if backend == "redis":
         from daimon.serverstate.redis import RedisStateStore
 
         url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
@@ -48,18 +57,36 @@ def make_store(request: pytest.FixtureRequest) -> Callable[[], StateStore]:
 
 @pytest.fixture
 def replicas(
-    live: Callable[..., LiveServer], make_store: Callable[[], StateStore]
+    request: pytest.FixtureRequest,
+    backend: str,
+    live: Callable[..., LiveServer],
+    make_store: Callable[[], StateStore],
 ) -> Iterator[Replicas]:
-    """``replicas(agent)``: two started servers of ``agent`` on one shared store."""
+    """``replicas(agent)``: two started servers of ``agent`` on one shared store (and, with
+    ``workers``, two workers running the runs)."""
     started: list[tuple[LiveServer, StateStore]] = []
+    workers: list[WorkerThread] = []
+    options: dict[str, Any] = {}
+    if backend == "workers":
+        redis_url = request.getfixturevalue("redis_url")
+        options = {"broker": redis_url, "queue": f"responses-{uuid.uuid4().hex}"}
 
     def start(agent: Agent) -> tuple[LiveServer, LiveServer]:
         for _ in range(2):
             store = make_store()
-            started.append((live(agent, token=TOKEN, store=store), store))
+            started.append((live(agent, token=TOKEN, store=store, **options), store))
+        if options:
+            from daimon.distributed import broker_from_url
+
+            def open_broker() -> Any:
+                return broker_from_url(options["broker"], queue=options["queue"], lease=5.0)
+
+            workers.extend(WorkerThread(agent, open_broker, make_store).start() for _ in range(2))
         return started[-2][0], started[-1][0]
 
     yield start
+    for worker in workers:
+        worker.stop()
     for server, store in started:  # before the servers stop (their loops own the connections)
         server.call(store.aclose)
 

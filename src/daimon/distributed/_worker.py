@@ -15,13 +15,15 @@ from typing import Any
 from daimon._run_logs import (
     GRACE_KEY,
     LISTENER_KIND,
+    LOG_KIND,
     RETENTION_KEY,
     STREAM_KEY,
     TIMEOUT_KEY,
+    LogJob,
     LogWriter,
-    attempt_frame,
-    event_frame,
     failure_frame,
+    log_job,
+    watch_cancels,
 )
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import (
@@ -40,7 +42,6 @@ from daimon.core.errors import (
     SerializationError,
 )
 from daimon.core.errors import TimeoutError as RunTimeoutError
-from daimon.core.events import Done
 from daimon.core.protocols import Broker, Delivery, Promptable, Resumable
 from daimon.core.results import AgentResponse
 from daimon.core.state_store import StateStore
@@ -62,6 +63,8 @@ _MAX_SETTLE_PAUSE = 1.0
 
 _RETENTION = 600.0
 """Seconds a run log is kept after its last frame, when the task does not say."""
+_MOST_FRAMES = 1_000_000
+"""The most frames a later attempt reads back from its log."""
 
 _PERMANENT = (
     ApprovalRequiredError,  # the same prompt pauses again where nobody can approve
@@ -186,6 +189,9 @@ class Worker:
         self.store = store
         self._store_ready: asyncio.Lock | None = None
         self._store_set_up = False
+        self._logged: dict[str, _Run] = {}
+        """The runs writing to a log, by its name (for cancels sent through the store)."""
+        self._cancels: asyncio.Task[None] | None = None
         self.completed = 0
         """Tasks whose result this worker recorded."""
         self.paused = 0
@@ -220,8 +226,15 @@ class Worker:
         except asyncio.CancelledError:  # cancelled from outside: no grace, hand everything back
             self.grace = 0.0
             await asyncio.shield(self._wind_down())
+            await self._stop_watching()
             raise
         await self._wind_down()
+        await self._stop_watching()
+
+    async def _stop_watching(self) -> None:
+        if self._cancels is not None:
+            self._cancels.cancel()
+            await asyncio.wait({self._cancels}, timeout=_STOP_WAIT)
 
     async def _take_tasks(self) -> None:
         slots = asyncio.Semaphore(self.concurrency)
@@ -295,6 +308,9 @@ class Worker:
         deadline: asyncio.TimerHandle | None = None
         try:  # the lease is renewed until the attempt is settled, as settling may take a while
             run.log = await self._open_log(task)
+            if run.log is not None:
+                run.job = log_job(self.agent, task, run.log.store)
+                self._logged[run.log.stream] = run
             readers = self._watch_readers(run, task)
             deadline = self._deadline(run, task)
             response = await self._run_agent(task, run)
@@ -307,7 +323,7 @@ class Worker:
             else:  # cancelled by a client, or the log's rules, or another attempt took over
                 ending = run.ending or exc
                 if run.ending is not None or await self._cancelled(run):
-                    await self._end_log(run, failure_frame(ending))
+                    await self._end_log(run, ending)
                 await self._settle(run, "settle", run.delivery.fail, str(ending))
         except Exception as exc:
             await self._failed(run, exc)
@@ -315,12 +331,20 @@ class Worker:
             await self._end_log(run)
             await self._record(run, response)
         finally:
+            if run.log is not None and self._logged.get(run.log.stream) is run:
+                del self._logged[run.log.stream]
             if readers is not None:
                 readers.cancel()
             if deadline is not None:
                 deadline.cancel()
             await self._stop_beating(run, beat)
             _CURRENT.reset(token)
+
+    def _cancel(self, stream: str) -> None:
+        """Stop the run writing ``stream`` here, if any: a client cancelled it."""
+        run = self._logged.get(stream)
+        if run is not None:
+            run.stop("cancelled", "cancelled by the client")
 
     async def _open_log(self, task: AgentTask) -> LogWriter | None:
         """The writer of the run log the task names; ``None`` when it names none.
@@ -346,6 +370,7 @@ class Worker:
             async with self._store_ready:
                 if not self._store_set_up:
                     await self.store.setup()
+                    self._cancels = asyncio.create_task(watch_cancels(self.store, self._cancel))
                     self._store_set_up = True
         retention = _seconds(task.metadata.get(RETENTION_KEY)) or _RETENTION
         return LogWriter(
@@ -385,12 +410,22 @@ class Worker:
                 run.end(RunCancelled(f"no client read its events for {grace:g} s"))
                 return
 
-    async def _end_log(self, run: _Run, last: bytes | None = None) -> None:
-        """End the run's log (after ``last``), if it has one; a store that fails is logged."""
+    async def _end_log(self, run: _Run, ending: BaseException | None = None) -> None:
+        """End the run's log, if it has one (after the frame saying why the run ``ending``ed).
+
+        The run's job records the early end first (a Responses run keeps its response failed or
+        cancelled). A store that fails is logged.
+        """
         if run.log is None:
             return
+        last: bytes | None = None
         try:
             async with asyncio.timeout(self._call_timeout):
+                if ending is not None and run.job is not None:
+                    await run.job.end(ending, run.cancel.reason if run.cancel.cancelled else None)
+                    last = run.job.on_error(ending)
+                elif ending is not None:
+                    last = failure_frame(ending)
                 await run.log.end(last)
         except Exception:
             _log.warning("could not end the run log of task %s", run.delivery.task.task_id)
@@ -413,9 +448,9 @@ class Worker:
         """
         agent = self.agent
         cancel = run.cancel
-        if task.resume is None and run.log is not None:
-            response = await self._stream(task, run.log, cancel)
-            if isinstance(agent, Resumable):
+        if task.resume is None and run.log is not None and run.job is not None:
+            response = await self._stream(task, run.log, run.job, cancel)
+            if isinstance(agent, Resumable) or run.job.keeps_pauses:
                 return response
             return response.require_finished(_CANNOT_RESUME)
         if task.resume is None:
@@ -434,37 +469,33 @@ class Worker:
         paused = AgentResponse(text="", run_id=state.run_id, state=state)
         return await agent.resume(paused, task.resume.decisions, cancel=cancel)
 
-    async def _stream(self, task: AgentTask, log: LogWriter, cancel: CancelToken) -> AgentResponse:
-        """Run the task's prompt streamed, appending each event to ``log``; the response."""
-        response: AgentResponse | None = None
-        said = task.attempt == 1  # a later attempt says so before its first event
-        events = self.agent.prompt_stream(
-            task.input,
-            run_id=task.run_id or task.task_id,
-            session_id=task.session_id,
-            cancel=cancel,
-        )
+    @staticmethod
+    async def _stream(
+        task: AgentTask, log: LogWriter, job: LogJob, cancel: CancelToken
+    ) -> AgentResponse:
+        """Run the task's job, appending each frame to ``log``; the response.
+
+        A later attempt goes on from the frames the lost ones logged.
+        """
+        if task.attempt > 1:
+            logged = await log.store.read_after(LOG_KIND, log.stream, 0, limit=_MOST_FRAMES)
+            job.resume([value for _, value in logged])
+        frames = job.frames(cancel)
         try:
-            async for event in events:
-                if not said:  # the lost attempt's unfinished step runs again
-                    await log.append(attempt_frame(task.attempt))
-                    said = True
-                await log.append(event_frame(event))
-                if isinstance(event, Done) and event.response is not None:
-                    response = event.response
+            async for frame in frames:
+                await log.append(frame)
                 cancel.raise_if_cancelled()  # a model's long stream stops at its next event
         finally:
-            close = getattr(events, "aclose", None)
-            if close is not None:
-                await close()
-        if response is None:
-            raise AgentRunError("the agent's stream ended without a done event carrying a response")
-        return response
+            await frames.aclose()
+        if job.response is None:
+            raise AgentRunError("the run's job ended without a response")
+        return job.response
 
     async def _record(self, run: _Run, response: AgentResponse) -> None:
         """Record the run's result, or its pause when it waits for approvals."""
         delivery = run.delivery
-        if response.paused and response.state is not None:
+        kept_by_job = run.job is not None and run.job.keeps_pauses
+        if response.paused and response.state is not None and not kept_by_job:
             pause = TaskPause(
                 task=delivery.task, approvals=response.pending_approvals, state=response.state
             )
@@ -499,7 +530,7 @@ class Worker:
         )
         self.failed += 1
         if not retry or task.attempt >= self.broker.max_deliver:  # failed for good
-            await self._end_log(run, failure_frame(exc))
+            await self._end_log(run, exc)
         await self._settle(run, "fail", run.delivery.fail, error, retry=retry, delay=delay)
 
     async def _heartbeat(self, run: _Run) -> None:
@@ -568,7 +599,7 @@ class Worker:
 class _Run:
     """One task running on this worker."""
 
-    __slots__ = ("cancel", "delivery", "ending", "finished", "lease_ends", "log", "reason")
+    __slots__ = ("cancel", "delivery", "ending", "finished", "job", "lease_ends", "log", "reason")
 
     def __init__(self, delivery: Delivery, lease_ends: float) -> None:
         self.delivery = delivery
@@ -579,6 +610,8 @@ class _Run:
         self.finished = False
         self.log: LogWriter | None = None
         """The run log the task's events go to, if it names one."""
+        self.job: LogJob | None = None
+        """What runs to write that log (the agent's events, or a front end's run)."""
         self.ending: BaseException | None = None
         """Why the log's rules (its grace, its timeout) stopped the run: the task fails for good."""
 

@@ -22,7 +22,7 @@ from daimon.server._encode import dump_json, prompt_body
 from daimon.server._errors import describe_failure, error_response
 from daimon.server._runs import ClientDisconnected, run_supervised
 
-__all__ = ("prompt_on_workers",)
+__all__ = ("failure_status", "prompt_on_workers")
 
 CLIENT_CLOSED = 499
 
@@ -35,6 +35,9 @@ _BY_STATUS: tuple[tuple[type[errors.DaimonError], int], ...] = (
     (errors.ClientToolError, 400),
     (errors.ModelError, 502),
 )
+
+
+_OWN_KINDS = {"approval_required": 409, "RunLost": 503, "broker_unavailable": 503}
 
 
 async def prompt_on_workers(
@@ -96,11 +99,25 @@ def _failure(error: str) -> Response:
     cls = getattr(errors, kind, None)
     if not (isinstance(cls, type) and issubclass(cls, errors.DaimonError)):
         return error_response(500, "internal_error", "internal server error")
-    for base, status in _BY_STATUS:
-        if issubclass(cls, base):
-            name = "approval_required" if base is errors.ApprovalRequiredError else kind
-            return error_response(status, name, message)
-    return error_response(500, kind, message)
+    if issubclass(cls, errors.ApprovalRequiredError):
+        kind = "approval_required"
+    return error_response(failure_status(kind), kind, message)
+
+
+def failure_status(kind: str) -> int:
+    """The HTTP status of a run that failed with the error type ``kind``, as the server names it.
+
+    ``kind`` is a daimon exception's class name, or one of the server's own names
+    (``approval_required``, ``RunLost``); anything else is a 500.
+    """
+    if kind in _OWN_KINDS:
+        return _OWN_KINDS[kind]
+    cls = getattr(errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, errors.DaimonError):
+        for base, status in _BY_STATUS:
+            if issubclass(cls, base):
+                return status
+    return 500
 
 
 async def _cancel(broker: Broker, task_id: str) -> None:

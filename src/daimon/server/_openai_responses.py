@@ -42,14 +42,11 @@ id answers 404.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Sequence
 from typing import Annotated, Any, Literal, get_args
 
 from fastapi import APIRouter, Query, Request
@@ -57,22 +54,15 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Ta
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRuns
-from daimon.core import codec
+from daimon._run_logs import JOB_KEY, sse_frame
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import (
-    ApprovalRequiredError,
-    InvalidIdError,
-    RunCancelled,
-    SerializationError,
-    UnknownPausedRunError,
-)
-from daimon.core.errors import TimeoutError as RunTimeoutError
-from daimon.core.events import Done, TextDelta, UsageEvent
-from daimon.core.messages import ContentPart, ImagePart, Message, Role, TextPart, ToolCall
+from daimon.core.errors import ApprovalRequiredError, InvalidIdError, UnknownPausedRunError
+from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
 from daimon.core.protocols import Promptable
-from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolSpec
+from daimon.distributed._client import new_task
 from daimon.server._agents import ServedAgents
+from daimon.server._broker_runs import failure_status
 from daimon.server._client_tools import (
     BadToolChoice,
     NoClientTools,
@@ -84,20 +74,30 @@ from daimon.server._client_tools import (
 from daimon.server._encode import dump_json
 from daimon.server._errors import RunLost, describe_failure, error_response
 from daimon.server._openai_compat import _OpenAIRoute
+from daimon.server._responses_run import (
+    BY_CLIENT,
+    NO_APPROVALS_HERE,
+    KeptResponse,
+    ResponseRun,
+    ResponseStore,
+    fail,
+    finish,
+    for_client,
+    frame_data,
+    output,
+    paused_output,
+)
 from daimon.server._routes import error_responses
 from daimon.server._run_log import EventId, RunLogs, StreamGone
 from daimon.server._runs import ClientDisconnected, run_supervised
 from daimon.server._schemas import ErrorResponse, OpenAIErrorResponse
 from daimon.server._settings import ServerSettings
-from daimon.server._sse import Source, sse_frame
+from daimon.server._sse import Source
 from daimon.server._state import ServerState
 
-__all__ = ("KeptResponse", "ResponseStore", "add_responses_routes")
+__all__ = ("add_responses_routes",)
 
 logger = logging.getLogger("daimon.server")
-
-_NO_APPROVALS_HERE = "the OpenAI Responses API (use POST /prompt)"
-
 
 # ------------------------------------------------------------------------------ the request
 
@@ -311,110 +311,6 @@ class DeletedResponse(BaseModel):
     id: str
     object: Literal["response.deleted"]
     deleted: bool
-
-
-# ------------------------------------------------------------------------------ stored responses
-
-RESPONSES_KIND = "responses"
-"""The kind of the state store's records that hold responses (by response id)."""
-_FORMAT = 1
-_RUNNING = ("queued", "in_progress")
-_ENDED_EARLY = ("failed", "cancelled")
-_BY_CLIENT = "cancelled by the client"
-
-
-@dataclass(slots=True)
-class KeptResponse:
-    """One response the server keeps: its object and the conversation it ends."""
-
-    body: dict[str, Any]
-    """The ``response`` object as the API returns it (its ``status`` changes while it runs)."""
-    conversation: list[Message] = field(default_factory=list[Message])
-    """History, prompt and the run's turns: what a follow-up continues."""
-
-    @property
-    def running(self) -> bool:
-        """Whether its run has not ended yet (``queued`` or ``in_progress``)."""
-        return self.body["status"] in _RUNNING
-
-
-class ResponseStore:
-    """The responses a server keeps, in its state store: any replica sharing it reads them.
-
-    Each is versioned JSON (the conversation's messages through :mod:`daimon.core.codec`), kept
-    ``ttl`` seconds from its last write (``None``: until deleted).
-    """
-
-    __slots__ = ("_state", "ttl")
-
-    def __init__(self, state: ServerState, ttl: float | None) -> None:
-        self._state = state
-        self.ttl = ttl
-
-    async def put(self, kept: KeptResponse) -> None:
-        """Keep ``kept`` under its id, whatever was there."""
-        store = await self._state.open()
-        await store.put(RESPONSES_KIND, kept.body["id"], _encode(kept), ttl=self.ttl)
-
-    async def get(self, response_id: str) -> KeptResponse | None:
-        """The response with ``response_id``, if kept."""
-        found = await self._read(response_id)
-        return None if found is None else found[0]
-
-    async def settle(
-        self, response_id: str, change: Callable[[KeptResponse], KeptResponse]
-    ) -> KeptResponse | None:
-        """Write ``change(kept)`` over the response while it runs; what is kept after.
-
-        A compare-and-set: of a run ending and a cancel racing, exactly one is written, and a
-        response that has ended (or is gone: ``None``) stays as it is.
-        """
-        store = await self._state.open()
-        while True:
-            found = await self._read(response_id)
-            if found is None or not found[0].running:
-                return None if found is None else found[0]
-            changed = change(found[0])
-            value = _encode(changed)
-            written = await store.replace(
-                RESPONSES_KIND, response_id, value, version=found[1], ttl=self.ttl
-            )
-            if written is not None:
-                return changed
-
-    async def delete(self, response_id: str) -> KeptResponse | None:
-        """Forget a response; what was kept, if anything (for exactly one of racing callers)."""
-        store = await self._state.open()
-        try:
-            value = await store.take(RESPONSES_KIND, response_id)
-        except InvalidIdError:
-            return None
-        return None if value is None else _decode(value)
-
-    async def _read(self, response_id: str) -> tuple[KeptResponse, int] | None:
-        store = await self._state.open()
-        try:
-            record = await store.read(RESPONSES_KIND, response_id)
-        except InvalidIdError:  # no id this server gives: never kept
-            return None
-        return None if record is None else (_decode(record.value), record.version)
-
-
-def _encode(kept: KeptResponse) -> str:
-    conversation = [codec.to_data(message) for message in kept.conversation]
-    data = {"format": _FORMAT, "response": kept.body, "conversation": conversation}
-    return dump_json(data).decode("utf-8")
-
-
-def _decode(value: str) -> KeptResponse:
-    data = json.loads(value)
-    if not isinstance(data, dict) or data.get("format") != _FORMAT:
-        found = data.get("format") if isinstance(data, dict) else None
-        raise SerializationError(
-            f"a kept response of format {found!r}; this daimon reads {_FORMAT}"
-        )
-    conversation = [codec.from_data(Message, message) for message in data["conversation"]]
-    return KeptResponse(data["response"], conversation)
 
 
 # ------------------------------------------------------------------------------ errors
@@ -632,49 +528,6 @@ def _check_options(body: ResponsesRequest) -> None:
 # ------------------------------------------------------------------------------ response objects
 
 
-def _usage(response: AgentResponse | None) -> dict[str, Any] | None:
-    if response is None:
-        return None
-    usage = response.usage
-    return {
-        "input_tokens": usage.input_tokens,
-        "input_tokens_details": {
-            "cached_tokens": usage.cached_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
-        },
-        "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-    }
-
-
-def _message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
-    content = [_text_part(text)] if status == "completed" else []
-    return {
-        "id": item_id,
-        "type": "message",
-        "status": status,
-        "role": "assistant",
-        "content": content,
-    }
-
-
-def _text_part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-
-
-def _output(response: AgentResponse, start: RunStart | None = None) -> list[dict[str, Any]]:
-    """One message item per model turn that wrote text (the last is the answer).
-
-    A continued run's turns before its pause were the earlier response's output: left out.
-    """
-    skip = len(start.resumed.messages) if start is not None and start.resumed else 0
-    texts = [m.text for m in response.messages[skip:] if m.role is Role.ASSISTANT and m.text]
-    if not texts or texts[-1] != response.text:
-        texts.append(response.text)  # a structured answer, given through its output tool
-    return [_message_item(f"msg_{uuid.uuid4().hex}", text) for text in texts]
-
-
 def _new_response(body: ResponsesRequest, status: str, agent: Promptable) -> dict[str, Any]:
     return {
         "id": f"resp_{uuid.uuid4().hex}",
@@ -711,66 +564,7 @@ def _tool_choice_field(choice: str | None) -> str | dict[str, str]:
     return choice if choice in get_args(_Mode) else {"type": "function", "name": choice}
 
 
-def _call_items(response: AgentResponse) -> list[dict[str, Any]]:
-    """The client calls a paused run waits for, as ``function_call`` output items."""
-    return [
-        {
-            "id": f"fc_{uuid.uuid4().hex}",
-            "type": "function_call",
-            "status": "completed",
-            "call_id": call.id,
-            "name": call.name,
-            "arguments": call.arguments_json,
-        }
-        for call in response.client_calls
-    ]
-
-
-def _paused_output(response: AgentResponse, start: RunStart) -> list[dict[str, Any]]:
-    """A run paused for client calls: the texts so far (this request's), then the calls."""
-    skip = len(start.resumed.messages) if start.resumed else 0
-    texts = [m.text for m in response.messages[skip:] if m.role is Role.ASSISTANT and m.text]
-    messages = [_message_item(f"msg_{uuid.uuid4().hex}", text) for text in texts]
-    return [*messages, *_call_items(response)]
-
-
-def _for_client(response: AgentResponse) -> bool:
-    """Whether the run waits for client results only (approvals are not this API's)."""
-    return bool(response.client_calls) and not response.pending_approvals
-
-
-def _finish(obj: dict[str, Any], response: AgentResponse, output: list[dict[str, Any]]) -> None:
-    obj.update(status="completed", output=output, usage=_usage(response))
-    obj["completed_at"] = int(time.time())
-
-
-def _fail(obj: dict[str, Any], exc: BaseException) -> None:
-    if isinstance(exc, ApprovalRequiredError):
-        code, message = "approval_required", str(exc)
-    else:
-        _, code, message = describe_failure(exc)
-    obj.update(status="failed", error={"code": code, "message": message})
-
-
-def _conversation_after(conversation: RunStart, response: AgentResponse) -> list[Message]:
-    return [*conversation.history, *response.messages]
-
-
 # ------------------------------------------------------------------------------ the routes
-
-
-@dataclass(frozen=True, slots=True)
-class _Job:
-    """One accepted request: its agent, conversation and the response object being built."""
-
-    agent: Promptable
-    conversation: RunStart
-    obj: dict[str, Any]
-    keep: bool
-
-    def run(self, token: CancelToken) -> Any:
-        run_id = self.obj["id"].removeprefix("resp_")
-        return self.conversation.answer(self.agent, run_id, token)
 
 
 def add_responses_routes(
@@ -815,23 +609,25 @@ class _Routes:
         self.settings = settings
         self.state = state
         self.logs = logs
-        self.kept = ResponseStore(state, settings.keep_for)
+        self.kept = ResponseStore(state.open, settings.keep_for)
         self.paused = PausedRuns(state.store, "responses", settings.keep_for)
         """Runs paused for client tools, by call id and response id."""
 
-    async def _accept(self, body: ResponsesRequest) -> _Job | Response:
-        """The job a request asks for, or the error answer that refuses it."""
+    async def _accept(self, body: ResponsesRequest) -> ResponseRun | Response:
+        """The run a request asks for, or the error answer that refuses it."""
         agent = self.served.get(body.model)
         if agent is None:
             unknown = _BadRequest(self.served.unknown(body.model), "model", "model_not_found", 404)
             return _openai_error(unknown)
         await self.state.open()
+        choice = body.tool_choice
+        choice_name = choice.name if isinstance(choice, FunctionChoice) else choice
         try:
             _check_options(body)
             specs = _client_tools(body)
             if specs:
                 _takes_client_tools(agent, body.model, specs)
-            agent = _with_tool_choice(agent, body, specs)
+            agent = _with_tool_choice(agent, body.model, choice_name, specs)
             resumed = await _continued(body, self.paused)
             if resumed is not None:
                 conversation = await self._with_history(resumed, body.previous_response_id)
@@ -840,7 +636,16 @@ class _Routes:
         except _BadRequest as exc:
             return _openai_error(exc)
         status = "queued" if body.background else "in_progress"
-        return _Job(agent, conversation, _new_response(body, status, agent), bool(body.store))
+        return ResponseRun(
+            agent=agent,
+            conversation=conversation,
+            obj=_new_response(body, status, agent),
+            keep=bool(body.store),
+            kept=self.kept,
+            paused=self.paused,
+            timeout=self.settings.request_timeout,
+            tool_choice=choice_name,
+        )
 
     async def _earlier(self, body: ResponsesRequest) -> list[Message]:
         """The conversation ``previous_response_id`` ended (none without one)."""
@@ -871,137 +676,90 @@ class _Routes:
 
     async def create(self, body: ResponsesRequest, request: Request) -> Response:
         """Run an agent on a conversation, as the OpenAI Responses API would answer it."""
-        job = await self._accept(body)
-        if isinstance(job, Response):
-            return job
-        if body.background:
-            return await self._start_background(job)
-        if body.stream:
-            return await self._start_stream(job)
+        run = await self._accept(body)
+        if isinstance(run, Response):
+            return run
+        if body.background or body.stream:
+            if run.keep or body.background:
+                await self.kept.put(KeptResponse(dict(run.obj)))
+            refused = await self._start(run, background=bool(body.background))
+            if refused is not None or body.background:
+                return refused or _json(dict(run.obj))
+            return self._reader(EventId(run.obj["id"], 0))
+        if self.logs.broker is not None:
+            return await self._answer_on_workers(run, request)
         try:
-            response = await run_supervised(job.run, request.receive, self.settings.request_timeout)
+            response = await run_supervised(run.answer, request.receive, run.timeout)
         except ClientDisconnected:
             return Response(status_code=499)
         except Exception as exc:
-            status, kind, message = describe_failure(exc)
-            if status == 400:
-                return _openai_error(_BadRequest(message, None, kind))
-            return error_response(status, kind, message)
-        if _for_client(response):
-            _finish(job.obj, response, _paused_output(response, job.conversation))
-            await self.paused.keep(body.model, response, job.obj["id"])
+            return _run_error(exc)
+        if for_client(response):
+            finish(run.obj, response, paused_output(response, run.conversation))
+            await self.paused.keep(body.model, response, run.obj["id"])
         elif response.paused:
-            paused = ApprovalRequiredError(response.pending_approvals, _NO_APPROVALS_HERE)
+            paused = ApprovalRequiredError(response.pending_approvals, NO_APPROVALS_HERE)
             return error_response(409, "approval_required", str(paused))
         else:
-            _finish(job.obj, response, _output(response, job.conversation))
-        if job.keep:
-            conversation = _conversation_after(job.conversation, response)
-            await self.kept.put(KeptResponse(job.obj, conversation))
-        return _json(job.obj)
+            finish(run.obj, response, output(response, run.conversation))
+        if run.keep:
+            conversation = [*run.conversation.history, *response.messages]
+            await self.kept.put(KeptResponse(run.obj, conversation))
+        return _json(run.obj)
 
-    async def _start_background(self, job: _Job) -> Response:
-        """Keep ``job`` as ``queued`` and run it in a task of its own; the queued object."""
-        queued = dict(job.obj)
-        await self.kept.put(KeptResponse(queued))
-        on_error, source = self._events(job)
-        await self.logs.start(job.obj["id"], source, on_error, background=True)
-        return _json(queued)
+    async def _start(self, run: ResponseRun, *, background: bool) -> Response | None:
+        """Start ``run`` writing its events to its log, here or on a worker; a refusal, if any.
 
-    async def _start_stream(self, job: _Job) -> Response:
-        """Run ``job`` in a task of its own, writing its events to a log; the log, streamed."""
-        if job.keep:
-            await self.kept.put(KeptResponse(dict(job.obj)))
-        on_error, source = self._events(job)
-        await self.logs.start(job.obj["id"], source, on_error)
-        return self._reader(EventId(job.obj["id"], 0))
+        A ``background`` run goes on whether or not anybody reads its events.
+        """
+        stream = run.obj["id"]
+        if self.logs.broker is None:
+            await self.logs.start(stream, _source(run), run.on_error, background=background)
+            return None
+        metadata = {
+            **self.logs.task_metadata(stream, background=background),
+            JOB_KEY: run.spec(),
+            "daimon.agent": run.obj["model"],
+        }
+        task = new_task("", task_id=stream, metadata=metadata)
+        try:
+            await self.logs.submit(stream, task)
+        except Exception as exc:  # the broker (or the store) cannot be reached
+            logger.warning("cannot submit a response's run to the broker", exc_info=True)
+            await self.kept.delete(stream)
+            message = f"the run could not be queued for the workers: {type(exc).__name__}"
+            return error_response(503, "broker_unavailable", message)
+        return None
+
+    async def _answer_on_workers(self, run: ResponseRun, request: Request) -> Response:
+        """Run a request that is neither streamed nor background on a worker; its response."""
+        if run.keep:  # the worker keeps it as it ends
+            await self.kept.put(KeptResponse(dict(run.obj)))
+        refused = await self._start(run, background=False)
+        if refused is not None:
+            return refused
+        stream = run.obj["id"]
+
+        async def last_event(token: CancelToken) -> dict[str, Any]:
+            last: dict[str, Any] = {}
+            async for frame in self.logs.follow(EventId(stream, 0), token):
+                last = frame_data(frame.decode())
+            return last
+
+        try:
+            last = await run_supervised(last_event, request.receive, run.timeout + 5.0)
+        except ClientDisconnected:
+            await self.logs.cancel(stream, "the client left")
+            return Response(status_code=499)
+        except Exception as exc:
+            return _run_error(exc)
+        obj = last.get("response")
+        if not isinstance(obj, dict) or obj.get("status") != "completed":
+            return _worker_failure(obj)
+        return _json(obj)
 
     def _reader(self, at: EventId) -> Response:
         return self.logs.reader(at, _reader_error, self.settings.heartbeat_interval)
-
-    def _events(self, job: _Job) -> tuple[Callable[[BaseException], bytes], Source]:
-        """The error frame and the event source of one streamed or background response."""
-        writer = _EventWriter(job.obj)
-
-        def on_error(exc: BaseException) -> bytes:
-            if job.obj["status"] not in _ENDED_EARLY:
-                _fail(job.obj, exc)
-            return writer.frame("response.failed", response=job.obj)
-
-        async def source(token: CancelToken) -> AsyncGenerator[bytes, None]:
-            try:
-                if job.obj["background"] and not await self._set_in_progress(job):
-                    return  # cancelled (or deleted) before it started
-                async for frame in writer.events(job, token):
-                    yield frame
-                assert writer.response is not None
-                ended = (
-                    "response.completed"
-                    if await self._conclude(job, writer.response)
-                    else ("response.failed")
-                )
-                yield writer.frame(ended, response=job.obj)
-            except BaseException as exc:
-                await self._end(job, exc, token)
-                raise
-
-        return on_error, source
-
-    async def _set_in_progress(self, job: _Job) -> bool:
-        """Mark a background response ``in_progress``; ``False`` when it ended first."""
-        job.obj["status"] = "in_progress"
-        kept = await self.kept.settle(
-            job.obj["id"], lambda k: KeptResponse({**k.body, "status": "in_progress"})
-        )
-        if kept is None or not kept.running:
-            if kept is not None:
-                job.obj.update(kept.body)
-            return False
-        return True
-
-    async def _conclude(self, job: _Job, response: AgentResponse) -> bool:
-        """Keep what a finished run leaves (a paused run, the response); ``False`` if cancelled.
-
-        This comes before the final event, so a client that saw it finds the response kept.
-        """
-        if _for_client(response):
-            await self.paused.keep(job.obj["model"], response, job.obj["id"])
-        if not job.keep:
-            return True
-        conversation = _conversation_after(job.conversation, response)
-        finished = KeptResponse(dict(job.obj), conversation)
-        kept = await self.kept.settle(job.obj["id"], lambda _: finished)
-        if kept is not None and kept.body["status"] != "completed":  # a cancel came first
-            job.obj.update(kept.body)
-            return False
-        return True
-
-    async def _end(self, job: _Job, exc: BaseException, token: CancelToken) -> None:
-        """Record why a run ended early (failed or cancelled), unless it is recorded already.
-
-        A run may fail after it finished (keeping it did): a response kept as finished stays so.
-        """
-        if job.obj["status"] in _ENDED_EARLY:
-            return
-        reason = token.reason if token.cancelled else None
-        if reason == _BY_CLIENT:
-            job.obj["status"] = "cancelled"
-        elif reason == "timeout" or _is_timeout(exc):
-            _fail(job.obj, RunTimeoutError(self.settings.request_timeout, "the run"))
-        elif isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
-            _fail(job.obj, RunCancelled(reason or "the server stopped the run"))
-        else:
-            _fail(job.obj, exc)
-        if not job.keep:
-            return
-        ended = dict(job.obj)
-        try:
-            kept = await self.kept.settle(ended["id"], lambda k: KeptResponse(ended))
-        except Exception:  # the store is down: the response stays as last written
-            logger.warning("cannot record how response %s ended", ended["id"], exc_info=True)
-            return
-        if kept is not None:
-            job.obj.update(kept.body)
 
     async def retrieve(
         self,
@@ -1039,7 +797,7 @@ class _Routes:
 
         def failed(kept: KeptResponse) -> KeptResponse:
             body = dict(kept.body)
-            _fail(body, lost)
+            fail(body, lost)
             return dataclasses.replace(kept, body=body)
 
         return await self.kept.settle(response_id, failed)
@@ -1086,7 +844,7 @@ class _Routes:
         if cancelled is None:  # deleted meanwhile
             return _not_found(response_id)
         if cancelled.body["status"] == "cancelled":
-            await self.logs.cancel(response_id, _BY_CLIENT)
+            await self._stop(cancelled.body, BY_CLIENT)
         return _json(cancelled.body)
 
     async def delete(self, response_id: str) -> Response:
@@ -1095,8 +853,56 @@ class _Routes:
         if kept is None:
             return _not_found(response_id)
         if kept.running:
-            await self.logs.cancel(response_id, "deleted by the client")
+            await self._stop({**kept.body, "status": "cancelled"}, "deleted by the client")
         return _json({"id": response_id, "object": "response.deleted", "deleted": True})
+
+    async def _stop(self, body: dict[str, Any], reason: str) -> None:
+        """Stop the run of the response ``body``, wherever it runs.
+
+        A worker's run log is ended here, with the ``response.failed`` event its run would
+        have sent (numbered after the events logged so far).
+        """
+
+        def ending(logged: int) -> bytes:
+            event = {"type": "response.failed", "sequence_number": logged, "response": body}
+            return sse_frame(dump_json(event), event="response.failed")
+
+        await self.logs.cancel(body["id"], reason, ending=ending)
+
+
+def _source(run: ResponseRun) -> Source:
+    """The run's events, as a replica's own run log takes them; an early end is recorded."""
+
+    async def source(token: CancelToken) -> AsyncGenerator[bytes, None]:
+        try:
+            async for frame in run.frames(token):
+                yield frame
+        except BaseException as exc:
+            await run.end(exc, token.reason if token.cancelled else None)
+            raise
+
+    return source
+
+
+def _run_error(exc: BaseException) -> Response:
+    """The answer to a run that failed with ``exc``."""
+    status, kind, message = describe_failure(exc)
+    return _failure_response(status, kind, message)
+
+
+def _failure_response(status: int, kind: str, message: str) -> Response:
+    if status == 400:
+        return _openai_error(_BadRequest(message, None, kind))
+    return error_response(status, kind, message)
+
+
+def _worker_failure(obj: Any) -> Response:
+    """The answer to a run a worker ran that did not complete (its ``response`` object)."""
+    error = obj.get("error") if isinstance(obj, dict) else None
+    if not isinstance(error, dict):
+        return error_response(500, "internal_error", "the run ended without a response")
+    kind, message = str(error.get("code")), str(error.get("message"))
+    return _failure_response(failure_status(kind), kind, message)
 
 
 _RUN_CODES = (401, 403, 404, 413, 500, 502, 504)
@@ -1153,13 +959,11 @@ def _reader_error(exc: BaseException) -> bytes:
 
 
 def _with_tool_choice(
-    agent: Promptable, body: ResponsesRequest, specs: Sequence[ToolSpec]
+    agent: Promptable, model: str, choice: str | None, specs: Sequence[ToolSpec]
 ) -> Promptable:
     """``agent`` with the request's ``tool_choice``; one it cannot honour is a 400."""
-    choice = body.tool_choice
-    name = choice.name if isinstance(choice, FunctionChoice) else choice
     try:
-        return with_tool_choice(agent, body.model, name, specs)
+        return with_tool_choice(agent, model, choice, specs)
     except BadToolChoice as exc:
         raise _BadRequest(str(exc), "tool_choice", "invalid_value") from None
 
@@ -1173,127 +977,3 @@ def _takes_client_tools(agent: Promptable, model: str, specs: Sequence[ToolSpec]
 
 def _json(body: Any) -> Response:
     return Response(dump_json(body), media_type="application/json")
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    return isinstance(exc, TimeoutError) and not isinstance(exc, RunTimeoutError)
-
-
-class _EventWriter:
-    """The Responses stream events of one run, numbered in order."""
-
-    __slots__ = ("_obj", "_open", "_output", "_sequence", "_texts", "response")
-
-    def __init__(self, obj: dict[str, Any]) -> None:
-        self._obj = obj
-        self._sequence = 0
-        self._output: list[dict[str, Any]] = []
-        self._open: dict[str, Any] | None = None
-        self._texts: list[str] = []
-        self.response: AgentResponse | None = None
-
-    def frame(self, kind: str, **data: Any) -> bytes:
-        """One event, with its type and sequence number."""
-        body = {"type": kind, "sequence_number": self._sequence, **data}
-        self._sequence += 1
-        return sse_frame(dump_json(body), event=kind)
-
-    async def events(self, job: _Job, token: CancelToken) -> AsyncGenerator[bytes, None]:
-        """The event sequence of ``job``'s run but its last, ``response.completed``.
-
-        Its caller sends that one once what the run leaves is kept (``self.response``).
-        """
-        c = job.conversation
-        yield self.frame("response.created", response=self._obj)
-        yield self.frame("response.in_progress", response=self._obj)
-        stream = c.events(job.agent, self._obj["id"].removeprefix("resp_"), token)
-        async for event in stream:
-            if isinstance(event, TextDelta) and event.text:
-                if self._open is None:
-                    for frame in self._open_message():
-                        yield frame
-                self._texts.append(event.text)
-                yield self.frame(
-                    "response.output_text.delta", **self._where(), delta=event.text, logprobs=[]
-                )
-            elif isinstance(event, UsageEvent) and self._open is not None:
-                for frame in self._close_message():  # a model call ended: so did its message
-                    yield frame
-            elif isinstance(event, Done):
-                self.response = event.response
-        if self._open is not None:
-            for frame in self._close_message():
-                yield frame
-        if self.response is None:  # pragma: no cover - agent streams end with Done or raise
-            raise RuntimeError("the run ended without a response")
-        ending = (
-            self._calls_for_client(self.response)
-            if _for_client(self.response)
-            else self._answered(self.response)
-        )
-        for frame in ending:
-            yield frame
-
-    def _answered(self, response: AgentResponse) -> list[bytes]:
-        """The end of a finished run: its answer, if not sent as text yet."""
-        response.require_finished(_NO_APPROVALS_HERE)
-        answer = response.text
-        frames: list[bytes] = []
-        if not self._output or self._output[-1]["content"][0]["text"] != answer:
-            # A structured answer comes through the output tool, not as text: send it too.
-            frames += self._open_message()
-            self._texts.append(answer)
-            frames.append(
-                self.frame("response.output_text.delta", **self._where(), delta=answer, logprobs=[])
-            )
-            frames += self._close_message()
-        _finish(self._obj, response, self._output)
-        return frames
-
-    def _calls_for_client(self, response: AgentResponse) -> list[bytes]:
-        """The end of a run paused for client calls: one item per call."""
-        frames = [frame for item in _call_items(response) for frame in self._function_call(item)]
-        _finish(self._obj, response, self._output)
-        return frames
-
-    def _function_call(self, item: dict[str, Any]) -> list[bytes]:
-        """The events of one ``function_call`` item, its arguments in one delta."""
-        index = len(self._output)
-        where = {"item_id": item["id"], "output_index": index}
-        arguments = item["arguments"]
-        started = {**item, "arguments": "", "status": "in_progress"}
-        frames = [
-            self.frame("response.output_item.added", output_index=index, item=started),
-            self.frame("response.function_call_arguments.delta", **where, delta=arguments),
-            self.frame("response.function_call_arguments.done", **where, arguments=arguments),
-            self.frame("response.output_item.done", output_index=index, item=item),
-        ]
-        self._output.append(item)
-        return frames
-
-    def _where(self) -> dict[str, Any]:
-        assert self._open is not None
-        return {"item_id": self._open["id"], "output_index": len(self._output), "content_index": 0}
-
-    def _open_message(self) -> list[bytes]:
-        self._open = _message_item(f"msg_{uuid.uuid4().hex}", "", "in_progress")
-        self._texts = []
-        index = len(self._output)
-        return [
-            self.frame("response.output_item.added", output_index=index, item=self._open),
-            self.frame("response.content_part.added", **self._where(), part=_text_part("")),
-        ]
-
-    def _close_message(self) -> list[bytes]:
-        assert self._open is not None
-        text = "".join(self._texts)
-        where = self._where()
-        item = _message_item(self._open["id"], text)
-        frames = [
-            self.frame("response.output_text.done", **where, text=text, logprobs=[]),
-            self.frame("response.content_part.done", **where, part=_text_part(text)),
-            self.frame("response.output_item.done", output_index=where["output_index"], item=item),
-        ]
-        self._output.append(item)
-        self._open = None
-        return frames

@@ -45,6 +45,7 @@ from daimon._run_logs import (
     StreamGone,
     failure_frame,
     frame_mark,
+    watch_cancels,
 )
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, RunCancelled
@@ -63,10 +64,11 @@ logger = logging.getLogger("daimon.server")
 
 _READ_WAIT = 5.0  # longest single wait on a log: bounds how stale a listener record gets
 _CATCH_UP = 5.0  # longest wait for a live run's writer to reach the frame a client names
-_CONTROL_WAIT = 0.5  # one wait on the control stream: some clients (redis-py) sit out a
-# cancelled wait, so this bounds how long stopping the watcher takes
 _BEAT = 2.0  # seconds between a replica's "alive" records (each lives three beats)
 _LIVE_TASK = frozenset({TaskState.PENDING, TaskState.RUNNING, TaskState.PAUSED})
+
+_MOST_FRAMES = 1_000_000
+"""The most frames counted in a log."""
 
 
 class RunLogs:
@@ -149,21 +151,26 @@ class RunLogs:
         await self._listen(store, stream)
         await self.broker.submit(task)
 
-    def task_metadata(self, stream: str) -> dict[str, Any]:
-        """What a task needs to write its events to the log ``stream`` (see :meth:`submit`)."""
-        return {
+    def task_metadata(self, stream: str, *, background: bool = False) -> dict[str, Any]:
+        """What a task needs to write its events to the log ``stream`` (see :meth:`submit`).
+
+        A ``background`` run goes on whether or not anybody reads its log.
+        """
+        metadata: dict[str, Any] = {
             STREAM_KEY: stream,
-            GRACE_KEY: self.grace,
             RETENTION_KEY: self.retention,
             TIMEOUT_KEY: self.timeout,
         }
+        if not background:
+            metadata[GRACE_KEY] = self.grace
+        return metadata
 
     async def open(self) -> StateStore:
         """The store, with this replica's watchers started (cancels, the grace, its beat)."""
         store = await self._state.open()
         if not self._watchers:
             self._watchers = [
-                asyncio.create_task(self._watch_cancels(store)),
+                asyncio.create_task(watch_cancels(store, self._cancel_here)),
                 asyncio.create_task(self._sweep(store)),
             ]
             await self._beat(store)
@@ -340,8 +347,18 @@ class RunLogs:
         """Say that a client reads ``stream`` (for ``grace`` seconds from now)."""
         await store.put(LISTENER_KIND, stream, "1", ttl=self.grace)
 
-    async def cancel(self, stream: str, reason: str = "cancelled by the client") -> None:
-        """Stop the run writing ``stream``, on whichever replica runs it."""
+    async def cancel(
+        self,
+        stream: str,
+        reason: str = "cancelled by the client",
+        *,
+        ending: Callable[[int], bytes] | None = None,
+    ) -> None:
+        """Stop the run writing ``stream``, on whichever replica runs it.
+
+        A worker's run is cancelled through the broker, its log ended here first with
+        ``ending(frames logged)`` (by default the native ``error`` frame).
+        """
         run = self._runs.get(stream)
         if run is not None:
             run.stop(reason)
@@ -350,36 +367,22 @@ class RunLogs:
         if self.broker is not None and await store.get(OWNER_KIND, stream) == BROKER_OWNER:
             # End the log first, so no reader sees the task cancelled with its log open (lost);
             # the worker stops at its next heartbeat, and anything it writes after is not read.
-            log = LogWriter(store, stream, retention=self.retention)
-            await log.end(failure_frame(RunCancelled(reason)))
+            if ending is None:
+                last = failure_frame(RunCancelled(reason))
+            else:
+                last = ending(len(await store.read_after(LOG_KIND, stream, 0, limit=_MOST_FRAMES)))
+            await LogWriter(store, stream, retention=self.retention).end(last)
             await self.broker.cancel(stream)
+            # ... and the worker running it stops now, not at its next heartbeat
+            await store.append(CONTROL_KIND, CANCELS, stream, ttl=self.retention)
             return
         await store.append(CONTROL_KIND, CANCELS, stream, ttl=self.retention)
 
-    async def _watch_cancels(self, store: StateStore) -> None:
-        """Cancel the runs of this process that any replica is asked to cancel."""
-        kept = await store.read_after(CONTROL_KIND, CANCELS, 0, limit=1)
-        last = 0
-        if kept:  # start after what is there now: older requests were for older runs
-            while batch := await store.read_after(CONTROL_KIND, CANCELS, last, limit=1000):
-                last = batch[-1][0]
-        while True:
-            task = asyncio.current_task()
-            try:
-                events = await store.wait_after(CONTROL_KIND, CANCELS, last, wait=_CONTROL_WAIT)
-            except Exception:
-                if task is not None and task.cancelling():
-                    raise  # a client library turned our cancellation into its own error
-                logger.warning("cannot read run cancellations from the state store", exc_info=True)
-                await asyncio.sleep(1.0)
-                continue
-            if task is not None and task.cancelling():
-                raise asyncio.CancelledError  # a client library swallowed our cancellation
-            for number, stream in events:
-                last = number
-                run = self._runs.get(stream)
-                if run is not None:
-                    run.stop("cancelled by the client")
+    def _cancel_here(self, stream: str) -> None:
+        """Cancel this process's run of ``stream`` (another replica was asked to), if it runs."""
+        run = self._runs.get(stream)
+        if run is not None:
+            run.stop("cancelled by the client")
 
     async def _beat(self, store: StateStore) -> None:
         """Say this replica lives, for three beats."""

@@ -123,7 +123,7 @@ def fleet(
 class Reader(threading.Thread):
     """Reads an event stream in the background, frame by frame, until it ends or breaks."""
 
-    def __init__(self, url: str, body: dict[str, str], last_event_id: str | None = None) -> None:
+    def __init__(self, url: str, body: dict[str, object], last_event_id: str | None = None) -> None:
         super().__init__(daemon=True)
         self.url, self.body, self.last_event_id = url, body, last_event_id
         self.frames: list[Frame] = []
@@ -263,3 +263,71 @@ def test_a_stream_cancelled_through_a_replica_stops_its_run_on_the_worker(
         assert group.notes() == [], group.stderr()
         unknown = httpx.delete(f"{b.url}/prompt/stream/nosuchstream", timeout=10)
         assert unknown.status_code == 404
+
+
+# --- Responses on workers: the worker writes the response's events and keeps it as it changes.
+
+
+def poll_response(url: str, response_id: str, seconds: float = 30.0) -> dict[str, object]:
+    """The response once it is no longer queued or in progress (or as it is after ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        body: dict[str, object] = httpx.get(f"{url}/v1/responses/{response_id}", timeout=10).json()
+        if body.get("status") not in ("queued", "in_progress") or time.monotonic() > deadline:
+            return body
+        time.sleep(0.1)
+
+
+def output_text(body: dict[str, object]) -> str:
+    items = body["output"]
+    assert isinstance(items, list)
+    return "".join(part["text"] for item in items for part in item.get("content", []))
+
+
+def test_a_background_response_on_a_worker_outlives_a_restart_of_every_replica(
+    tmp_path: Path, urls: tuple[str, str, str]
+) -> None:
+    with fleet(tmp_path, *urls) as group:
+        a, b = group.replica(), group.replica()
+        group.worker()
+        body = {"model": "replica", "input": "bg", "background": True}
+        started = httpx.post(f"{a.url}/v1/responses", json=body, timeout=10).json()
+        assert started["status"] == "queued", started
+        deadline = time.monotonic() + 20
+        while not group.notes():  # half-way: the tool ran on the worker
+            assert time.monotonic() < deadline, group.stderr()
+            time.sleep(0.05)
+        for replica in (a, b):
+            replica.stop(signal.SIGKILL)
+        c = group.replica()
+        finished = poll_response(c.url, str(started["id"]))
+        assert finished["status"] == "completed", f"{finished}\n{group.stderr()}"
+        assert output_text(finished) == "".join(ALL_TICKS)
+        assert [note.split()[0] for note in group.notes()] == ["bg"]  # the tool ran once
+
+
+def test_a_response_streamed_from_a_killed_worker_goes_on_on_the_other(
+    tmp_path: Path, urls: tuple[str, str, str]
+) -> None:
+    with fleet(tmp_path, *urls) as group:
+        replica = group.replica()
+        workers = {w.pid: w for w in (group.worker(), group.worker())}
+        body = {"model": "replica", "input": "kill-worker", "stream": True}
+        reader = Reader(f"{replica.url}/v1/responses", body)
+        reader.start()
+        reader.wait_for(lambda frames: len(response_deltas(frames)) >= 12)
+        (note,) = group.notes()
+        workers[int(note.split()[1])].send_signal(signal.SIGKILL)
+        reader.join(30)
+        assert reader.error is None, f"{reader.error}\n{group.stderr()}"
+        events = [json.loads(frame.data) for frame in reader.frames]
+        numbers = [event["sequence_number"] for event in events]
+        assert numbers == list(range(len(numbers))), group.stderr()  # numbered on, each once
+        assert [e["type"] for e in events].count("response.created") == 1
+        assert events[-1]["type"] == "response.completed", events[-3:]
+        assert output_text(events[-1]["response"]).endswith("".join(ALL_TICKS[10:]))
+        assert [n.split()[0] for n in group.notes()] == ["kill-worker"]  # the tool ran once
+
+
+def response_deltas(frames: list[Frame]) -> list[str]:
+    return [json.loads(f.data)["delta"] for f in frames if f.event == "response.output_text.delta"]
