@@ -38,6 +38,7 @@ from daimon.core.tasks import AgentTask
 from daimon.server._encode import dump_json, event_data  # web-free: daimon.core only
 
 __all__ = (
+    "AGENT_KEY",
     "BROKER_OWNER",
     "CANCELS",
     "CONTROL_KIND",
@@ -83,6 +84,8 @@ END = "."
 BROKER_OWNER = "broker"
 """The owner record of a run submitted to a broker: its task (id = the log's name) says whether
 it still runs."""
+AGENT_KEY = "daimon.agent"
+"""The task metadata key naming the served agent a task runs (a worker may run several)."""
 STREAM_KEY = "daimon.stream"
 """The task metadata key naming the log a worker writes the task's events to."""
 GRACE_KEY = "daimon.grace"

@@ -75,6 +75,32 @@ async def test_runs_tasks_and_records_one_result_each(broker: MemoryBroker) -> N
     assert worker.completed == 20
 
 
+async def test_a_worker_of_several_agents_runs_the_one_each_task_names(
+    broker: MemoryBroker,
+) -> None:
+    agents = {
+        "first": Agent(FunctionModel(lambda r: f"first: {r.messages[-1].text}")),
+        "second": Agent(FunctionModel(lambda r: f"second: {r.messages[-1].text}")),
+    }
+    worker = Worker(agents, broker.handle(), poll=0.05)
+    running = await start(worker)
+    named = await broker.submit(new_task("a", metadata={"daimon.agent": "second"}))
+    unnamed = await broker.submit(new_task("b"))
+    other = await broker.submit(new_task("c", metadata={"daimon.agent": "third"}))
+    outcomes = [await settled(broker, task_id) for task_id in (named, unnamed, other)]
+    await stop(worker, running)
+    assert [s.result.output if s.result else None for s in outcomes] == [
+        "second: a",
+        "first: b",
+        None,
+    ]
+    assert outcomes[2].state is TaskState.FAILED  # for good: on its first attempt
+    assert "agent 'third'" in (outcomes[2].error or "")
+    assert "['first', 'second']" in (outcomes[2].error or "")
+    with pytest.raises(BuilderError, match="at least one agent"):
+        Worker({}, broker.handle())
+
+
 async def test_runs_up_to_concurrency_tasks_at_once(broker: MemoryBroker) -> None:
     now = peak = 0
 

@@ -251,7 +251,13 @@ def _positive_seconds(value: float | None) -> float | None:
 
 @app.command("worker")
 def worker(
-    agent: AgentArgument,
+    agents: Annotated[
+        list[str],
+        typer.Argument(
+            help="The agents to run (module:attr or agent files), as `daimon serve` is given "
+            "them: each task runs the one it names."
+        ),
+    ],
     broker: Annotated[
         str,
         typer.Option(
@@ -290,9 +296,9 @@ def worker(
     limits: LimitsOption = None,
     limits_store: LimitsStoreOption = None,
 ) -> None:
-    """Run tasks from a broker on the agent until SIGTERM, losing none."""
+    """Run tasks from a broker on the agents until SIGTERM, losing none."""
     limiter = _limiter(limits, limits_store)
-    served = _limited(load_served(agent), limiter)
+    served = _served(agents, limiter)
     from daimon.distributed import run_worker
 
     options: dict[str, Any] = {"queue": queue}
@@ -351,11 +357,7 @@ def serve(
     """Serve agents over HTTP: REST, SSE, OpenAI-compatible /v1, and a web playground at /."""
     hosts = _allowed_hosts(allowed_host)
     _refuse_unnamed_wildcard(host, hosts, token)
-    limiter = _limiter(limits, limits_store)  # one for all: agents of one model share its limits
-    served: dict[str, Promptable] = {}
-    for spec in agents:
-        agent = _limited(load_served(spec), limiter)
-        served[agent.name if agent.name not in served else spec] = agent
+    served = _served(agents, _limiter(limits, limits_store))
     from daimon.server import ServerSettings
     from daimon.server import serve as serve_http
 
@@ -376,6 +378,18 @@ def serve(
         raise _Exit(EXIT_USAGE) from None
     except KeyboardInterrupt:
         raise _Exit(EXIT_INTERRUPTED) from None
+
+
+def _served(specs: list[str], limiter: Limiter | None) -> dict[str, Promptable]:
+    """The agents the command line names, by name (a spec names one whose name is taken).
+
+    One limiter for all: agents of one model share its limits.
+    """
+    served: dict[str, Promptable] = {}
+    for spec in specs:
+        agent = _limited(load_served(spec), limiter)
+        served[agent.name if agent.name not in served else spec] = agent
+    return served
 
 
 def _allowed_hosts(given: list[str] | None) -> tuple[str, ...] | None:

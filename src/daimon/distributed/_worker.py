@@ -9,10 +9,11 @@ import math
 import random
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from daimon._run_logs import (
+    AGENT_KEY,
     GRACE_KEY,
     LISTENER_KIND,
     LOG_KIND,
@@ -149,7 +150,9 @@ class Worker:
     once it has taken the task's timeout (each attempt is given all of it).
 
     Args:
-        agent: The agent (any promptable) that runs every task.
+        agent: The agent (any promptable) that runs every task, or agents by name: each task
+            runs the one its metadata names (``daimon serve --broker`` names the served agent;
+            a task naming none runs the first), and a task naming another fails for good.
         broker: Where tasks come from.
         concurrency: How many tasks run at once.
         grace: Seconds in-flight tasks get to finish after :meth:`stop`.
@@ -163,7 +166,7 @@ class Worker:
 
     def __init__(
         self,
-        agent: Promptable,
+        agent: Promptable | Mapping[str, Promptable],
         broker: Broker,
         *,
         concurrency: int = 4,
@@ -178,7 +181,15 @@ class Worker:
             raise BuilderError(f"concurrency must be a positive integer, got {concurrency!r}")
         if grace < 0:
             raise BuilderError(f"grace must not be negative, got {grace!r}")
-        self.agent = agent
+        self.agents: dict[str, Promptable] = {}
+        """The agents by name, when the worker was given a mapping of them (else empty)."""
+        if isinstance(agent, Mapping):
+            self.agents = dict(agent)
+            if not self.agents:
+                raise BuilderError("a worker needs at least one agent")
+            agent = next(iter(self.agents.values()))
+        self.agent: Promptable = agent
+        """The agent of tasks that name none (the first, given several)."""
         self.broker = broker
         self.concurrency = concurrency
         self.grace = grace
@@ -309,7 +320,7 @@ class Worker:
         try:  # the lease is renewed until the attempt is settled, as settling may take a while
             run.log = await self._open_log(task)
             if run.log is not None:
-                run.job = log_job(self.agent, task, run.log.store)
+                run.job = log_job(self._agent_for(task), task, run.log.store)
                 self._logged[run.log.stream] = run
             readers = self._watch_readers(run, task)
             deadline = self._deadline(run, task)
@@ -339,6 +350,22 @@ class Worker:
                 deadline.cancel()
             await self._stop_beating(run, beat)
             _CURRENT.reset(token)
+
+    def _agent_for(self, task: AgentTask) -> Promptable:
+        """The agent the task names (``daimon serve`` names one), or this worker's only one.
+
+        Raises:
+            BuilderError: The worker runs several agents, none of them the one named.
+        """
+        name = task.metadata.get(AGENT_KEY)
+        if not self.agents or name is None:
+            return self.agent
+        if isinstance(name, str) and name in self.agents:
+            return self.agents[name]
+        raise BuilderError(
+            f"task {task.task_id} is for agent {name!r}; this worker runs {sorted(self.agents)}: "
+            "every worker on a queue needs every agent its servers submit runs of"
+        )
 
     def _cancel(self, stream: str) -> None:
         """Stop the run writing ``stream`` here, if any: a client cancelled it."""
@@ -446,7 +473,7 @@ class Worker:
 
         A prompt whose task names a run log is run streamed, its events written there.
         """
-        agent = self.agent
+        agent = self._agent_for(task)
         cancel = run.cancel
         if task.resume is None and run.log is not None and run.job is not None:
             response = await self._stream(task, run.log, run.job, cancel)
@@ -635,7 +662,7 @@ def _seconds(value: object) -> float | None:
 
 
 async def run_worker(
-    agent: Promptable,
+    agent: Promptable | Mapping[str, Promptable],
     broker: str | Broker,
     *,
     concurrency: int = 4,
@@ -651,7 +678,8 @@ async def run_worker(
     """Run a :class:`Worker` until SIGTERM or SIGINT (or until its task is cancelled).
 
     Args:
-        agent: The agent (any promptable) that runs every task.
+        agent: The agent (any promptable) that runs every task, or agents by name (see
+            :class:`Worker`).
         broker: A broker, or a URL naming one (``redis://...``, ``nats://...``, ``amqp://...``,
             ``memory://``); a broker made from a URL is closed on return.
         concurrency: How many tasks run at once.

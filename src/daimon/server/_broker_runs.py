@@ -13,6 +13,7 @@ import asyncio
 from starlette.responses import Response
 from starlette.types import Receive
 
+from daimon._run_logs import AGENT_KEY
 from daimon.core import errors
 from daimon.core.protocols import Broker
 from daimon.core.results import AgentResponse
@@ -49,7 +50,7 @@ async def prompt_on_workers(
     seconds: float,
 ) -> Response:
     """Run the prompt as a task on the broker's workers, for ``seconds`` at most; the answer."""
-    task = new_task(text, session_id=session_id, metadata={"daimon.agent": agent})
+    task = new_task(text, session_id=session_id, metadata={AGENT_KEY: agent})
     try:
         await broker.submit(task)
     except Exception as exc:  # the broker cannot be reached

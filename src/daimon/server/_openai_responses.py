@@ -54,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Ta
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRuns
-from daimon._run_logs import JOB_KEY, sse_frame
+from daimon._run_logs import AGENT_KEY, JOB_KEY, sse_frame
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, InvalidIdError, UnknownPausedRunError
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
@@ -719,7 +719,7 @@ class _Routes:
         metadata = {
             **self.logs.task_metadata(stream, background=background),
             JOB_KEY: run.spec(),
-            "daimon.agent": run.obj["model"],
+            AGENT_KEY: run.obj["model"],
         }
         task = new_task("", task_id=stream, metadata=metadata)
         try:

@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.responses import Response
 
-from daimon._run_logs import error_frame, event_frame
+from daimon._run_logs import AGENT_KEY, error_frame, event_frame
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.distributed._client import new_task
@@ -367,7 +367,7 @@ async def _submit_stream(
 ) -> Response:
     """Send the run ``body`` asks for to the workers; the response reads its log."""
     stream = uuid.uuid4().hex
-    metadata = {**logs.task_metadata(stream), "daimon.agent": name}
+    metadata = {**logs.task_metadata(stream), AGENT_KEY: name}
     task = new_task(body.input, task_id=stream, session_id=body.session_id, metadata=metadata)
     try:
         await logs.submit(stream, task)
