@@ -64,6 +64,7 @@ logger = logging.getLogger("daimon.server")
 
 _READ_WAIT = 5.0  # longest single wait on a log: bounds how stale a listener record gets
 _CATCH_UP = 5.0  # longest wait for a live run's writer to reach the frame a client names
+_CATCH_UP_SLICE = 0.25  # ... asking between waits whether the run has ended
 _BEAT = 2.0  # seconds between a replica's "alive" records (each lives three beats)
 _LIVE_TASK = frozenset({TaskState.PENDING, TaskState.RUNNING, TaskState.PAUSED})
 
@@ -216,6 +217,8 @@ class RunLogs:
         run.finish()
         try:
             await writer  # flushed: a reader elsewhere, or one coming back, finds every frame
+            # ended: a reader asking for a frame past the end need not wait for this replica
+            await store.put(OWNER_KIND, stream, END, ttl=self.retention)
         finally:
             if self._runs.get(stream) is run:
                 del self._runs[stream]
@@ -230,16 +233,22 @@ class RunLogs:
         if run is not None and at.number <= len(run.frames):
             return
         store = await self._state.open()
+        if run is not None and run.ended:  # past the end of a run of this replica's
+            raise StreamGone(f"stream {at.stream!r} ended before event {at.number}")
         if at.number == 0:
             found = await store.read_after(LOG_KIND, at.stream, 0, limit=1)
             kept = bool(found)
         else:
             found = await store.read_after(LOG_KIND, at.stream, at.number - 1, limit=1)
-            if not found and await self.owner_alive(at.stream):
+            deadline = asyncio.get_running_loop().time() + _CATCH_UP
+            while not found and asyncio.get_running_loop().time() < deadline:
                 # Its replica sent this frame to its own readers and may not have written it
-                # yet: wait for its writer (a client can come back within a millisecond).
+                # yet: wait for its writer (a client can come back within a millisecond), while
+                # the run goes on (once ended, its log is whole).
+                if not await self.owner_alive(at.stream):
+                    break
                 found = await store.wait_after(
-                    LOG_KIND, at.stream, at.number - 1, wait=_CATCH_UP, limit=1
+                    LOG_KIND, at.stream, at.number - 1, wait=_CATCH_UP_SLICE, limit=1
                 )
             kept = bool(found) and found[0][0] == at.number
         if not kept:
@@ -300,7 +309,7 @@ class RunLogs:
             return True
         store = await self._state.open()
         owner = await store.get(OWNER_KIND, stream)
-        if owner is None:
+        if owner is None or owner == END:  # none, or the run ended (its log says so too)
             return None
         if owner == BROKER_OWNER:
             return await self._task_alive(stream)
