@@ -1,7 +1,7 @@
 """Streams across replicas: what the state store adds to a streamed request, and open streams.
 
 Usage: python benchmarks/server_streams.py [--rounds 3] [--requests 300] [--duration 6]
-       [--streams 1000] [--only latency,open,replicas]
+       [--streams 1000] [--only latency,open,replicas,workers]
 
 latency   POST /prompt/stream (a fake model streaming 5 deltas, no tool) on a bare FastAPI SSE
           endpoint doing the same work, and on ``daimon serve`` keeping its streams in memory,
@@ -12,6 +12,8 @@ open      ``--streams`` concurrent streams held open on one replica (their runs 
           server's resident memory before and with them, and ``/health`` latency meanwhile.
 replicas  req/s of one replica against two sharing a Redis store (the client alternates
           between them), on this machine's cores.
+workers   p50/p99 of the same stream run in the replica (PostgreSQL store) and run on a
+          ``daimon worker`` process (a Redis broker, the same store): what a worker adds.
 
 Every server is one uvicorn process on 127.0.0.1, started by this script.
 """
@@ -45,6 +47,8 @@ KINDS = {
     "redis": "daimon serve --store redis://",
     "postgres": "daimon serve --store postgresql://",
 }
+ROLES = (*KINDS, "on-workers", "worker")
+"""What ``--serve`` may start: a server of KINDS, one sending runs to workers, or a worker."""
 
 
 # ------------------------------------------------------------------------------ the servers
@@ -59,13 +63,17 @@ async def deltas(request: Any) -> AsyncIterator[str]:
         yield f"d{index} "
 
 
-def daimon_app(store: str | None, port: int) -> Any:
+def streamer() -> Any:
     from daimon import Agent
     from daimon.models import FunctionModel
+
+    return Agent(FunctionModel(stream_function=deltas), name="streamer")
+
+
+def daimon_app(store: str | None, port: int, **settings: Any) -> Any:
     from daimon.server import ServerSettings, create_app
 
-    agent = Agent(FunctionModel(stream_function=deltas), name="streamer")
-    return create_app(agent, settings=ServerSettings(port=port, store=store))
+    return create_app(streamer(), settings=ServerSettings(port=port, store=store, **settings))
 
 
 class Prompt(BaseModel):
@@ -101,7 +109,16 @@ def bare_app() -> Any:
 def serve(kind: str, port: int) -> None:
     import uvicorn
 
-    app = bare_app() if kind == "bare" else daimon_app(STORES[kind], port)
+    if kind == "worker":
+        from daimon.distributed import run_worker
+
+        queue = os.environ["BENCH_QUEUE"]
+        asyncio.run(run_worker(streamer(), REDIS, state_store=POSTGRES, queue=queue, poll=1.0))
+        return
+    if kind == "on-workers":
+        app = daimon_app(POSTGRES, port, broker=REDIS, queue=os.environ["BENCH_QUEUE"])
+    else:
+        app = bare_app() if kind == "bare" else daimon_app(STORES[kind], port)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
@@ -121,6 +138,8 @@ def start(kind: str, **env: str) -> tuple[subprocess.Popen[bytes], int]:
         stdout=subprocess.DEVNULL,
         env={**os.environ, **env},
     )
+    if kind == "worker":
+        return process, port  # it listens on nothing
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -254,8 +273,8 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--duration", type=float, default=6.0)
     parser.add_argument("--streams", type=int, default=1000)
-    parser.add_argument("--only", default="latency,open,replicas")
-    parser.add_argument("--serve", choices=tuple(KINDS), help=argparse.SUPPRESS)
+    parser.add_argument("--only", default="latency,open,replicas,workers")
+    parser.add_argument("--serve", choices=ROLES, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -318,6 +337,37 @@ def main() -> None:
             f"replicas sharing Redis, {args.connections} streams at once, {os.cpu_count()} cores: "
             f"one {one:.0f} req/s, two {two:.0f} req/s ({two / one:.2f}x)"
         )
+    if "workers" in parts:
+        print(on_workers(args))
+
+
+def on_workers(args: argparse.Namespace) -> str:
+    """The stream in the replica against on a worker, rounds interleaved; the line to print."""
+    queue = f"bench-{os.getpid()}"
+    worker, _ = start("worker", BENCH_QUEUE=queue)
+    rows: dict[str, list[dict[str, float]]] = {"postgres": [], "on-workers": []}
+    try:
+        for _ in range(args.rounds):
+            for kind in rows:
+                process, port = start(kind, BENCH_QUEUE=queue)
+                try:
+                    rows[kind].append(asyncio.run(latency([port], args.requests)))
+                finally:
+                    process.terminate()
+                    process.wait(timeout=15)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+    here, there = (
+        {key: statistics.median(r[key] for r in rows[kind]) for key in ("p50_ms", "p99_ms")}
+        for kind in rows
+    )
+    return (
+        f"POST /prompt/stream, PostgreSQL store, one at a time ({args.requests} requests, median "
+        f"of {args.rounds} rounds): run in the replica p50 {here['p50_ms']:.2f} ms (p99 "
+        f"{here['p99_ms']:.2f}); on a worker through a Redis broker p50 {there['p50_ms']:.2f} ms "
+        f"(p99 {there['p99_ms']:.2f}), {there['p50_ms'] - here['p50_ms']:+.2f} ms"
+    )
 
 
 if __name__ == "__main__":

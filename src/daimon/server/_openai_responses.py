@@ -38,6 +38,12 @@ header), on any replica, streams the events after sequence number ``N`` again. B
 answer 400 in OpenAI's error shape with ``param`` naming the field (an unknown
 ``previous_response_id`` included, code ``previous_response_not_found``); an unknown response
 id answers 404.
+
+The run itself (:class:`~daimon.server._responses_run.ResponseRun`: its events, and keeping the
+response as it changes) is web-free: without a broker it runs in this process; with one
+(``daimon serve --broker``) every request's run is a task a worker runs, from the run's spec,
+writing the events to the same log and keeping the response in the same store; a plain request
+reads the log to its end and answers with the response its last event carries.
 """
 
 from __future__ import annotations
@@ -749,9 +755,10 @@ class _Routes:
         try:
             last = await run_supervised(last_event, request.receive, run.timeout + 5.0)
         except ClientDisconnected:
-            await self.logs.cancel(stream, "the client left")
+            await self._stop({**run.obj, "status": "cancelled"}, "the client left")
             return Response(status_code=499)
-        except Exception as exc:
+        except Exception as exc:  # the store failed while we read, or the worker never ended it
+            await self._stop({**run.obj, "status": "cancelled"}, "the server stopped the run")
             return _run_error(exc)
         obj = last.get("response")
         if not isinstance(obj, dict) or obj.get("status") != "completed":

@@ -301,6 +301,7 @@ class ResponseRun:
 
     @property
     def run_id(self) -> str:
+        """The agent run's id: the response's, without its ``resp_`` prefix."""
         return str(self.obj["id"]).removeprefix("resp_")
 
     async def frames(self, token: CancelToken) -> AsyncGenerator[bytes, None]:
