@@ -35,6 +35,15 @@ before a restart (with a persistent ``task_store``), from its checkpoint; otherw
 fails, saying why. A promptable that cannot resume (a handoff network, a flow: their agents'
 pauses raise) fails the task instead, naming the tools waiting.
 
+Replicas: with ``store`` (a :class:`~daimon.core.StateStore` or its URL), tasks and paused runs
+are kept there (see ``_task_store``), so any replica sharing it answers ``tasks/get`` and
+``tasks/list`` for a task another made, and resumes a run another paused: exactly one of
+racing approvals resumes it, and the task of a losing one is left as the winner makes it. What
+stays in each process: a running task's event queue (streaming it, ``tasks/subscribe`` to it
+and ``tasks/cancel`` of it work on the replica running it only; elsewhere subscribe and cancel
+answer as for a task no run is behind) and, unless ``push_store`` is shared,
+push-notification configs.
+
 Conversations: the A2A context ``<contextId>`` is the daimon session ``a2a:<contextId>``, so the
 agent's memory carries the earlier turns of the context (a ``SlidingWindowMemory`` by default;
 give the agent a persistent memory to keep them across restarts). A message without a contextId
@@ -75,6 +84,7 @@ from daimon.a2a import _sdk  # noqa: F401  # isort: skip - first: names the extr
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import re
 import uuid
@@ -95,6 +105,7 @@ from a2a.server.agent_execution import (
     RequestContext,
     SimpleRequestContextBuilder,
 )
+from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -128,13 +139,21 @@ from daimon._paused_runs import KEPT_PAUSED_RUNS, PausedRuns
 from daimon.a2a._convert import agent_card_for, interfaces_for
 from daimon.a2a._media import FileRules, accepted_types, file_rules, input_modes, prompt_of
 from daimon.a2a._push import push_sender, webhook_check
+from daimon.a2a._state import OpenedStore
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import ApprovalRequiredError, BuilderError, DaimonError, RunCancelled
+from daimon.core.errors import (
+    ApprovalRequiredError,
+    BuilderError,
+    DaimonError,
+    RunCancelled,
+    UnknownPausedRunError,
+)
 from daimon.core.events import Done, TextDelta
 from daimon.core.messages import Message as ChatMessage
 from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
-from daimon.kit.checks import check_non_negative
+from daimon.core.state_store import StateStore
+from daimon.kit.checks import check_non_negative, check_seconds
 from daimon.kit.lifecycle import serve_until_cancelled
 from daimon.kit.media import DEFAULT_FILE_TYPES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_FILES_BYTES
 from daimon.serverstate import MemoryStateStore
@@ -152,6 +171,9 @@ _IDLE_PAUSED_SECONDS = 300.0
 recreates it from the task store): the SDK keeps it forever by default."""
 DEFAULT_MAX_PAUSED = KEPT_PAUSED_RUNS
 """How many runs waiting for approval a server keeps in memory by default (every front end's)."""
+DEFAULT_KEEP_FOR = 30 * 24 * 3600.0
+"""Seconds a shared ``store`` keeps a task and a paused run after its last change by default (as
+``daimon serve`` keeps paused runs)."""
 _TRACE_KEYS = ("traceparent", "tracestate", "baggage")  # W3C trace context and baggage headers
 
 
@@ -180,7 +202,7 @@ class _RequestCheck(SimpleRequestContextBuilder):
     take (see ``_media``); a follow-up naming only its task gets that task's context.
     """
 
-    def __init__(self, tasks: TaskStore, files: FileRules) -> None:
+    def __init__(self, tasks: TaskStore | VersionedTaskStore, files: FileRules) -> None:
         super().__init__()
         self._tasks = tasks
         self._files = files
@@ -202,6 +224,8 @@ class _RequestCheck(SimpleRequestContextBuilder):
             # A2A 1.0 (section 3.4.3): the context is inferred from the task. a2a-sdk 1.3 makes
             # up a new one instead, which then fails the task (a2a-python issue #1206).
             stored = await self._tasks.get(task_id, context)
+            if isinstance(stored, StoredTask):
+                stored = stored.task
             if stored is not None:
                 context_id = stored.context_id
         return await super().build(context, params, task_id, context_id, task)
@@ -212,7 +236,9 @@ class DaimonAgentExecutor(AgentExecutor):
 
     Each run is in the session ``a2a:<contextId>`` of the task's context, so runs in one context
     share the agent's memory (see this module's description). Runs waiting for approval are kept
-    in memory, at most ``max_paused`` (the oldest forgotten first); an agent with a
+    in memory, at most ``max_paused`` (the oldest forgotten first), or, with ``store``, in that
+    state store for ``keep_for`` seconds, where every executor on it can resume them (exactly
+    one of racing approvals does); ``max_paused=0`` keeps none. An agent with a
     ``checkpoint`` resumes one forgotten, or left by an earlier process, from its checkpoint (the
     task's input-required message names the run). A message's files reach the agent as media
     parts when their media type is one of ``file_types`` and they are within the byte limits
@@ -227,11 +253,14 @@ class DaimonAgentExecutor(AgentExecutor):
         file_types: Iterable[str] = DEFAULT_FILE_TYPES,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         max_files_bytes: int = DEFAULT_MAX_FILES_BYTES,
+        store: StateStore | None = None,
+        keep_for: float | None = DEFAULT_KEEP_FOR,
     ) -> None:
         self.agent = agent
         self.max_paused = check_non_negative("max_paused", max_paused)
         self._files = file_rules(agent, file_types, max_file_bytes, max_files_bytes)
-        self._paused = PausedRuns(MemoryStateStore(limit=max(max_paused, 1)), "a2a")
+        kept = MemoryStateStore(limit=max(max_paused, 1)) if store is None else store
+        self._paused = PausedRuns(kept, "a2a", None if store is None else keep_for)
         """Runs waiting for approvals, by task id: the task's next message decides them."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -259,15 +288,33 @@ class DaimonAgentExecutor(AgentExecutor):
         except A2AError as exc:  # only reached with a request handler of your own
             await updater.reject(updater.new_agent_message([Part(text=f"Error: {exc.message}")]))
             return
+        try:
+            waiting = await self._waiting(task)
+        except _AnsweredElsewhere:  # the task is left as the run resumed elsewhere makes it
+            return
+        except UnknownPausedRunError as exc:
+            await updater.failed(updater.new_agent_message([Part(text=_failure(exc))]))
+            return
         await updater.start_work()
+        await self._go(task, updater, waiting, prompt, session_id, context.message)
+
+    async def _go(
+        self,
+        task: Task,
+        updater: TaskUpdater,
+        waiting: tuple[AgentResponse | str, list[str]] | None,
+        prompt: str | ChatMessage,
+        session_id: str,
+        message: Message | None,
+    ) -> None:
+        """Run the agent (or resume its paused run) and publish how the task goes."""
         cancel = CancelToken()
         answer = _Answer(updater)
         try:
-            waiting = await self._waiting(task)
             if waiting is None:
                 response = await self._run(prompt, session_id, cancel, answer)
             else:
-                response = await self._resume(*waiting, context.message, cancel)
+                response = await self._resume(*waiting, message, cancel)
             if response.paused and response.state is not None and isinstance(self.agent, Resumable):
                 if self.max_paused:
                     await self._paused.keep(self.agent.name, response, task.id)
@@ -292,20 +339,23 @@ class DaimonAgentExecutor(AgentExecutor):
     async def _waiting(self, task: Task) -> tuple[AgentResponse | str, list[str]] | None:
         """The paused run ``task`` waits on (or its run id), and its pending approval ids.
 
-        ``None`` if the task waits for no approval.
+        ``None`` if the task waits for no approval. Of racing messages answering one question
+        (on any replica sharing the store), exactly one gets the run.
 
         Raises:
+            _AnsweredElsewhere: Another message to the task answered the question first.
             UnknownPausedRunError: The task waits for approval but its run is gone: forgotten
                 (more than ``max_paused`` waiting) or left by a server that stopped, and the
-                agent has no checkpoint to resume it from; or another message to the task
-                resumed it first.
+                agent has no checkpoint to resume it from.
         """
+        asked = _asked(task)
+        if asked is not None and not await self._claim(task):
+            raise _AnsweredElsewhere
         kept = await self._paused.get(self.agent.name, task.id)
         if kept is not None:
-            if not await self._paused.take(kept):  # another message to the task resumed it
-                raise self._paused.unknown(self.agent.name, task.id, f"task {task.id!r}")
+            if not await self._paused.take(kept):
+                raise _AnsweredElsewhere
             return kept.response, [a.id for a in kept.response.pending_approvals]
-        asked = _asked(task)
         if asked is None:
             return None
         run_id, pending = asked
@@ -318,6 +368,13 @@ class DaimonAgentExecutor(AgentExecutor):
                 "request again as a new task",
             )
         return run_id, pending
+
+    async def _claim(self, task: Task) -> bool:
+        """Whether this message is the first to answer the question the task's status asks."""
+        asked = task.status.message.message_id
+        key = hashlib.sha256(f"{self.agent.name}\x1f{task.id}\x1f{asked}".encode()).hexdigest()
+        store, ttl = self._paused.store, self._paused.ttl
+        return await store.replace(_ANSWERED, key, '{"v": 1}', version=0, ttl=ttl) is not None
 
     async def _run(
         self, prompt: str | ChatMessage, session_id: str, cancel: CancelToken, answer: _Answer
@@ -352,6 +409,14 @@ class DaimonAgentExecutor(AgentExecutor):
         if context.task_id is None or context.context_id is None:
             return
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+class _AnsweredElsewhere(Exception):
+    """Another message to the task (on this replica or another) answered its question first."""
+
+
+_ANSWERED = "a2a_answered"
+"""The state kind marking the input-required questions already answered (by status message)."""
 
 
 class _Answer:
@@ -571,11 +636,15 @@ class _Service:
     card: AgentCard
     handler: DefaultRequestHandler
     webhooks: httpx.AsyncClient
+    store: OpenedStore | None = None
+    """The shared state store, if there is one (closed here if made from a URL)."""
 
     async def aclose(self) -> None:
         with contextlib.suppress(Exception):
             await self.handler.aclose()
         await self.webhooks.aclose()
+        if self.store is not None:
+            await self.store.aclose()
 
 
 def _service(
@@ -591,6 +660,8 @@ def _service(
     legacy: bool,
     max_paused: int,
     files: FileRules,
+    store: StateStore | str | None = None,
+    keep_for: float | None = DEFAULT_KEEP_FOR,
 ) -> _Service:
     card_args: dict[str, Any] = {
         "url": url,
@@ -601,7 +672,10 @@ def _service(
         "file_types": files.types,
     }
     card = agent_card(agent, **card_args)
-    tasks = task_store or InMemoryTaskStore()
+    if keep_for is not None:
+        check_seconds("keep_for", keep_for)
+    shared = None if store is None else OpenedStore(store)
+    tasks, events = _tasks(task_store, shared, keep_for)
     pushes = push_store or InMemoryPushNotificationConfigStore()
     sender, webhooks = push_sender(pushes, exposed=exposed)
     executor = DaimonAgentExecutor(
@@ -610,6 +684,8 @@ def _service(
         file_types=files.types,
         max_file_bytes=files.max_file_bytes,
         max_files_bytes=files.max_files_bytes,
+        store=shared,
+        keep_for=keep_for,
     )
     handler = DefaultRequestHandler(
         executor,
@@ -622,8 +698,26 @@ def _service(
         extended_agent_card=agent_card(agent, **card_args, extended=True) if bearer else None,
         push_url_validator=webhook_check(exposed),
         interrupted_task_timeout=_IDLE_PAUSED_SECONDS,
+        event_stream=events,
     )
-    return _Service(card, handler, webhooks)
+    return _Service(card, handler, webhooks, shared)
+
+
+def _tasks(
+    given: TaskStore | None, store: OpenedStore | None, keep_for: float | None
+) -> tuple[TaskStore | VersionedTaskStore, TaskEventStream | None]:
+    """Where tasks are kept, and how their events reach other replicas (if they do).
+
+    ``given`` if there is one; else the shared state store's (the SDK's cluster mode), else
+    this process's memory.
+    """
+    if given is not None:
+        return given, None
+    if store is None:
+        return InMemoryTaskStore(), None
+    from daimon.a2a._task_store import SharedTaskEvents, SharedTaskStore
+
+    return SharedTaskStore(store, ttl=keep_for), SharedTaskEvents(store)
 
 
 def _card_url(host: str, port: int, url: str | None) -> str:
@@ -665,6 +759,8 @@ def a2a_app(
     file_types: Iterable[str] = DEFAULT_FILE_TYPES,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     max_files_bytes: int = DEFAULT_MAX_FILES_BYTES,
+    store: StateStore | str | None = None,
+    keep_for: float | None = DEFAULT_KEEP_FOR,
 ) -> ASGIApp:
     """The A2A server for ``agent``, as an ASGI app (Starlette): JSON-RPC and HTTP+JSON.
 
@@ -694,7 +790,8 @@ def a2a_app(
         grpc_url: The gRPC endpoint to name in the card: an absolute URL such as
             ``grpc://host:port``.
         max_paused: How many runs waiting for approval are kept in memory (the oldest is
-            forgotten first; an agent with a ``checkpoint`` resumes a forgotten one from it).
+            forgotten first; an agent with a ``checkpoint`` resumes a forgotten one from it);
+            0 keeps none. A ``store`` is bounded by ``keep_for`` instead.
         file_types: The media types of the files a message may carry (``type/subtype`` or
             ``type/*``; images, audio, PDFs and text by default, as AG-UI); the card lists them
             as input modes. A file of another type is the spec's ContentTypeNotSupported error.
@@ -702,11 +799,19 @@ def a2a_app(
         max_file_bytes: The largest file (decoded) a message may carry (``max_body_bytes``
             bounds the whole request first).
         max_files_bytes: The most bytes of files one message may carry together.
+        store: A state store the replicas of this server share (a
+            :class:`~daimon.core.StateStore`, or a URL: ``redis://...``, ``postgresql://...``,
+            ``sqlite:///file.db`` for the processes of one host): tasks (unless ``task_store``
+            is given) and runs waiting for approval are kept there, so that any replica answers
+            ``tasks/get``, ``tasks/list`` and a task's next message. Set up on first use; one
+            made from a URL is closed when the app shuts down. Default: this process's memory.
+        keep_for: Seconds ``store`` keeps a task, and a run waiting for approval, after its
+            last change (``None``: until deleted or resumed).
 
     Raises:
         BuilderError: Off loopback without a token, an unusable token or allowed host, a
-            wildcard bind without ``url``, a ``grpc_url`` that is not an absolute URL, or a
-            malformed file limit.
+            wildcard bind without ``url``, a ``grpc_url`` that is not an absolute URL, a
+            malformed file limit, or a ``store`` that is neither a state store nor a known URL.
     """
     _, app = _served(
         agent,
@@ -724,6 +829,8 @@ def a2a_app(
         grpc_url=grpc_url,
         max_paused=max_paused,
         files=file_rules(agent, file_types, max_file_bytes, max_files_bytes),
+        store=store,
+        keep_for=keep_for,
     )
     return app
 
@@ -745,6 +852,8 @@ def _served(
     grpc_url: str | None,
     max_paused: int,
     files: FileRules,
+    store: StateStore | str | None,
+    keep_for: float | None,
 ) -> tuple[_Service, ASGIApp]:
     """What :func:`a2a_app` and :func:`serve_a2a` serve: the bindings' service, its HTTP app.
 
@@ -764,6 +873,8 @@ def _served(
         legacy=legacy,
         max_paused=max_paused,
         files=files,
+        store=store,
+        keep_for=keep_for,
     )
     app = _http_app(
         service,
@@ -834,6 +945,8 @@ async def serve_a2a(
     file_types: Iterable[str] = DEFAULT_FILE_TYPES,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     max_files_bytes: int = DEFAULT_MAX_FILES_BYTES,
+    store: StateStore | str | None = None,
+    keep_for: float | None = DEFAULT_KEEP_FOR,
 ) -> None:
     """Serve ``agent`` as an A2A agent until stopped (SIGINT, SIGTERM, cancel).
 
@@ -867,6 +980,8 @@ async def serve_a2a(
         grpc_url=grpc_url,
         max_paused=max_paused,
         files=file_rules(agent, file_types, max_file_bytes, max_files_bytes),
+        store=store,
+        keep_for=keep_for,
     )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5
