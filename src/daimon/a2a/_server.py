@@ -121,9 +121,9 @@ from a2a.server.tasks import (
     TaskStore,
     TaskUpdater,
 )
-from a2a.types import AgentCard, Message, Part, SendMessageRequest, Task, TaskState
+from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest, Task, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
-from a2a.utils.errors import A2AError, InvalidParamsError
+from a2a.utils.errors import A2AError, InvalidParamsError, UnsupportedOperationError
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -146,7 +146,6 @@ from daimon.core.errors import (
     BuilderError,
     DaimonError,
     RunCancelled,
-    UnknownPausedRunError,
 )
 from daimon.core.events import Done, TextDelta
 from daimon.core.messages import Message as ChatMessage
@@ -202,10 +201,13 @@ class _RequestCheck(SimpleRequestContextBuilder):
     take (see ``_media``); a follow-up naming only its task gets that task's context.
     """
 
-    def __init__(self, tasks: TaskStore | VersionedTaskStore, files: FileRules) -> None:
+    def __init__(
+        self, tasks: TaskStore | VersionedTaskStore, files: FileRules, *, shared: bool = False
+    ) -> None:
         super().__init__()
         self._tasks = tasks
         self._files = files
+        self._shared = shared
 
     async def build(
         self,
@@ -220,14 +222,19 @@ class _RequestCheck(SimpleRequestContextBuilder):
             prompt_of("", params.message.parts, self._files)  # refuses what the run would
         if given:
             _session_for(given)
-        elif task_id:
-            # A2A 1.0 (section 3.4.3): the context is inferred from the task. a2a-sdk 1.3 makes
-            # up a new one instead, which then fails the task (a2a-python issue #1206).
+        if task_id and (self._shared or not given):
             stored = await self._tasks.get(task_id, context)
-            if isinstance(stored, StoredTask):
-                stored = stored.task
-            if stored is not None:
-                context_id = stored.context_id
+            found = stored.task if isinstance(stored, StoredTask) else stored
+            if found is not None and self._shared and found.status.state in _BUSY:
+                raise UnsupportedOperationError(
+                    message=f"task {task_id} is working on an earlier message (on this replica "
+                    "or another): send the next one when it asks for input (follow it with "
+                    "tasks/get or tasks/subscribe)"
+                )
+            if found is not None and not given:
+                # A2A 1.0 (section 3.4.3): the context is inferred from the task. a2a-sdk 1.3
+                # makes up a new one instead, which then fails the task (a2a-python #1206).
+                context_id = found.context_id
         return await super().build(context, params, task_id, context_id, task)
 
 
@@ -262,6 +269,7 @@ class DaimonAgentExecutor(AgentExecutor):
         kept = MemoryStateStore(limit=max(max_paused, 1)) if store is None else store
         self._paused = PausedRuns(kept, "a2a", None if store is None else keep_for)
         """Runs waiting for approvals, by task id: the task's next message decides them."""
+        self._shared = store is not None
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run the agent on the message (its text and files), publishing its progress and answer.
@@ -289,10 +297,12 @@ class DaimonAgentExecutor(AgentExecutor):
             await updater.reject(updater.new_agent_message([Part(text=f"Error: {exc.message}")]))
             return
         try:
+            if self._shared and context.current_task is not None and task.status.state in _BUSY:
+                raise _AnsweredElsewhere  # the task's run is going on, on another replica
             waiting = await self._waiting(task)
-        except _AnsweredElsewhere:  # the task is left as the run resumed elsewhere makes it
+        except _AnsweredElsewhere:  # the task is left as the run going on elsewhere makes it
             return
-        except UnknownPausedRunError as exc:
+        except Exception as exc:  # its run is gone or unreadable: the client reads why
             await updater.failed(updater.new_agent_message([Part(text=_failure(exc))]))
             return
         await updater.start_work()
@@ -349,7 +359,7 @@ class DaimonAgentExecutor(AgentExecutor):
                 agent has no checkpoint to resume it from.
         """
         asked = _asked(task)
-        if asked is not None and not await self._claim(task):
+        if asked is not None and not await self._claim(task, asked[2]):
             raise _AnsweredElsewhere
         kept = await self._paused.get(self.agent.name, task.id)
         if kept is not None:
@@ -358,7 +368,7 @@ class DaimonAgentExecutor(AgentExecutor):
             return kept.response, [a.id for a in kept.response.pending_approvals]
         if asked is None:
             return None
-        run_id, pending = asked
+        run_id, pending, _ = asked
         if getattr(self.agent, "checkpoint", None) is None or not isinstance(self.agent, Resumable):
             raise self._paused.unknown(
                 self.agent.name,
@@ -369,9 +379,8 @@ class DaimonAgentExecutor(AgentExecutor):
             )
         return run_id, pending
 
-    async def _claim(self, task: Task) -> bool:
-        """Whether this message is the first to answer the question the task's status asks."""
-        asked = task.status.message.message_id
+    async def _claim(self, task: Task, asked: str) -> bool:
+        """Whether this message is the first to answer the question ``asked`` (its id)."""
         key = hashlib.sha256(f"{self.agent.name}\x1f{task.id}\x1f{asked}".encode()).hexdigest()
         store, ttl = self._paused.store, self._paused.ttl
         return await store.replace(_ANSWERED, key, '{"v": 1}', version=0, ttl=ttl) is not None
@@ -415,6 +424,8 @@ class _AnsweredElsewhere(Exception):
     """Another message to the task (on this replica or another) answered its question first."""
 
 
+_BUSY = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
+"""The states of a task whose run is going on."""
 _ANSWERED = "a2a_answered"
 """The state kind marking the input-required questions already answered (by status message)."""
 
@@ -506,13 +517,24 @@ def _approvals_asked(updater: TaskUpdater, response: AgentResponse) -> Message:
     )
 
 
-def _asked(task: Task) -> tuple[str, list[str]] | None:
-    """The run id and approval ids an input-required task's status message asks about."""
+def _question(task: Task) -> Message | None:
+    """The question an input-required task asks: its status message.
+
+    A message being taken as the answer (on another replica) moves the question to the task's
+    history first: it is then the latest message there from the agent.
+    """
     if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
         return None
-    if not task.status.HasField("message"):
+    if task.status.HasField("message"):
+        return task.status.message
+    return next((m for m in reversed(task.history) if m.role == Role.ROLE_AGENT), None)
+
+
+def _asked(task: Task) -> tuple[str, list[str], str] | None:
+    """The run id and approval ids an input-required task's question asks about, and its id."""
+    message = _question(task)
+    if message is None:
         return None
-    message = task.status.message
     run = message.metadata.fields.get(_PAUSED_RUN) if message.HasField("metadata") else None
     if run is None or not run.string_value:
         return None
@@ -523,7 +545,7 @@ def _asked(task: Task) -> tuple[str, list[str]] | None:
         for item in data["approvals"]
         if isinstance(item, dict) and "id" in item
     ]
-    return run.string_value, ids
+    return run.string_value, ids, message.message_id
 
 
 _APPROVE = frozenset({"approve", "approved", "yes", "y", "ok"})
@@ -693,7 +715,7 @@ def _service(
         card,
         push_config_store=pushes,
         push_sender=sender,
-        request_context_builder=_RequestCheck(tasks, files),
+        request_context_builder=_RequestCheck(tasks, files, shared=shared is not None),
         # declared with a token only (the card says so): without one the SDK refuses the call
         extended_agent_card=agent_card(agent, **card_args, extended=True) if bearer else None,
         push_url_validator=webhook_check(exposed),
