@@ -35,14 +35,15 @@ before a restart (with a persistent ``task_store``), from its checkpoint; otherw
 fails, saying why. A promptable that cannot resume (a handoff network, a flow: their agents'
 pauses raise) fails the task instead, naming the tools waiting.
 
-Replicas: with ``store`` (a :class:`~daimon.core.StateStore` or its URL), tasks and paused runs
-are kept there (see ``_task_store``), so any replica sharing it answers ``tasks/get`` and
-``tasks/list`` for a task another made, and resumes a run another paused: exactly one of
-racing approvals resumes it, and the task of a losing one is left as the winner makes it. What
-stays in each process: a running task's event queue (streaming it, ``tasks/subscribe`` to it
-and ``tasks/cancel`` of it work on the replica running it only; elsewhere subscribe and cancel
-answer as for a task no run is behind) and, unless ``push_store`` is shared,
-push-notification configs.
+Replicas: with ``store`` (a :class:`~daimon.core.StateStore` or its URL), the SDK runs in its
+cluster mode on that store (see ``_task_store``): tasks are written over the version read, and a
+running task's events pass through the store. Any replica sharing it answers ``tasks/get`` and
+``tasks/list`` for a task another made, follows a task running on another
+(``tasks/subscribe``), cancels it (the run stops at its next event), and resumes a run another
+paused (paused runs are kept there too). Of racing answers to one question exactly one resumes
+the run (the others leave the task alone); a message to a task whose run is going on is refused
+(unsupported operation). Push-notification configs stay in each process unless ``push_store``
+is shared; a ``task_store`` of your own keeps the tasks instead (then without shared events).
 
 Conversations: the A2A context ``<contextId>`` is the daimon session ``a2a:<contextId>``, so the
 agent's memory carries the earlier turns of the context (a ``SlidingWindowMemory`` by default;
