@@ -44,6 +44,8 @@ paused (paused runs are kept there too). Of racing answers to one question exact
 the run (the others leave the task alone); a message to a task whose run is going on is refused
 (unsupported operation). Push-notification configs stay in each process unless ``push_store``
 is shared; a ``task_store`` of your own keeps the tasks instead (then without shared events).
+A store named by its URL is made by the app, set up on the first request and closed when the app
+shuts down; a store given is set up on the first request too, and left open.
 
 Conversations: the A2A context ``<contextId>`` is the daimon session ``a2a:<contextId>``, so the
 agent's memory carries the earlier turns of the context (a ``SlidingWindowMemory`` by default;
@@ -91,7 +93,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
@@ -244,9 +246,9 @@ class DaimonAgentExecutor(AgentExecutor):
 
     Each run is in the session ``a2a:<contextId>`` of the task's context, so runs in one context
     share the agent's memory (see this module's description). Runs waiting for approval are kept
-    in memory, at most ``max_paused`` (the oldest forgotten first), or, with ``store``, in that
-    state store for ``keep_for`` seconds, where every executor on it can resume them (exactly
-    one of racing approvals does); ``max_paused=0`` keeps none. An agent with a
+    in memory, at most ``max_paused`` (the oldest forgotten first), or, with ``store`` (set up
+    already), in that state store for ``keep_for`` seconds, where every executor on it can
+    resume them (exactly one of racing approvals does); ``max_paused=0`` keeps none. An agent with a
     ``checkpoint`` resumes one forgotten, or left by an earlier process, from its checkpoint (the
     task's input-required message names the run). A message's files reach the agent as media
     parts when their media type is one of ``file_types`` and they are within the byte limits
@@ -813,8 +815,7 @@ def a2a_app(
         grpc_url: The gRPC endpoint to name in the card: an absolute URL such as
             ``grpc://host:port``.
         max_paused: How many runs waiting for approval are kept in memory (the oldest is
-            forgotten first; an agent with a ``checkpoint`` resumes a forgotten one from it);
-            0 keeps none. A ``store`` is bounded by ``keep_for`` instead.
+            forgotten first; an agent with a ``checkpoint`` resumes a forgotten one from it).
         file_types: The media types of the files a message may carry (``type/subtype`` or
             ``type/*``; images, audio, PDFs and text by default, as AG-UI); the card lists them
             as input modes. A file of another type is the spec's ContentTypeNotSupported error.
@@ -822,29 +823,18 @@ def a2a_app(
         max_file_bytes: The largest file (decoded) a message may carry (``max_body_bytes``
             bounds the whole request first).
         max_files_bytes: The most bytes of files one message may carry together.
-        store: A state store the replicas of this server share (a
-            :class:`~daimon.core.StateStore`, or a URL: ``redis://...``, ``postgresql://...``,
-            ``sqlite:///file.db`` for the processes of one host): tasks (unless ``task_store``
-            is given) and runs waiting for approval are kept there, so that any replica answers
-            ``tasks/get``, ``tasks/list`` and a task's next message. Set up on first use; one
-            made from a URL is closed when the app shuts down. Default: this process's memory.
-        keep_for: Seconds ``store`` keeps a task, and a run waiting for approval, after its
-            last change (``None``: until deleted or resumed).
+        store: A :class:`~daimon.core.StateStore` or its URL (``redis://...``) where replicas
+            share tasks and paused runs (see "Replicas" above). Default: this process's memory.
+        keep_for: Seconds ``store`` keeps a task or paused run after its last change.
 
     Raises:
         BuilderError: Off loopback without a token, an unusable token or allowed host, a
             wildcard bind without ``url``, a ``grpc_url`` that is not an absolute URL, a
-            malformed file limit, or a ``store`` that is neither a state store nor a known URL.
+            malformed file limit, or an unknown ``store``.
     """
-    _, app = _served(
+    return _served(
         agent,
-        host=host,
-        port=port,
-        url=url,
-        token=token,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        max_body_bytes=max_body_bytes,
+        _Gate(host, port, url, token, allowed_hosts, allowed_origins, max_body_bytes),
         description=description,
         task_store=task_store,
         push_store=push_store,
@@ -854,20 +844,25 @@ def a2a_app(
         files=file_rules(agent, file_types, max_file_bytes, max_files_bytes),
         store=store,
         keep_for=keep_for,
-    )
-    return app
+    )[1]
+
+
+class _Gate(NamedTuple):
+    """Where a server listens and whom its gate lets in (see :func:`a2a_app`)."""
+
+    host: str
+    port: int
+    url: str | None
+    token: str | None
+    allowed_hosts: Iterable[str]
+    allowed_origins: Iterable[str]
+    max_body_bytes: int
 
 
 def _served(
     agent: Promptable,
+    gate: _Gate,
     *,
-    host: str,
-    port: int,
-    url: str | None,
-    token: str | None,
-    allowed_hosts: Iterable[str],
-    allowed_origins: Iterable[str],
-    max_body_bytes: int,
     description: str | None,
     task_store: TaskStore | None,
     push_store: PushNotificationConfigStore | None,
@@ -883,12 +878,12 @@ def _served(
     Raises:
         BuilderError: See :func:`a2a_app`.
     """
-    check_exposure(host, token)
+    check_exposure(gate.host, gate.token)
     service = _service(
         agent,
-        url=_card_url(host, port, url),
-        exposed=not is_loopback(host),
-        bearer=token is not None,
+        url=_card_url(gate.host, gate.port, gate.url),
+        exposed=not is_loopback(gate.host),
+        bearer=gate.token is not None,
         description=description,
         task_store=task_store,
         push_store=push_store,
@@ -901,12 +896,12 @@ def _served(
     )
     app = _http_app(
         service,
-        host=host,
-        port=port,
-        token=token,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        max_body_bytes=max_body_bytes,
+        host=gate.host,
+        port=gate.port,
+        token=gate.token,
+        allowed_hosts=gate.allowed_hosts,
+        allowed_origins=gate.allowed_origins,
+        max_body_bytes=gate.max_body_bytes,
         legacy=legacy,
     )
     return service, app
@@ -989,13 +984,7 @@ async def serve_a2a(
     grpc_url = _grpc_card_url(host, port, url, grpc_port, grpc_url)
     service, app = _served(
         agent,
-        host=host,
-        port=port,
-        url=url,
-        token=token,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        max_body_bytes=max_body_bytes,
+        _Gate(host, port, url, token, allowed_hosts, allowed_origins, max_body_bytes),
         description=description,
         task_store=task_store,
         push_store=push_store,
