@@ -35,6 +35,18 @@ before a restart (with a persistent ``task_store``), from its checkpoint; otherw
 fails, saying why. A promptable that cannot resume (a handoff network, a flow: their agents'
 pauses raise) fails the task instead, naming the tools waiting.
 
+Replicas: with ``store`` (a :class:`~daimon.core.StateStore` or its URL), the SDK runs in its
+cluster mode on that store (see ``_task_store``): tasks are written over the version read, and a
+running task's events pass through the store. Any replica sharing it answers ``tasks/get`` and
+``tasks/list`` for a task another made, follows a task running on another
+(``tasks/subscribe``), cancels it (the run stops at its next event), and resumes a run another
+paused (paused runs are kept there too). Of racing answers to one question exactly one resumes
+the run (the others leave the task alone); a message to a task whose run is going on is refused
+(unsupported operation). Push-notification configs stay in each process unless ``push_store``
+is shared; a ``task_store`` of your own keeps the tasks instead (then without shared events).
+A store named by its URL is made by the app, set up on the first request and closed when the app
+shuts down; a store given is set up on the first request too, and left open.
+
 Conversations: the A2A context ``<contextId>`` is the daimon session ``a2a:<contextId>``, so the
 agent's memory carries the earlier turns of the context (a ``SlidingWindowMemory`` by default;
 give the agent a persistent memory to keep them across restarts). A message without a contextId
@@ -75,12 +87,13 @@ from daimon.a2a import _sdk  # noqa: F401  # isort: skip - first: names the extr
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
@@ -95,6 +108,7 @@ from a2a.server.agent_execution import (
     RequestContext,
     SimpleRequestContextBuilder,
 )
+from a2a.server.cluster import StoredTask, TaskEventStream, VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -110,9 +124,9 @@ from a2a.server.tasks import (
     TaskStore,
     TaskUpdater,
 )
-from a2a.types import AgentCard, Message, Part, SendMessageRequest, Task, TaskState
+from a2a.types import AgentCard, Message, Part, Role, SendMessageRequest, Task, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
-from a2a.utils.errors import A2AError, InvalidParamsError
+from a2a.utils.errors import A2AError, InvalidParamsError, UnsupportedOperationError
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -128,13 +142,20 @@ from daimon._paused_runs import KEPT_PAUSED_RUNS, PausedRuns
 from daimon.a2a._convert import agent_card_for, interfaces_for
 from daimon.a2a._media import FileRules, accepted_types, file_rules, input_modes, prompt_of
 from daimon.a2a._push import push_sender, webhook_check
+from daimon.a2a._state import OpenedStore
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import ApprovalRequiredError, BuilderError, DaimonError, RunCancelled
+from daimon.core.errors import (
+    ApprovalRequiredError,
+    BuilderError,
+    DaimonError,
+    RunCancelled,
+)
 from daimon.core.events import Done, TextDelta
 from daimon.core.messages import Message as ChatMessage
 from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
-from daimon.kit.checks import check_non_negative
+from daimon.core.state_store import StateStore
+from daimon.kit.checks import check_non_negative, check_seconds
 from daimon.kit.lifecycle import serve_until_cancelled
 from daimon.kit.media import DEFAULT_FILE_TYPES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_FILES_BYTES
 from daimon.serverstate import MemoryStateStore
@@ -152,6 +173,9 @@ _IDLE_PAUSED_SECONDS = 300.0
 recreates it from the task store): the SDK keeps it forever by default."""
 DEFAULT_MAX_PAUSED = KEPT_PAUSED_RUNS
 """How many runs waiting for approval a server keeps in memory by default (every front end's)."""
+DEFAULT_KEEP_FOR = 30 * 24 * 3600.0
+"""Seconds a shared ``store`` keeps a task and a paused run after its last change by default (as
+``daimon serve`` keeps paused runs)."""
 _TRACE_KEYS = ("traceparent", "tracestate", "baggage")  # W3C trace context and baggage headers
 
 
@@ -180,10 +204,13 @@ class _RequestCheck(SimpleRequestContextBuilder):
     take (see ``_media``); a follow-up naming only its task gets that task's context.
     """
 
-    def __init__(self, tasks: TaskStore, files: FileRules) -> None:
+    def __init__(
+        self, tasks: TaskStore | VersionedTaskStore, files: FileRules, *, shared: bool = False
+    ) -> None:
         super().__init__()
         self._tasks = tasks
         self._files = files
+        self._shared = shared
 
     async def build(
         self,
@@ -198,12 +225,19 @@ class _RequestCheck(SimpleRequestContextBuilder):
             prompt_of("", params.message.parts, self._files)  # refuses what the run would
         if given:
             _session_for(given)
-        elif task_id:
-            # A2A 1.0 (section 3.4.3): the context is inferred from the task. a2a-sdk 1.3 makes
-            # up a new one instead, which then fails the task (a2a-python issue #1206).
+        if task_id and (self._shared or not given):
             stored = await self._tasks.get(task_id, context)
-            if stored is not None:
-                context_id = stored.context_id
+            found = stored.task if isinstance(stored, StoredTask) else stored
+            if found is not None and self._shared and found.status.state in _BUSY:
+                raise UnsupportedOperationError(
+                    message=f"task {task_id} is working on an earlier message (on this replica "
+                    "or another): send the next one when it asks for input (follow it with "
+                    "tasks/get or tasks/subscribe)"
+                )
+            if found is not None and not given:
+                # A2A 1.0 (section 3.4.3): the context is inferred from the task. a2a-sdk 1.3
+                # makes up a new one instead, which then fails the task (a2a-python #1206).
+                context_id = found.context_id
         return await super().build(context, params, task_id, context_id, task)
 
 
@@ -212,7 +246,9 @@ class DaimonAgentExecutor(AgentExecutor):
 
     Each run is in the session ``a2a:<contextId>`` of the task's context, so runs in one context
     share the agent's memory (see this module's description). Runs waiting for approval are kept
-    in memory, at most ``max_paused`` (the oldest forgotten first); an agent with a
+    in memory, at most ``max_paused`` (the oldest forgotten first), or, with ``store`` (set up
+    already), in that state store for ``keep_for`` seconds, where every executor on it can
+    resume them (exactly one of racing approvals does); ``max_paused=0`` keeps none. An agent with a
     ``checkpoint`` resumes one forgotten, or left by an earlier process, from its checkpoint (the
     task's input-required message names the run). A message's files reach the agent as media
     parts when their media type is one of ``file_types`` and they are within the byte limits
@@ -227,12 +263,16 @@ class DaimonAgentExecutor(AgentExecutor):
         file_types: Iterable[str] = DEFAULT_FILE_TYPES,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         max_files_bytes: int = DEFAULT_MAX_FILES_BYTES,
+        store: StateStore | None = None,
+        keep_for: float | None = DEFAULT_KEEP_FOR,
     ) -> None:
         self.agent = agent
         self.max_paused = check_non_negative("max_paused", max_paused)
         self._files = file_rules(agent, file_types, max_file_bytes, max_files_bytes)
-        self._paused = PausedRuns(MemoryStateStore(limit=max(max_paused, 1)), "a2a")
+        kept = MemoryStateStore(limit=max(max_paused, 1)) if store is None else store
+        self._paused = PausedRuns(kept, "a2a", None if store is None else keep_for)
         """Runs waiting for approvals, by task id: the task's next message decides them."""
+        self._shared = store is not None
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Run the agent on the message (its text and files), publishing its progress and answer.
@@ -259,15 +299,35 @@ class DaimonAgentExecutor(AgentExecutor):
         except A2AError as exc:  # only reached with a request handler of your own
             await updater.reject(updater.new_agent_message([Part(text=f"Error: {exc.message}")]))
             return
+        try:
+            if self._shared and context.current_task is not None and task.status.state in _BUSY:
+                raise _AnsweredElsewhere  # the task's run is going on, on another replica
+            waiting = await self._waiting(task)
+        except _AnsweredElsewhere:  # the task is left as the run going on elsewhere makes it
+            return
+        except Exception as exc:  # its run is gone or unreadable: the client reads why
+            await updater.failed(updater.new_agent_message([Part(text=_failure(exc))]))
+            return
         await updater.start_work()
+        await self._go(task, updater, waiting, prompt, session_id, context.message)
+
+    async def _go(
+        self,
+        task: Task,
+        updater: TaskUpdater,
+        waiting: tuple[AgentResponse | str, list[str]] | None,
+        prompt: str | ChatMessage,
+        session_id: str,
+        message: Message | None,
+    ) -> None:
+        """Run the agent (or resume its paused run) and publish how the task goes."""
         cancel = CancelToken()
         answer = _Answer(updater)
         try:
-            waiting = await self._waiting(task)
             if waiting is None:
                 response = await self._run(prompt, session_id, cancel, answer)
             else:
-                response = await self._resume(*waiting, context.message, cancel)
+                response = await self._resume(*waiting, message, cancel)
             if response.paused and response.state is not None and isinstance(self.agent, Resumable):
                 if self.max_paused:
                     await self._paused.keep(self.agent.name, response, task.id)
@@ -292,23 +352,26 @@ class DaimonAgentExecutor(AgentExecutor):
     async def _waiting(self, task: Task) -> tuple[AgentResponse | str, list[str]] | None:
         """The paused run ``task`` waits on (or its run id), and its pending approval ids.
 
-        ``None`` if the task waits for no approval.
+        ``None`` if the task waits for no approval. Of racing messages answering one question
+        (on any replica sharing the store), exactly one gets the run.
 
         Raises:
+            _AnsweredElsewhere: Another message to the task answered the question first.
             UnknownPausedRunError: The task waits for approval but its run is gone: forgotten
                 (more than ``max_paused`` waiting) or left by a server that stopped, and the
-                agent has no checkpoint to resume it from; or another message to the task
-                resumed it first.
+                agent has no checkpoint to resume it from.
         """
+        asked = _asked(task)
+        if asked is not None and not await self._claim(task, asked[2]):
+            raise _AnsweredElsewhere
         kept = await self._paused.get(self.agent.name, task.id)
         if kept is not None:
-            if not await self._paused.take(kept):  # another message to the task resumed it
-                raise self._paused.unknown(self.agent.name, task.id, f"task {task.id!r}")
+            if not await self._paused.take(kept):
+                raise _AnsweredElsewhere
             return kept.response, [a.id for a in kept.response.pending_approvals]
-        asked = _asked(task)
         if asked is None:
             return None
-        run_id, pending = asked
+        run_id, pending, _ = asked
         if getattr(self.agent, "checkpoint", None) is None or not isinstance(self.agent, Resumable):
             raise self._paused.unknown(
                 self.agent.name,
@@ -318,6 +381,12 @@ class DaimonAgentExecutor(AgentExecutor):
                 "request again as a new task",
             )
         return run_id, pending
+
+    async def _claim(self, task: Task, asked: str) -> bool:
+        """Whether this message is the first to answer the question ``asked`` (its id)."""
+        key = hashlib.sha256(f"{self.agent.name}\x1f{task.id}\x1f{asked}".encode()).hexdigest()
+        store, ttl = self._paused.store, self._paused.ttl
+        return await store.replace(_ANSWERED, key, '{"v": 1}', version=0, ttl=ttl) is not None
 
     async def _run(
         self, prompt: str | ChatMessage, session_id: str, cancel: CancelToken, answer: _Answer
@@ -352,6 +421,16 @@ class DaimonAgentExecutor(AgentExecutor):
         if context.task_id is None or context.context_id is None:
             return
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+class _AnsweredElsewhere(Exception):
+    """Another message to the task (on this replica or another) answered its question first."""
+
+
+_BUSY = frozenset({TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING})
+"""The states of a task whose run is going on."""
+_ANSWERED = "a2a_answered"
+"""The state kind marking the input-required questions already answered (by status message)."""
 
 
 class _Answer:
@@ -441,13 +520,24 @@ def _approvals_asked(updater: TaskUpdater, response: AgentResponse) -> Message:
     )
 
 
-def _asked(task: Task) -> tuple[str, list[str]] | None:
-    """The run id and approval ids an input-required task's status message asks about."""
+def _question(task: Task) -> Message | None:
+    """The question an input-required task asks: its status message.
+
+    A message being taken as the answer (on another replica) moves the question to the task's
+    history first: it is then the latest message there from the agent.
+    """
     if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
         return None
-    if not task.status.HasField("message"):
+    if task.status.HasField("message"):
+        return task.status.message
+    return next((m for m in reversed(task.history) if m.role == Role.ROLE_AGENT), None)
+
+
+def _asked(task: Task) -> tuple[str, list[str], str] | None:
+    """The run id and approval ids an input-required task's question asks about, and its id."""
+    message = _question(task)
+    if message is None:
         return None
-    message = task.status.message
     run = message.metadata.fields.get(_PAUSED_RUN) if message.HasField("metadata") else None
     if run is None or not run.string_value:
         return None
@@ -458,7 +548,7 @@ def _asked(task: Task) -> tuple[str, list[str]] | None:
         for item in data["approvals"]
         if isinstance(item, dict) and "id" in item
     ]
-    return run.string_value, ids
+    return run.string_value, ids, message.message_id
 
 
 _APPROVE = frozenset({"approve", "approved", "yes", "y", "ok"})
@@ -571,11 +661,15 @@ class _Service:
     card: AgentCard
     handler: DefaultRequestHandler
     webhooks: httpx.AsyncClient
+    store: OpenedStore | None = None
+    """The shared state store, if there is one (closed here if made from a URL)."""
 
     async def aclose(self) -> None:
         with contextlib.suppress(Exception):
             await self.handler.aclose()
         await self.webhooks.aclose()
+        if self.store is not None:
+            await self.store.aclose()
 
 
 def _service(
@@ -591,6 +685,8 @@ def _service(
     legacy: bool,
     max_paused: int,
     files: FileRules,
+    store: StateStore | str | None = None,
+    keep_for: float | None = DEFAULT_KEEP_FOR,
 ) -> _Service:
     card_args: dict[str, Any] = {
         "url": url,
@@ -601,7 +697,10 @@ def _service(
         "file_types": files.types,
     }
     card = agent_card(agent, **card_args)
-    tasks = task_store or InMemoryTaskStore()
+    if keep_for is not None:
+        check_seconds("keep_for", keep_for)
+    shared = None if store is None else OpenedStore(store)
+    tasks, events = _tasks(task_store, shared, keep_for)
     pushes = push_store or InMemoryPushNotificationConfigStore()
     sender, webhooks = push_sender(pushes, exposed=exposed)
     executor = DaimonAgentExecutor(
@@ -610,6 +709,8 @@ def _service(
         file_types=files.types,
         max_file_bytes=files.max_file_bytes,
         max_files_bytes=files.max_files_bytes,
+        store=shared,
+        keep_for=keep_for,
     )
     handler = DefaultRequestHandler(
         executor,
@@ -617,13 +718,31 @@ def _service(
         card,
         push_config_store=pushes,
         push_sender=sender,
-        request_context_builder=_RequestCheck(tasks, files),
+        request_context_builder=_RequestCheck(tasks, files, shared=shared is not None),
         # declared with a token only (the card says so): without one the SDK refuses the call
         extended_agent_card=agent_card(agent, **card_args, extended=True) if bearer else None,
         push_url_validator=webhook_check(exposed),
         interrupted_task_timeout=_IDLE_PAUSED_SECONDS,
+        event_stream=events,
     )
-    return _Service(card, handler, webhooks)
+    return _Service(card, handler, webhooks, shared)
+
+
+def _tasks(
+    given: TaskStore | None, store: OpenedStore | None, keep_for: float | None
+) -> tuple[TaskStore | VersionedTaskStore, TaskEventStream | None]:
+    """Where tasks are kept, and how their events reach other replicas (if they do).
+
+    ``given`` if there is one; else the shared state store's (the SDK's cluster mode), else
+    this process's memory.
+    """
+    if given is not None:
+        return given, None
+    if store is None:
+        return InMemoryTaskStore(), None
+    from daimon.a2a._task_store import SharedTaskEvents, SharedTaskStore
+
+    return SharedTaskStore(store, ttl=keep_for), SharedTaskEvents(store)
 
 
 def _card_url(host: str, port: int, url: str | None) -> str:
@@ -665,6 +784,8 @@ def a2a_app(
     file_types: Iterable[str] = DEFAULT_FILE_TYPES,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     max_files_bytes: int = DEFAULT_MAX_FILES_BYTES,
+    store: StateStore | str | None = None,
+    keep_for: float | None = DEFAULT_KEEP_FOR,
 ) -> ASGIApp:
     """The A2A server for ``agent``, as an ASGI app (Starlette): JSON-RPC and HTTP+JSON.
 
@@ -702,21 +823,18 @@ def a2a_app(
         max_file_bytes: The largest file (decoded) a message may carry (``max_body_bytes``
             bounds the whole request first).
         max_files_bytes: The most bytes of files one message may carry together.
+        store: A :class:`~daimon.core.StateStore` or its URL (``redis://...``) where replicas
+            share tasks and paused runs (see "Replicas" above). Default: this process's memory.
+        keep_for: Seconds ``store`` keeps a task or paused run after its last change.
 
     Raises:
         BuilderError: Off loopback without a token, an unusable token or allowed host, a
-            wildcard bind without ``url``, a ``grpc_url`` that is not an absolute URL, or a
-            malformed file limit.
+            wildcard bind without ``url``, a ``grpc_url`` that is not an absolute URL, a
+            malformed file limit, or an unknown ``store``.
     """
-    _, app = _served(
+    return _served(
         agent,
-        host=host,
-        port=port,
-        url=url,
-        token=token,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        max_body_bytes=max_body_bytes,
+        _Gate(host, port, url, token, allowed_hosts, allowed_origins, max_body_bytes),
         description=description,
         task_store=task_store,
         push_store=push_store,
@@ -724,20 +842,27 @@ def a2a_app(
         grpc_url=grpc_url,
         max_paused=max_paused,
         files=file_rules(agent, file_types, max_file_bytes, max_files_bytes),
-    )
-    return app
+        store=store,
+        keep_for=keep_for,
+    )[1]
+
+
+class _Gate(NamedTuple):
+    """Where a server listens and whom its gate lets in (see :func:`a2a_app`)."""
+
+    host: str
+    port: int
+    url: str | None
+    token: str | None
+    allowed_hosts: Iterable[str]
+    allowed_origins: Iterable[str]
+    max_body_bytes: int
 
 
 def _served(
     agent: Promptable,
+    gate: _Gate,
     *,
-    host: str,
-    port: int,
-    url: str | None,
-    token: str | None,
-    allowed_hosts: Iterable[str],
-    allowed_origins: Iterable[str],
-    max_body_bytes: int,
     description: str | None,
     task_store: TaskStore | None,
     push_store: PushNotificationConfigStore | None,
@@ -745,18 +870,20 @@ def _served(
     grpc_url: str | None,
     max_paused: int,
     files: FileRules,
+    store: StateStore | str | None,
+    keep_for: float | None,
 ) -> tuple[_Service, ASGIApp]:
     """What :func:`a2a_app` and :func:`serve_a2a` serve: the bindings' service, its HTTP app.
 
     Raises:
         BuilderError: See :func:`a2a_app`.
     """
-    check_exposure(host, token)
+    check_exposure(gate.host, gate.token)
     service = _service(
         agent,
-        url=_card_url(host, port, url),
-        exposed=not is_loopback(host),
-        bearer=token is not None,
+        url=_card_url(gate.host, gate.port, gate.url),
+        exposed=not is_loopback(gate.host),
+        bearer=gate.token is not None,
         description=description,
         task_store=task_store,
         push_store=push_store,
@@ -764,15 +891,17 @@ def _served(
         legacy=legacy,
         max_paused=max_paused,
         files=files,
+        store=store,
+        keep_for=keep_for,
     )
     app = _http_app(
         service,
-        host=host,
-        port=port,
-        token=token,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        max_body_bytes=max_body_bytes,
+        host=gate.host,
+        port=gate.port,
+        token=gate.token,
+        allowed_hosts=gate.allowed_hosts,
+        allowed_origins=gate.allowed_origins,
+        max_body_bytes=gate.max_body_bytes,
         legacy=legacy,
     )
     return service, app
@@ -834,6 +963,8 @@ async def serve_a2a(
     file_types: Iterable[str] = DEFAULT_FILE_TYPES,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     max_files_bytes: int = DEFAULT_MAX_FILES_BYTES,
+    store: StateStore | str | None = None,
+    keep_for: float | None = DEFAULT_KEEP_FOR,
 ) -> None:
     """Serve ``agent`` as an A2A agent until stopped (SIGINT, SIGTERM, cancel).
 
@@ -853,13 +984,7 @@ async def serve_a2a(
     grpc_url = _grpc_card_url(host, port, url, grpc_port, grpc_url)
     service, app = _served(
         agent,
-        host=host,
-        port=port,
-        url=url,
-        token=token,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        max_body_bytes=max_body_bytes,
+        _Gate(host, port, url, token, allowed_hosts, allowed_origins, max_body_bytes),
         description=description,
         task_store=task_store,
         push_store=push_store,
@@ -867,6 +992,8 @@ async def serve_a2a(
         grpc_url=grpc_url,
         max_paused=max_paused,
         files=file_rules(agent, file_types, max_file_bytes, max_files_bytes),
+        store=store,
+        keep_for=keep_for,
     )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5

@@ -188,6 +188,17 @@ def a2a_serve(
             "(default grpc://<host of --url>:<--grpc-port>; needs --grpc-port)."
         ),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="DAIMON_STORE",
+            metavar="URL",
+            help="Where tasks and runs waiting for approval are kept, shared by replicas: "
+            "postgresql://..., redis://..., sqlite:///file.db (one host) (env DAIMON_STORE; "
+            "default: this process's memory).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the agent as an A2A agent (agent card at /.well-known/agent-card.json).
 
@@ -205,6 +216,7 @@ def a2a_serve(
             url=url,
             grpc_port=grpc_port,
             grpc_url=grpc_url,
+            store=store,
         )
     )
 
