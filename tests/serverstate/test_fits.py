@@ -1,19 +1,14 @@
-"""The contract fits its users: the MCP SDK's EventStore and the a2a-sdk's TaskStore on it."""
+"""The contract fits its users: the MCP SDK's EventStore on it."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from a2a.auth.user import User
-from a2a.server.context import ServerCallContext
-from a2a.types import a2a_pb2
-from a2a.utils.errors import UnsupportedOperationError
 from mcp.server.streamable_http import EventMessage
 from mcp.types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from daimon.core import StateStore
-from daimon.serverstate.a2a_tasks import StateTaskStore
 from daimon.serverstate.mcp_events import StateEventStore, stream_key
 from daimon.serverstate.memory import MemoryStateStore
 
@@ -108,53 +103,3 @@ async def test_mcp_unknown_event_ids_replay_nothing(handles: Handles) -> None:
         assert await events.replay_events_after(unknown, sent) is None, unknown
     assert sent.events == []
     assert stream_key("s1") == "s1" and stream_key("a b").startswith("h")
-
-
-def _task(task_id: str) -> a2a_pb2.Task:
-    return a2a_pb2.Task(
-        id=task_id,
-        context_id="ctx-1",
-        status=a2a_pb2.TaskStatus(state=a2a_pb2.TASK_STATE_INPUT_REQUIRED),
-        history=[
-            a2a_pb2.Message(
-                message_id="m1",
-                role=a2a_pb2.ROLE_USER,
-                parts=[a2a_pb2.Part(text="Ünï 🧪")],
-            )
-        ],
-        artifacts=[a2a_pb2.Artifact(artifact_id="a1", parts=[a2a_pb2.Part(text="result")])],
-    )
-
-
-class _Named(User):
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    @property
-    def is_authenticated(self) -> bool:
-        return True
-
-    @property
-    def user_name(self) -> str:
-        return self._name
-
-
-async def test_a2a_tasks_on_another_replica(handles: Handles) -> None:
-    first, second = StateTaskStore(await handles()), StateTaskStore(await handles())
-    alice, bob = ServerCallContext(user=_Named("alice")), ServerCallContext(user=_Named("bob"))
-    task = _task("task-1")
-    await first.save(task, alice)
-    assert await second.get("task-1", alice) == task
-    assert await second.get("task-1", bob) is None  # tasks are their owner's
-    assert await second.get("task-2", alice) is None
-    task.status.state = a2a_pb2.TASK_STATE_COMPLETED
-    await second.save(task, alice)
-    found = await first.get("task-1", alice)
-    assert found is not None and found.status.state == a2a_pb2.TASK_STATE_COMPLETED
-    long_id = "t" * 2000  # longer than a key: stored under its hash
-    await first.save(_task(long_id), alice)
-    assert await second.get(long_id, alice) == _task(long_id)
-    await second.delete("task-1", alice)
-    assert await first.get("task-1", alice) is None
-    with pytest.raises(UnsupportedOperationError):
-        await first.list(a2a_pb2.ListTasksRequest(), alice)

@@ -2,8 +2,8 @@
 
 :class:`MemoryStateStore` keeps it in the process (one replica); ``RedisStateStore`` and
 ``PostgresStateStore`` share it between replicas, ``SQLiteStateStore`` between the processes of
-one host. ``StateEventStore`` (MCP resumable streams)
-and ``StateTaskStore`` (A2A tasks) put the SDKs' stores on any of them. Importing this package
+one host. ``StateEventStore`` puts the MCP SDK's resumable-stream event store on any of them
+(the A2A server keeps its tasks on one with ``a2a_app(store=...)``). Importing this package
 stays cheap: what needs an optional library loads on first use.
 """
 
@@ -18,7 +18,6 @@ from daimon.serverstate.memory import MemoryStateStore
 
 if TYPE_CHECKING:
     from daimon.core.state_store import StateStore
-    from daimon.serverstate.a2a_tasks import StateTaskStore
     from daimon.serverstate.mcp_events import StateEventStore
     from daimon.serverstate.postgres import PostgresStateStore
     from daimon.serverstate.redis import RedisStateStore
@@ -30,7 +29,6 @@ __all__ = (
     "RedisStateStore",
     "SQLiteStateStore",
     "StateEventStore",
-    "StateTaskStore",
     "check_state_store_url",
     "state_store_from_url",
 )
@@ -41,7 +39,6 @@ _LAZY: dict[str, tuple[str, str]] = {
     "RedisStateStore": ("daimon.serverstate.redis", "RedisStateStore"),
     "SQLiteStateStore": ("daimon.serverstate.sqlite", "SQLiteStateStore"),
     "StateEventStore": ("daimon.serverstate.mcp_events", "StateEventStore"),
-    "StateTaskStore": ("daimon.serverstate.a2a_tasks", "StateTaskStore"),
 }
 
 
