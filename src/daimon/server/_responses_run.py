@@ -44,9 +44,9 @@ from daimon.server._failures import describe_failure
 __all__ = (
     "BY_CLIENT",
     "ENDED_EARLY",
+    "KeptResponse",
     "NO_APPROVALS_HERE",
     "RESPONSES_KIND",
-    "KeptResponse",
     "ResponseRun",
     "ResponseStore",
     "fail",
