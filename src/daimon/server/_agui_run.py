@@ -71,7 +71,7 @@ class RunInput:
 class Continued:
     """The thread's paused run, taken from the store to go on with answers."""
 
-    paused: AgentResponse[Any]
+    paused: AgentResponse  # unparameterized: the codec decodes no parameterized class
     shown: tuple[str, ...] = ()
     """Calls whose results the paused run's stream sent (not sent again)."""
     decisions: dict[str, ApprovalDecision] | None = None
