@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonpatch
-from ag_ui.core import BaseEvent, CustomEvent, TextMessageEndEvent, ToolCallEndEvent
+from ag_ui.core import (
+    BaseEvent,
+    CustomEvent,
+    TextMessageEndEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+)
 
 from daimon._paused_runs import PausedRuns
 from daimon.core import codec
@@ -50,6 +56,8 @@ _FORMAT = 1
 _STOPPED = (asyncio.CancelledError, RunCancelled, RunTimeoutError)
 """How a run the server stopped ends: its log's writer adds the ``RUN_ERROR`` that says so."""
 _ENDS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+_LOST = {"daimon": {"lost": True}}
+"""The metadata of the events that end what a lost attempt left open."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +183,7 @@ class AguiJob:
         self._started = True
         state: dict[str, Any] | None = None
         texts: dict[str, None] = {}
-        calls: dict[str, None] = {}
+        calls: dict[str, str] = {}  # open tool call -> its arguments so far
         for event in found:
             kind = event.get("type")
             if kind == "STATE_SNAPSHOT":
@@ -187,7 +195,9 @@ class AguiJob:
             elif kind == "TEXT_MESSAGE_END":
                 texts.pop(event.get("messageId", ""), None)
             elif kind == "TOOL_CALL_START":
-                calls[event["toolCallId"]] = None
+                calls[event["toolCallId"]] = ""
+            elif kind == "TOOL_CALL_ARGS" and event.get("toolCallId") in calls:
+                calls[event["toolCallId"]] += str(event.get("delta", ""))
             elif kind == "TOOL_CALL_END":
                 calls.pop(event.get("toolCallId", ""), None)
             elif kind == "TOOL_CALL_RESULT":
@@ -197,8 +207,8 @@ class AguiJob:
         if isinstance(state, dict) and isinstance(state.get("daimon"), dict):
             self._run.restore(state)
         self._opening = [
-            *(TextMessageEndEvent(message_id=text) for text in texts),
-            *(ToolCallEndEvent(tool_call_id=call) for call in calls),
+            *(TextMessageEndEvent(message_id=text, metadata=_LOST) for text in texts),
+            *(event for call, args in calls.items() for event in _end_lost_call(call, args)),
             CustomEvent(name="daimon.attempt", value={"logged": len(found)}),
         ]
 
@@ -366,3 +376,60 @@ def _ended_response(event: Mapping[str, Any], run_id: str) -> AgentResponse[Any]
     daimon = summary.get("daimon") if isinstance(summary, Mapping) else None
     text = daimon.get("text") if isinstance(daimon, Mapping) else None
     return AgentResponse(text=text if isinstance(text, str) else "", run_id=run_id)
+
+
+def _end_lost_call(call_id: str, args: str) -> list[BaseEvent]:
+    """End a tool call a lost attempt left open; its arguments made whole JSON first.
+
+    A client takes the arguments of an ended call as JSON: what the lost attempt sent is
+    completed (the open string, array and object closed; a dangling key or token finished).
+    """
+    events: list[BaseEvent] = []
+    rest = _json_completion(args)
+    if rest:
+        events.append(ToolCallArgsEvent(tool_call_id=call_id, delta=rest))
+    events.append(ToolCallEndEvent(tool_call_id=call_id, metadata=_LOST))
+    return events
+
+
+_TOKEN_ENDS = ("", "0", "e", "ue", "rue", "se", "lse", "alse", "l", "ll", "ull")
+"""What may finish a cut JSON token (a number, ``true``, ``false``, ``null``)."""
+_VALUE_ENDS = ("", "null", ":null", '"":null')
+"""What may finish a cut member: nothing, a value, a key's value, a member after a comma."""
+
+
+def _json_completion(text: str) -> str:
+    """The shortest tried text that makes the prefix ``text`` of a JSON value whole JSON.
+
+    ``""`` when it is already whole (or nothing was sent); ``"{}"``-like closers otherwise.
+    """
+    if not text.strip():
+        return ""
+    closers: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            closers.append("}" if char == "{" else "]")
+        elif char in "}]" and closers:
+            closers.pop()
+    tail = "".join(reversed(closers))
+    quotes = (("\\" if escaped else "") + '"',) if in_string else ("",)
+    for token in _TOKEN_ENDS if not in_string else ("", "0", "00", "000", "0000"):
+        for quote in quotes:
+            for value in _VALUE_ENDS:
+                candidate = token + quote + value + tail
+                try:
+                    json.loads(text + candidate)
+                except ValueError:
+                    continue
+                return candidate
+    return ""  # no completion found: the call ends as it is
