@@ -6,7 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ag_ui_validate.pytest_plugin import assert_valid_agui
@@ -16,7 +16,7 @@ from daimon._paused_runs import PausedRuns
 from daimon._run_logs import END, JOB_KEY, LOG_KIND, STREAM_KEY
 from daimon.core.cancel import CancelToken
 from daimon.core.events import StreamEvent, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
-from daimon.core.tasks import TaskState
+from daimon.core.tasks import AgentTask, TaskState
 from daimon.distributed import Worker, new_task, wait_for_task
 from daimon.distributed.brokers.memory import MemoryBroker
 from daimon.models import FunctionModel
@@ -24,8 +24,8 @@ from daimon.server._agui_events import agent_state
 from daimon.server._agui_run import AguiJob, RunInput, _json_completion
 from daimon.serverstate import MemoryStateStore
 
-from .conftest import Calls
-from .test_agui import final_state, kinds
+from .conftest import Calls, LiveServer
+from .test_agui import final_state, guarded, kinds, run_input
 
 
 def flaky(calls: Calls) -> Agent:
@@ -151,3 +151,32 @@ def test_the_run_imports_without_the_web_libraries() -> None:
         "assert not web, web\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+class _Down(MemoryBroker):
+    """A broker that cannot be reached."""
+
+    async def submit(self, task: AgentTask) -> str:
+        raise ConnectionError("the broker is down")
+
+
+def test_a_resume_the_broker_cannot_take_is_503_and_the_paused_run_stays_kept(
+    live: Callable[..., LiveServer],
+) -> None:
+    calls, store = Calls(), MemoryStateStore()
+    agent = guarded(calls)
+    server = live(agent, store=store, broker=_Down(lease=1.0))
+    paused = PausedRuns(store, "agui")
+
+    async def pause() -> str:
+        response = await agent.prompt("Send 5", session_id="t-down")
+        await paused.keep("bank", response, "t-down")
+        return response.pending_approvals[0].id
+
+    interrupt = server.call(pause)
+    resume = [{"interruptId": interrupt, "status": "resolved"}]
+    answer = server.client().post("/agui", json=run_input(None, thread="t-down", resume=resume))
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["type"] == "broker_unavailable"
+    assert server.call(lambda: paused.get("bank", "t-down")) is not None  # resumable still
+    assert calls.tool_args == []

@@ -48,6 +48,11 @@ the store) and gets the events after that one, each once, in order; a malformed 
 whose stream is not kept (unknown, or ended past the server's retention) 404. A run nobody reads
 goes on for the server's ``stream_grace``, then is cancelled (its log ends with ``RUN_ERROR``).
 
+Workers: with a broker (``daimon serve --broker``), an agent's run (new, resumed or continued) is
+a task a worker runs (:mod:`daimon.server._agui_run`, the run without the web): the worker writes
+its events to the log and keeps a run that pauses in the store, as the replica would; 503 when the
+broker cannot take it (a paused run it was to continue is kept again). A flow's run stays here.
+
 Errors: a body that is not a ``RunAgentInput`` is 422 (400 for invalid JSON), an unknown agent
 404, all before the stream starts; a run that fails ends its stream with ``RUN_ERROR`` (``code``:
 daimon's error type, ``TimeoutError`` past the request timeout).
