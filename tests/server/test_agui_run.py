@@ -136,6 +136,19 @@ async def test_a_message_the_lost_attempt_left_open_is_ended_first() -> None:
     assert kinds(events).count("RUN_STARTED") == 1 and kinds(events)[-1] == "RUN_FINISHED"
 
 
+async def test_a_snapshot_the_lost_attempt_did_not_log_is_sent_first() -> None:
+    job = _job(
+        Agent(FunctionModel(lambda _: ChatResponse.reply("Hi.")), name="f"), MemoryStateStore()
+    )
+    started = {"type": "RUN_STARTED", "threadId": "t-1", "runId": "run-1"}
+    job.resume([f"data: {json.dumps(started)}\n\n"])
+    frames = [frame.decode() async for frame in job.frames(CancelToken())]
+    events = [started, *(json.loads(f.removeprefix("data: ")) for f in frames)]
+    assert_valid_agui(events)
+    assert kinds(events)[:3] == ["RUN_STARTED", "STATE_SNAPSHOT", "CUSTOM"]
+    assert final_state(events)["daimon"]["status"] == "finished"
+
+
 def test_the_arguments_of_a_lost_call_are_made_whole_json() -> None:
     whole = '{"a": "x\\u00e9\\\\", "n": [1, -2.5e3, true, false, null, {"b": "}"}], "c": {}}'
     for cut in range(1, len(whole) + 1):

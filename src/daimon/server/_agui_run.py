@@ -206,7 +206,11 @@ class AguiJob:
                 self.response = _ended_response(event, self._given.run_id)
         if isinstance(state, dict) and isinstance(state.get("daimon"), dict):
             self._run.restore(state)
+            snapshot: list[BaseEvent] = []
+        else:  # the lost attempt did not log its snapshot: the deltas below need one
+            snapshot = self._run.start()[1:]
         self._opening = [
+            *snapshot,
             *(TextMessageEndEvent(message_id=text, metadata=_LOST) for text in texts),
             *(event for call, args in calls.items() for event in _end_lost_call(call, args)),
             CustomEvent(name="daimon.attempt", value={"logged": len(found)}),
