@@ -3,7 +3,9 @@ paused on one are answered on the other, and an AG-UI stream left on one is rejo
 with ``Last-Event-ID``.
 
 Each replica is its own app on its own event loop, with its own handle on the store (the same
-server, the same key or table prefix, one per test), as two processes would be.
+server, the same key or table prefix, one per test), as two processes would be. With the
+``workers`` backend the replicas have a broker (Redis) and two in-process workers run their AG-UI
+runs, the state on PostgreSQL (``daimon serve --broker ... --store ...``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
+from uuid import uuid4
 
 import httpx
 import pytest
@@ -22,23 +25,34 @@ from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd
 from daimon.core.state_store import StateStore
 from daimon.models import FunctionModel
 
-from .conftest import Calls, LiveServer
+from .conftest import Calls, LiveServer, WorkerThread
 from .test_agui import agui, guarded, run_input
 from .test_client_tools import AGUI_TOOL, LOCATION_TOOL, trip_agent
 
 Live = Callable[..., LiveServer]
-Replicas = Callable[[Callable[[], Agent]], tuple[LiveServer, LiveServer]]
+Made = Callable[[Calls], Agent]
+"""Makes the agent a replica (or a worker) serves, its tools noting their calls in ``Calls``."""
+
+_BACKENDS = [
+    pytest.param("redis", marks=pytest.mark.service("redis")),
+    pytest.param("postgres", marks=pytest.mark.service("postgres")),
+    pytest.param("workers", marks=[pytest.mark.service("redis"), pytest.mark.service("postgres")]),
+]
+"""Where the state is, and where runs run: in the replicas, on Redis or PostgreSQL; or on two
+workers (a Redis broker), the state on PostgreSQL (``daimon serve --broker ... --store ...``)."""
+_STORES = _BACKENDS[:2]
+"""For tests of what stays in the replicas with or without a broker: the stores alone."""
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("redis", marks=pytest.mark.service("redis")),
-        pytest.param("postgres", marks=pytest.mark.service("postgres")),
-    ]
-)
-def store_for(request: pytest.FixtureRequest) -> Callable[[], StateStore]:
+@pytest.fixture(params=_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store_for(request: pytest.FixtureRequest, backend: str) -> Callable[[], StateStore]:
     """A new handle on this test's store (a prefix of its own) each call."""
-    if request.param == "redis":
+    if backend == "redis":
         from daimon.serverstate import RedisStateStore
 
         url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
@@ -52,33 +66,90 @@ def store_for(request: pytest.FixtureRequest) -> Callable[[], StateStore]:
     return lambda: PostgresStateStore(url, prefix=prefix, min_size=1, max_size=2)
 
 
-@pytest.fixture
-def replicas(live: Live, store_for: Callable[[], StateStore]) -> Iterator[Replicas]:
-    """``replicas(agent)``: servers A and B, each its own agent and store handle, one store."""
-    opened: list[tuple[LiveServer, StateStore]] = []
+class Cluster:
+    """Replicas A and B of one agent on one store, and with ``workers`` two workers running
+    the runs; what each one's tools were asked."""
 
-    def start(agent: Callable[[], Agent]) -> tuple[LiveServer, LiveServer]:
+    def __init__(self, workers: bool) -> None:
+        self.workers = workers
+        self.on_a, self.on_b, self.on_workers = Calls(), Calls(), Calls()
+
+    def ran(self, on: str, args: list[dict[str, Any]]) -> dict[str, Any]:
+        """Where tools ran when ``args`` were the calls of an AG-UI run sent to replica ``on``:
+        there, or with a broker on the workers."""
+        where = "workers" if self.workers else on
+        return {place: args if place == where else [] for place in ("a", "b", "workers")}
+
+    def tools(self) -> dict[str, Any]:
+        """What each place's tools were asked."""
+        return {
+            "a": self.on_a.tool_args,
+            "b": self.on_b.tool_args,
+            "workers": self.on_workers.tool_args,
+        }
+
+
+Replicas = Callable[[Made], tuple[LiveServer, LiveServer]]
+
+
+@pytest.fixture
+def cluster(backend: str) -> Cluster:
+    return Cluster(workers=backend == "workers")
+
+
+@pytest.fixture
+def replicas(
+    request: pytest.FixtureRequest,
+    live: Live,
+    store_for: Callable[[], StateStore],
+    cluster: Cluster,
+) -> Iterator[Replicas]:
+    """``replicas(made)``: servers A and B, each its own agent and store handle, one store (and
+    with ``workers``, two workers, each its own agent, running the agents' AG-UI runs)."""
+    opened: list[tuple[LiveServer, StateStore]] = []
+    workers: list[WorkerThread] = []
+    options: dict[str, Any] = {}
+    if cluster.workers:
+        options = {"broker": request.getfixturevalue("redis_url"), "queue": f"agui-{uuid4().hex}"}
+
+    def start(made: Made) -> tuple[LiveServer, LiveServer]:
         pair = []
-        for _ in range(2):
+        for calls in (cluster.on_a, cluster.on_b):
             store = store_for()
-            server = live(agent(), store=store)
+            server = live(made(calls), store=store, **options)
             opened.append((server, store))
             pair.append(server)
+        if options:
+            from daimon.distributed import broker_from_url
+
+            def open_broker() -> Any:
+                return broker_from_url(options["broker"], queue=options["queue"], lease=5.0)
+
+            for _ in range(2):
+                worker = WorkerThread(made(cluster.on_workers), open_broker, store_for)
+                workers.append(worker.start())
         return pair[0], pair[1]
 
     yield start
+    for worker in workers:
+        worker.stop()
     for server, store in opened:  # on the loop that used it, before the server stops
         server.call(server.app.state.daimon_logs.aclose)  # its watchers read the store
         server.call(store.aclose)
 
 
+def local_runs(*servers: LiveServer) -> list[int]:
+    """The runs writing logs in each server's own process."""
+    return [len(server.app.state.daimon_logs) for server in servers]
+
+
 # ------------------------------------------------------------------------------ paused runs
 
 
-def test_an_interrupt_raised_on_one_replica_is_approved_on_the_other(replicas: Replicas) -> None:
-    on_a, on_b = Calls(), Calls()
-    made = iter([on_a, on_b])
-    a, b = replicas(lambda: guarded(next(made)))
+def test_an_interrupt_raised_on_one_replica_is_approved_on_the_other(
+    replicas: Replicas, cluster: Cluster
+) -> None:
+    a, b = replicas(guarded)
 
     first = agui(a, run_input("Send 5", thread="t-shared"))
     assert first[-1]["outcome"]["type"] == "interrupt"
@@ -89,7 +160,7 @@ def test_an_interrupt_raised_on_one_replica_is_approved_on_the_other(replicas: R
     assert resumed[-1]["outcome"] == {"type": "success"}
     text = "".join(e["delta"] for e in resumed if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "Done: moved 5"
-    assert (on_a.tool_args, on_b.tool_args) == ([], [{"amount": 5}])
+    assert cluster.tools() == cluster.ran("b", [{"amount": 5}])
 
     # taken by B: A has nothing left to resume
     again = a.client().post("/agui", json=run_input(None, thread="t-shared", resume=resume))
@@ -97,11 +168,9 @@ def test_an_interrupt_raised_on_one_replica_is_approved_on_the_other(replicas: R
 
 
 def test_a_front_end_tool_called_on_one_replica_is_answered_on_the_other(
-    replicas: Replicas,
+    replicas: Replicas, cluster: Cluster
 ) -> None:
-    on_a, on_b = Calls(), Calls()
-    made = iter([on_a, on_b])
-    a, b = replicas(lambda: trip_agent(next(made)))
+    a, b = replicas(trip_agent)
 
     first = agui(a, run_input("Weather here?", thread="t-trip", tools=[AGUI_TOOL]))
     assert first[-1]["type"] == "RUN_FINISHED"
@@ -124,18 +193,17 @@ def test_a_front_end_tool_called_on_one_replica_is_answered_on_the_other(
     second = agui(b, body)
     text = "".join(e["delta"] for e in second if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "sunny in Oslo | Bergen"
-    assert (on_a.tool_args, on_b.tool_args) == ([{"city": "Oslo"}], [])  # ran once, on A
+    assert cluster.tools() == cluster.ran("a", [{"city": "Oslo"}])  # ran once, for A
 
     again = a.client().post("/agui", json=body)
     assert again.status_code == 422 and "no run waiting" in again.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("backend", _STORES)
 def test_a_chat_completions_client_tool_paused_on_one_replica_is_answered_on_the_other(
-    replicas: Replicas,
+    replicas: Replicas, cluster: Cluster
 ) -> None:
-    on_a, on_b = Calls(), Calls()
-    made = iter([on_a, on_b])
-    a, b = replicas(lambda: trip_agent(next(made)))
+    a, b = replicas(trip_agent)
     messages: list[Any] = [{"role": "user", "content": "Weather where I am?"}]
     request = {"model": "trip", "messages": messages, "tools": [LOCATION_TOOL]}
 
@@ -150,7 +218,7 @@ def test_a_chat_completions_client_tool_paused_on_one_replica_is_answered_on_the
     second = b.client().post("/v1/chat/completions", json=request)
     assert second.status_code == 200, second.text
     assert second.json()["choices"][0]["message"]["content"] == "sunny in Oslo | Bergen"
-    assert (on_a.tool_args, on_b.tool_args) == ([{"city": "Oslo"}], [])
+    assert cluster.tools() == cluster.ran("a", [{"city": "Oslo"}])
 
     again = a.client().post("/v1/chat/completions", json=request)
     assert again.status_code == 400 and again.json()["error"]["code"] == "tool_call_not_found"
@@ -196,16 +264,18 @@ def read_events(
     return events
 
 
-def test_a_stream_left_on_one_replica_is_rejoined_on_the_other(replicas: Replicas) -> None:
+def test_a_stream_left_on_one_replica_is_rejoined_on_the_other(
+    replicas: Replicas, cluster: Cluster
+) -> None:
     gate = threading.Event()
-    on_a, on_b = Calls(), Calls()
-    made = iter([on_a, on_b])
-    a, b = replicas(lambda: counting(next(made), gate))
+    a, b = replicas(lambda calls: counting(calls, gate))
     body = run_input("Count", thread="t-rejoin")
 
     with a.client().stream("POST", "/agui", json=body) as reply:
         assert reply.status_code == 200
         before = read_events(reply, until="TOOL_CALL_RESULT")  # then the client goes
+    # the run waits for the gate: in A's process, or on a worker
+    assert local_runs(a, b) == ([0, 0] if cluster.workers else [1, 0])
     last = before[-1][0]
     stream, _, number = last.rpartition(":")
     gate.set()  # the run goes on without a reader
@@ -224,7 +294,7 @@ def test_a_stream_left_on_one_replica_is_rejoined_on_the_other(replicas: Replica
     text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "onetwo three"
     assert [e["type"] for _, e in after].count("TOOL_CALL_RESULT") == 0
-    assert (on_a.tool_args, on_b.tool_args) == ([{}], [])  # ran once, on A
+    assert cluster.tools() == cluster.ran("a", [{}])  # ran once, for A
 
     # the whole stream again, from its start, on either replica
     for server in (a, b):
@@ -233,8 +303,9 @@ def test_a_stream_left_on_one_replica_is_rejoined_on_the_other(replicas: Replica
         assert [json.loads(d) for d in data] == events
 
 
+@pytest.mark.parametrize("backend", _STORES)
 def test_a_bad_or_unknown_last_event_id_is_refused(replicas: Replicas) -> None:
-    a, _ = replicas(lambda: guarded(Calls()))
+    a, _ = replicas(guarded)
     body = run_input("Send 5")
     client = a.client()
 

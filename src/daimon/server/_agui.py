@@ -48,6 +48,11 @@ the store) and gets the events after that one, each once, in order; a malformed 
 whose stream is not kept (unknown, or ended past the server's retention) 404. A run nobody reads
 goes on for the server's ``stream_grace``, then is cancelled (its log ends with ``RUN_ERROR``).
 
+Workers: with a broker (``daimon serve --broker``), an agent's run (new, resumed or continued) is
+a task a worker runs (:mod:`daimon.server._agui_run`, the run without the web): the worker writes
+its events to the log and keeps a run that pauses in the store, as the replica would; 503 when the
+broker cannot take it (a paused run it was to continue is kept again). A flow's run stays here.
+
 Errors: a body that is not a ``RunAgentInput`` is 422 (400 for invalid JSON), an unknown agent
 404, all before the stream starts; a run that fails ends its stream with ``RUN_ERROR`` (``code``:
 daimon's error type, ``TimeoutError`` past the request timeout).
@@ -57,8 +62,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,25 +74,21 @@ from pydantic import ValidationError
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRun, PausedRuns
+from daimon._run_logs import JOB_KEY
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import ApprovalRequiredError, RunCancelled
+from daimon.core.errors import RunCancelled
 from daimon.core.errors import TimeoutError as RunTimeoutError
-from daimon.core.events import Done, ToolResult
-from daimon.core.messages import Message, Role
+from daimon.core.events import Done
+from daimon.core.messages import Message
 from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.core.tools import ToolOutput, ToolSpec
+from daimon.distributed._client import new_task
 from daimon.orchestration import PromptableFlow
 from daimon.server._agents import ServedAgents
-from daimon.server._agui_events import (
-    AguiRun,
-    agent_state,
-    encode,
-    flow_state,
-    messages_snapshot,
-    node_events,
-)
+from daimon.server._agui_events import AguiRun, encode, flow_state, node_events
 from daimon.server._agui_media import MediaRefused, prompt_text, user_prompt
+from daimon.server._agui_run import AGUI_KIND, AguiJob, Continued, RunInput
 from daimon.server._client_tools import NoClientTools, spec, takes_client_tools
 from daimon.server._errors import error_response
 from daimon.server._run_log import EventId, RunLogs, StreamGone
@@ -95,6 +97,8 @@ from daimon.server._sse import Source
 from daimon.server._state import ServerState
 
 __all__ = ("Endpoint",)
+
+logger = logging.getLogger("daimon.server")
 
 
 class _Refused(Exception):
@@ -108,14 +112,18 @@ class _Refused(Exception):
 
 @dataclass(frozen=True, slots=True)
 class _Input:
-    """A checked ``RunAgentInput``: the prompt, and the client's state as a mapping."""
+    """A ``RunAgentInput`` and what a run takes from it, checked."""
 
     body: RunAgentInput
-    prompt: str | Message
-    instructions: str | None
-    state: dict[str, Any]
-    client_tools: tuple[ToolSpec, ...] = ()
-    """The front-end tools, as the run's client tools."""
+    run: RunInput
+
+    @property
+    def prompt(self) -> str | Message:
+        return self.run.prompt
+
+    @property
+    def client_tools(self) -> tuple[ToolSpec, ...]:
+        return self.run.client_tools
 
 
 _STOPPED = (asyncio.CancelledError, RunCancelled, RunTimeoutError)
@@ -137,7 +145,7 @@ class Endpoint:
         self.settings = settings
         self.state = state
         self.logs = logs
-        self.paused = PausedRuns(state.store, "agui", settings.keep_for)
+        self.paused = PausedRuns(state.store, AGUI_KIND, settings.keep_for)
 
     async def answer(self, name: str, request: Request) -> Response:
         try:
@@ -152,15 +160,14 @@ class Endpoint:
             if given.client_tools:
                 _check_tools(found, name, given.client_tools)
             if given.body.resume:
-                return await self._stream(given, await self._resumed(name, found, given))
+                return await self._run(await self._resumed(name, found, given))
             waiting = await self.paused.get(name, given.body.thread_id)
             if (
                 waiting is not None
                 and _answers(given.body.messages)
                 and not waiting.response.pending_approvals
             ):
-                continued = await self._continued(name, found, given, waiting)
-                return await self._stream(given, continued)
+                return await self._run(await self._continued(name, found, given, waiting))
             if waiting is not None:
                 raise _Refused(
                     409,
@@ -179,15 +186,34 @@ class Endpoint:
             _need_prompt(given)
             if isinstance(found, PromptableFlow):
                 _text_only(given, name)
-                return await self._stream(given, self._flow(name, found, given))
-            return await self._stream(given, self._agent(name, found, given))
+                return await self._stream(_per_event(self._flow(name, found, given)), _run_error)
+            return await self._run(self._job(name, found, given))
         except _Refused as refused:
             return error_response(refused.status, refused.kind, str(refused))
 
-    async def _stream(self, given: _Input, batches: Batches) -> Response:
-        """Start the run in a task of its own, writing its log; the client reads the log."""
+    async def _stream(self, source: Source, on_error: Callable[[BaseException], bytes]) -> Response:
+        """Start a run in a task of its own, writing its log; the client reads the log."""
         stream = uuid.uuid4().hex
-        await self.logs.start(stream, _per_event(batches), _run_error)
+        await self.logs.start(stream, source, on_error)
+        return self.logs.reader(EventId(stream, 0), _run_error, self.settings.heartbeat_interval)
+
+    async def _run(self, job: AguiJob) -> Response:
+        """Start an agent's run here, or with a broker on a worker; the client reads its log."""
+        if self.logs.broker is None:
+            return await self._stream(job.frames, job.on_error)
+        stream = uuid.uuid4().hex
+        metadata = {
+            **self.logs.task_metadata(stream),
+            JOB_KEY: job.spec(),
+            "daimon.agent": job.name,
+        }
+        try:
+            await self.logs.submit(stream, new_task("", task_id=stream, metadata=metadata))
+        except Exception as exc:  # the broker (or the store) cannot be reached
+            logger.warning("cannot submit an AG-UI run to the broker", exc_info=True)
+            await job.put_back()
+            message = f"the run could not be queued for the workers: {type(exc).__name__}"
+            return error_response(503, "broker_unavailable", message)
         return self.logs.reader(EventId(stream, 0), _run_error, self.settings.heartbeat_interval)
 
     async def _rejoin(self, at: EventId) -> Response:
@@ -200,57 +226,16 @@ class Endpoint:
 
     # ------------------------------------------------------------------------- the runs
 
-    def _agent(self, name: str, agent: Promptable, given: _Input) -> Batches:
-        async def batches(token: CancelToken) -> AsyncGenerator[Sequence[BaseEvent], None]:
-            body = given.body
-            run = _run(given, agent_state(name))
-            run.model(self.served.describe(name)["model"])
-            events = list(run.start())
-            shown: set[str] = set()  # calls whose results were sent (a paused turn's too)
-            try:
-                stream = _prompt_stream(agent, given, token)
-                async for event in stream:
-                    if isinstance(event, Done):
-                        run.model(event.model)
-                        if event.response is not None:
-                            response = event.response
-                            events += await self._ended(name, body.thread_id, run, response, shown)
-                    else:
-                        if isinstance(event, ToolResult):
-                            shown.add(event.call_id)
-                        events += run.agent_event(event)
-                    if events:
-                        yield events
-                        events = []
-            except _STOPPED:
-                raise
-            except Exception as exc:
-                yield [*events, *run.close_text(), *run.failed(exc)]
-
-        return batches
-
-    async def _ended(
-        self,
-        name: str,
-        thread: str,
-        run: AguiRun,
-        response: AgentResponse[Any],
-        shown: set[str] | None = None,
-    ) -> list[BaseEvent]:
-        """The end of an agent's run; a paused one is kept for its resume, if it can have one."""
-        if response.paused:
-            if not isinstance(self.served.get(name), Resumable):
-                paused = ApprovalRequiredError(
-                    response.pending_approvals, f"a promptable that cannot resume ({name!r})"
-                )
-                return [*run.close_text(), *run.update(status="failed"), *run.failed(paused)]
-            await self.paused.keep(name, response, thread, frozenset(shown or ()))
-        return run.finished(response)
+    def _job(
+        self, name: str, agent: Promptable, given: _Input, after: Continued | None = None
+    ) -> AguiJob:
+        model = str(self.served.describe(name)["model"])
+        return AguiJob(agent, name, model, given.run, self.paused, after)
 
     def _flow(self, name: str, flow: PromptableFlow, given: _Input) -> Batches:
         async def batches(token: CancelToken) -> AsyncGenerator[Sequence[BaseEvent], None]:
             body = given.body
-            run = _run(given, flow_state(name, flow.kind))
+            run = _run_events(given, flow_state(name, flow.kind))
             queue: asyncio.Queue[list[BaseEvent] | None] = asyncio.Queue()
             prompts: dict[str, int] = {}
 
@@ -303,19 +288,17 @@ class Endpoint:
 
         return batches
 
-    async def _resumed(self, name: str, agent: Promptable, given: _Input) -> Batches:
+    async def _resumed(self, name: str, agent: Promptable, given: _Input) -> AguiJob:
         thread = given.body.thread_id
         waiting = await self.paused.get(name, thread)
         if waiting is None:
             raise self._not_paused(name, thread)
         if not isinstance(agent, Resumable):
             raise _Refused(409, "not_resumable", f"{name!r} cannot resume paused runs")
-        paused = waiting.response
-        decisions = _decisions(paused, given.body.resume or [])
+        decisions = _decisions(waiting.response, given.body.resume or [])
         await self._take(waiting)
-        return self._after_pause(
-            name, given, waiting, lambda token: agent.resume(paused, decisions, cancel=token)
-        )
+        continued = Continued(waiting.response, tuple(sorted(waiting.shown)), decisions=decisions)
+        return self._job(name, agent, given, continued)
 
     def _not_paused(self, name: str, thread: str) -> _Refused:
         unknown = self.paused.unknown(name, thread, f"thread {thread!r}")
@@ -328,60 +311,12 @@ class Endpoint:
 
     async def _continued(
         self, name: str, agent: Promptable, given: _Input, waiting: PausedRun
-    ) -> Batches:
+    ) -> AguiJob:
         """The thread's paused run, continued with the front-end tools' results."""
-        paused = waiting.response
-        results = _results(paused, given.body.messages)
+        results = _results(waiting.response, given.body.messages)
         await self._take(waiting)
-        client_tools = given.client_tools or None
-
-        def resume(token: CancelToken) -> Awaitable[AgentResponse[Any]]:
-            resumed: Awaitable[AgentResponse[Any]] = agent.resume(  # type: ignore[attr-defined]
-                paused, results=results, client_tools=client_tools, cancel=token
-            )
-            return resumed
-
-        return self._after_pause(name, given, waiting, resume)
-
-    def _after_pause(
-        self,
-        name: str,
-        given: _Input,
-        waiting: PausedRun,
-        resume: Callable[[CancelToken], Awaitable[AgentResponse[Any]]],
-    ) -> Batches:
-        """The events of a paused run continued: the conversation so far, then what followed.
-
-        Results the paused run's stream sent already (``waiting.shown``) are not sent again.
-        """
-        body = given.body
-        memory = self.served.memory(name)
-        paused, shown = waiting.response, waiting.shown
-
-        async def batches(token: CancelToken) -> AsyncGenerator[Sequence[BaseEvent], None]:
-            run = _run(given, agent_state(name))
-            run.model(self.served.describe(name)["model"])
-            # The conversation so far, the paused call included: the results below answer it.
-            earlier = await memory.get_messages(body.thread_id) if memory is not None else []
-            history = messages_snapshot(body.thread_id, [*earlier, *paused.messages])
-            yield [*run.start(), history]
-            try:
-                response = await resume(token)
-            except _STOPPED:
-                raise
-            except Exception as exc:
-                yield run.failed(exc)
-                return
-            added = [
-                m
-                for m in response.messages[len(paused.messages) :]
-                if m.role is not Role.TOOL or m.tool_call_id not in shown
-            ]
-            events = run.replay(added)
-            events += await self._ended(name, body.thread_id, run, response)
-            yield events
-
-        return batches
+        continued = Continued(waiting.response, tuple(sorted(waiting.shown)), results=results)
+        return self._job(name, agent, given, continued)
 
 
 # --------------------------------------------------------------------------------- the input
@@ -404,7 +339,16 @@ def _parse(raw: bytes, settings: ServerSettings) -> _Input:
     notes = [f"{c.description}: {c.value}" for c in body.context or []]
     prompt = _last_user_prompt(body.messages, settings)
     tools = tuple(spec(t.name, t.description, _schema(t.parameters)) for t in body.tools or ())
-    return _Input(body, prompt, "\n".join(notes) or None, dict(state), tools)
+    run = RunInput(
+        thread_id=body.thread_id,
+        run_id=body.run_id,
+        parent_run_id=body.parent_run_id,
+        prompt=prompt,
+        instructions="\n".join(notes) or None,
+        state=dict(state),
+        client_tools=tools,
+    )
+    return _Input(body, run)
 
 
 def _schema(parameters: Any) -> Any:
@@ -417,27 +361,6 @@ def _check_tools(agent: Promptable, name: str, specs: Sequence[ToolSpec]) -> Non
         takes_client_tools(agent, name, specs)
     except NoClientTools as exc:
         raise _Refused(422, "invalid_request", f"tools: {exc}") from None
-
-
-def _prompt_stream(agent: Promptable, given: _Input, token: CancelToken) -> Any:
-    """The run's events; front-end tools go to the agent as client tools."""
-    body = given.body
-    if given.client_tools:
-        return agent.prompt_stream(  # type: ignore[call-arg]  # an Agent: checked
-            given.prompt,
-            session_id=body.thread_id,
-            instructions=given.instructions,
-            run_id=body.run_id,
-            cancel=token,
-            client_tools=given.client_tools,
-        )
-    return agent.prompt_stream(
-        given.prompt,
-        session_id=body.thread_id,
-        instructions=given.instructions,
-        run_id=body.run_id,
-        cancel=token,
-    )
 
 
 def _answers(messages: Sequence[Any]) -> bool:
@@ -501,10 +424,10 @@ def _text_only(given: _Input, name: str) -> None:
         )
 
 
-def _run(given: _Input, run_state: dict[str, Any]) -> AguiRun:
+def _run_events(given: _Input, run_state: dict[str, Any]) -> AguiRun:
     """The events of the run ``given`` asks for; its state: the client's, the run's beside it."""
     body = given.body
-    state = {**given.state, "daimon": run_state}
+    state = {**given.run.state, "daimon": run_state}
     return AguiRun(body.thread_id, body.run_id, state, body.parent_run_id)
 
 

@@ -67,7 +67,7 @@ from daimon.core.events import (
 from daimon.core.messages import Message, Role
 from daimon.core.results import AgentResponse, ApprovalRequest
 from daimon.server._encode import jsonable, usage_body
-from daimon.server._errors import describe_failure
+from daimon.server._failures import describe_failure
 
 __all__ = (
     "APPROVAL_REASON",
@@ -381,6 +381,17 @@ class AguiRun:
             run["cost"] = round(run["cost"] + event.cost, 10)
 
         return [CustomEvent(name="daimon.usage", value=value), *self.change(count)]
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Carry on from ``state``, the state a client was sent (a lost attempt's, say)."""
+        self._state = state
+        run = state["daimon"]
+        used = run.get("usage", {})
+        self._usage = Usage(
+            input_tokens=int(used.get("inputTokens", 0)),
+            output_tokens=int(used.get("outputTokens", 0)),
+            requests=int(run.get("modelCalls", 0)),
+        )
 
     def model(self, name: str | None) -> None:
         """The model that answered (labels the run's usage)."""

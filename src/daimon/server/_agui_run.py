@@ -1,0 +1,439 @@
+"""One AG-UI run of an agent, without any web library: what a replica, or a worker, runs.
+
+An :class:`AguiJob` is an accepted ``POST /agui`` for an agent: a new prompt, or the thread's
+paused run continued (with approval decisions, or with front-end tools' results). Its
+:meth:`~AguiJob.frames` are the run's AG-UI events, one SSE frame each (see
+:mod:`daimon.server._agui_events`); a run that pauses is kept in the store's
+:class:`~daimon._paused_runs.PausedRuns` (``"agui"``) before its ``RUN_FINISHED``. The frames go to
+the run's log from the replica's own process or, with a broker (``daimon serve --broker``), from
+the worker that runs the task: :meth:`AguiJob.spec` travels in the task's metadata and
+:func:`job_from_spec` makes the job again there. A flow's run (``PromptableFlow``) stays in the
+replica: its node and agent events come from callbacks, not a stream a worker's job replays.
+
+A later attempt of a worker's task (its worker died) goes on from what the lost attempt logged
+(:meth:`AguiJob.resume`): no second ``RUN_STARTED``, the lost attempt's open text message and tool
+calls ended first, then a ``CUSTOM`` ``daimon.attempt`` event; what came after the lost attempt's
+last finished step may come again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+from ag_ui.core import (
+    BaseEvent,
+    CustomEvent,
+    TextMessageEndEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+)
+
+from daimon._paused_runs import PausedRuns
+from daimon.core import codec
+from daimon.core.cancel import CancelToken
+from daimon.core.errors import ApprovalRequiredError, RunCancelled, SerializationError
+from daimon.core.errors import TimeoutError as RunTimeoutError
+from daimon.core.events import Done, ToolResult
+from daimon.core.messages import Message, Role
+from daimon.core.protocols import Promptable, Resumable
+from daimon.core.results import AgentResponse, ApprovalDecision
+from daimon.core.state_store import StateStore
+from daimon.core.tools import ToolOutput, ToolSpec
+from daimon.server._agui_events import AguiRun, agent_state, encode, messages_snapshot
+
+__all__ = ("AGUI_KIND", "AguiJob", "Continued", "RunInput", "job_from_spec", "prompt_stream")
+
+AGUI_KIND = "agui"
+"""The kind of the paused runs this front end keeps, and of its runs sent to workers."""
+_FORMAT = 1
+"""The format of runs sent to workers."""
+_STOPPED = (asyncio.CancelledError, RunCancelled, RunTimeoutError)
+"""How a run the server stopped ends: its log's writer adds the ``RUN_ERROR`` that says so."""
+_ENDS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+_LOST = {"daimon": {"lost": True}}
+"""The metadata of the events that end what a lost attempt left open."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunInput:
+    """What a run takes from its ``RunAgentInput``, checked."""
+
+    thread_id: str
+    run_id: str
+    parent_run_id: str | None
+    prompt: str | Message
+    instructions: str | None
+    state: dict[str, Any]
+    """The client's state: the run's own goes beside it, under ``"daimon"``."""
+    client_tools: tuple[ToolSpec, ...] = ()
+    """The front-end tools, as the run's client tools."""
+
+
+@dataclass(frozen=True, slots=True)
+class Continued:
+    """The thread's paused run, taken from the store to go on with answers."""
+
+    paused: AgentResponse  # unparameterized: the codec decodes no parameterized class
+    shown: tuple[str, ...] = ()
+    """Calls whose results the paused run's stream sent (not sent again)."""
+    decisions: dict[str, ApprovalDecision] | None = None
+    """The approvals' answers (a ``resume``)..."""
+    results: dict[str, ToolOutput] | None = None
+    """... or the front-end tools' results (``tool`` messages)."""
+
+
+class AguiJob:
+    """One agent's AG-UI run: its frames, and the paused run it keeps (see the module docstring).
+
+    Args:
+        agent: The agent (the served promptable called ``name``).
+        name: Its served name: paused runs are kept under it and the thread.
+        model: The model its state names before the run says which answered.
+        given: The run's input.
+        paused: Where a run that pauses is kept.
+        continued: The paused run this one continues, if any.
+    """
+
+    __slots__ = (
+        "_after",
+        "_agent",
+        "_given",
+        "_model",
+        "_name",
+        "_opening",
+        "_paused",
+        "_run",
+        "_shown",
+        "_started",
+        "response",
+    )
+
+    keeps_pauses = True
+    """A paused run is kept in the store's paused runs, not by a broker: its task completes."""
+
+    def __init__(
+        self,
+        agent: Promptable,
+        name: str,
+        model: str,
+        given: RunInput,
+        paused: PausedRuns,
+        continued: Continued | None = None,
+    ) -> None:
+        self._agent = agent
+        self._name = name
+        self._model = model
+        self._given = given
+        self._paused = paused
+        self._after = continued
+        state = {**given.state, "daimon": agent_state(name)}
+        self._run = AguiRun(given.thread_id, given.run_id, state, given.parent_run_id)
+        self._run.model(model)
+        self._shown = set(continued.shown) if continued is not None else set[str]()
+        self._started = False
+        self._opening: list[BaseEvent] = []
+        self.response: AgentResponse[Any] | None = None
+
+    @property
+    def name(self) -> str:
+        """The served name of the run's agent."""
+        return self._name
+
+    async def put_back(self) -> None:
+        """Keep again the paused run this one was to continue (it could not start)."""
+        after = self._after
+        if after is not None:
+            shown = frozenset(after.shown)
+            await self._paused.keep(self._name, after.paused, self._given.thread_id, shown)
+
+    async def frames(self, token: CancelToken) -> AsyncGenerator[bytes, None]:
+        """The run's AG-UI events, one SSE frame each."""
+        if self._started and self.response is not None:
+            return  # the lost attempt logged the run's end: nothing is left to send
+        batches = self._prompted(token) if self._after is None else self._resumed(token)
+        try:
+            async for batch in batches:
+                for event in batch:
+                    yield encode(event)
+        finally:
+            await batches.aclose()
+
+    def on_error(self, exc: BaseException) -> bytes:
+        """The ``RUN_ERROR`` that ends a run that failed, timed out or was cancelled."""
+        return b"".join(encode(event) for event in self._run.failed(exc))
+
+    async def end(self, exc: BaseException, reason: str | None) -> None:
+        """Nothing to record: the log's ``RUN_ERROR`` says how the run ended."""
+
+    def resume(self, logged: Sequence[str]) -> None:
+        """Go on after the frames a lost attempt logged.
+
+        The run is not started again: its state carries on from the logged snapshot and deltas,
+        the results sent count as shown, and the open text message and tool calls are ended.
+        """
+        found = _logged_events(logged)
+        if not any(event.get("type") == "RUN_STARTED" for event in found):
+            return
+        self._started = True
+        state: dict[str, Any] | None = None
+        texts: dict[str, None] = {}
+        calls: dict[str, str] = {}  # open tool call -> its arguments so far
+        for event in found:
+            kind = event.get("type")
+            if kind == "STATE_SNAPSHOT":
+                state = copy.deepcopy(event["snapshot"])
+            elif kind == "STATE_DELTA" and state is not None:
+                state = jsonpatch.apply_patch(state, event["delta"])
+            elif kind == "TEXT_MESSAGE_START":
+                texts[event["messageId"]] = None
+            elif kind == "TEXT_MESSAGE_END":
+                texts.pop(event.get("messageId", ""), None)
+            elif kind == "TOOL_CALL_START":
+                calls[event["toolCallId"]] = ""
+            elif kind == "TOOL_CALL_ARGS" and event.get("toolCallId") in calls:
+                calls[event["toolCallId"]] += str(event.get("delta", ""))
+            elif kind == "TOOL_CALL_END":
+                calls.pop(event.get("toolCallId", ""), None)
+            elif kind == "TOOL_CALL_RESULT":
+                self._shown.add(event["toolCallId"])
+            elif kind in _ENDS:
+                self.response = _ended_response(event, self._given.run_id)
+        if isinstance(state, dict) and isinstance(state.get("daimon"), dict):
+            self._run.restore(state)
+            snapshot: list[BaseEvent] = []
+        else:  # the lost attempt did not log its snapshot: the deltas below need one
+            snapshot = self._run.start()[1:]
+        self._opening = [
+            *snapshot,
+            *(TextMessageEndEvent(message_id=text, metadata=_LOST) for text in texts),
+            *(event for call, args in calls.items() for event in _end_lost_call(call, args)),
+            CustomEvent(name="daimon.attempt", value={"logged": len(found)}),
+        ]
+
+    def _start(self) -> list[BaseEvent]:
+        """The run's first events: ``RUN_STARTED`` and its state, or a later attempt's."""
+        if self._started:
+            return self._opening
+        self._started = True
+        return list(self._run.start())
+
+    async def _prompted(self, token: CancelToken) -> AsyncGenerator[Sequence[BaseEvent], None]:
+        """A new prompt's events, as its agent streams them."""
+        run = self._run
+        events = self._start()
+        stream = prompt_stream(self._agent, self._given, token)
+        try:
+            async for event in stream:
+                if isinstance(event, Done):
+                    run.model(event.model)
+                    if event.response is not None:
+                        events += await self._ended(event.response, frozenset(self._shown))
+                else:
+                    if isinstance(event, ToolResult):
+                        self._shown.add(event.call_id)
+                    events += run.agent_event(event)
+                if events:
+                    yield events
+                    events = []
+        except _STOPPED:
+            raise
+        except Exception:
+            yield [*events, *run.close_text()]  # then the RUN_ERROR of on_error
+            raise
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def _resumed(self, token: CancelToken) -> AsyncGenerator[Sequence[BaseEvent], None]:
+        """A paused run continued: the conversation so far, then what followed.
+
+        Results the paused run's stream sent already are not sent again.
+        """
+        after = self._after
+        assert after is not None
+        run, paused, thread = self._run, after.paused, self._given.thread_id
+        if self._started:
+            yield self._opening
+        else:
+            # The conversation so far, the paused call included: the results below answer it.
+            memory = _memory(self._agent)
+            earlier = await memory.get_messages(thread) if memory is not None else []
+            history = messages_snapshot(thread, [*earlier, *paused.messages])
+            yield [*self._start(), history]
+        response = await self._continue(after, token)
+        added = [
+            m
+            for m in response.messages[len(paused.messages) :]
+            if m.role is not Role.TOOL or m.tool_call_id not in self._shown
+        ]
+        yield [*run.replay(added), *await self._ended(response)]
+
+    def _continue(self, after: Continued, token: CancelToken) -> Awaitable[AgentResponse[Any]]:
+        agent: Any = self._agent  # Resumable: checked before the run was accepted
+        if after.decisions is not None:
+            resumed: Awaitable[AgentResponse[Any]] = agent.resume(
+                after.paused, after.decisions, cancel=token
+            )
+            return resumed
+        tools = self._given.client_tools or None
+        return agent.resume(  # type: ignore[no-any-return]
+            after.paused, results=after.results, client_tools=tools, cancel=token
+        )
+
+    async def _ended(
+        self, response: AgentResponse[Any], shown: frozenset[str] = frozenset()
+    ) -> list[BaseEvent]:
+        """The end of the run; a paused one is kept for its resume, if it can have one."""
+        self.response = response
+        run = self._run
+        if response.paused:
+            if not isinstance(self._agent, Resumable):
+                paused = ApprovalRequiredError(
+                    response.pending_approvals, f"a promptable that cannot resume ({self._name!r})"
+                )
+                return [*run.close_text(), *run.update(status="failed"), *run.failed(paused)]
+            await self._paused.keep(self._name, response, self._given.thread_id, shown)
+        return run.finished(response)
+
+    def spec(self) -> dict[str, Any]:
+        """What a worker needs to run this again (JSON): see :func:`job_from_spec`."""
+        return {
+            "kind": AGUI_KIND,
+            "format": _FORMAT,
+            "agent": self._name,
+            "model": self._model,
+            "ttl": self._paused.ttl,
+            "input": codec.to_data(self._given),
+            "continued": None if self._after is None else codec.to_data(self._after),
+        }
+
+
+def job_from_spec(agent: Promptable, spec: Mapping[str, Any], store: StateStore) -> AguiJob:
+    """The run an :meth:`AguiJob.spec` describes, with ``agent``, keeping to ``store``.
+
+    Raises:
+        SerializationError: The spec is of another format, or malformed.
+    """
+    if spec.get("format") != _FORMAT:
+        raise SerializationError(
+            f"an AG-UI run of format {spec.get('format')!r}; this daimon reads {_FORMAT}"
+        )
+    continued = spec.get("continued")
+    return AguiJob(
+        agent,
+        str(spec["agent"]),
+        str(spec["model"]),
+        codec.from_data(RunInput, spec["input"]),
+        PausedRuns(store, AGUI_KIND, spec.get("ttl")),
+        None if continued is None else codec.from_data(Continued, continued),
+    )
+
+
+def prompt_stream(agent: Promptable, given: RunInput, token: CancelToken) -> Any:
+    """The run's events; front-end tools go to the agent as client tools."""
+    if given.client_tools:
+        return agent.prompt_stream(  # type: ignore[call-arg]  # an Agent: checked
+            given.prompt,
+            session_id=given.thread_id,
+            instructions=given.instructions,
+            run_id=given.run_id,
+            cancel=token,
+            client_tools=given.client_tools,
+        )
+    return agent.prompt_stream(
+        given.prompt,
+        session_id=given.thread_id,
+        instructions=given.instructions,
+        run_id=given.run_id,
+        cancel=token,
+    )
+
+
+def _memory(agent: Promptable) -> Any:
+    """Where ``agent`` keeps sessions (``None``: nowhere)."""
+    memory = getattr(agent, "memory", None)
+    return memory if memory is not None and hasattr(memory, "get_messages") else None
+
+
+def _logged_events(logged: Sequence[str]) -> list[dict[str, Any]]:
+    """The AG-UI events in logged frames, in order (only their data lines are read)."""
+    events: list[dict[str, Any]] = []
+    for value in logged:
+        for line in value.splitlines():
+            if line.startswith("data: "):
+                event = json.loads(line[len("data: ") :])
+                if isinstance(event, dict):
+                    events.append(event)
+    return events
+
+
+def _ended_response(event: Mapping[str, Any], run_id: str) -> AgentResponse[Any]:
+    """The response a logged end stands for (its answer's text, when it finished)."""
+    summary = event.get("metadata")
+    daimon = summary.get("daimon") if isinstance(summary, Mapping) else None
+    text = daimon.get("text") if isinstance(daimon, Mapping) else None
+    return AgentResponse(text=text if isinstance(text, str) else "", run_id=run_id)
+
+
+def _end_lost_call(call_id: str, args: str) -> list[BaseEvent]:
+    """End a tool call a lost attempt left open; its arguments made whole JSON first.
+
+    A client takes the arguments of an ended call as JSON: what the lost attempt sent is
+    completed (the open string, array and object closed; a dangling key or token finished).
+    """
+    events: list[BaseEvent] = []
+    rest = _json_completion(args)
+    if rest:
+        events.append(ToolCallArgsEvent(tool_call_id=call_id, delta=rest))
+    events.append(ToolCallEndEvent(tool_call_id=call_id, metadata=_LOST))
+    return events
+
+
+_TOKEN_ENDS = ("", "0", "e", "ue", "rue", "se", "lse", "alse", "l", "ll", "ull")
+"""What may finish a cut JSON token (a number, ``true``, ``false``, ``null``)."""
+_VALUE_ENDS = ("", "null", ":null", '"":null')
+"""What may finish a cut member: nothing, a value, a key's value, a member after a comma."""
+
+
+def _json_completion(text: str) -> str:
+    """The shortest tried text that makes the prefix ``text`` of a JSON value whole JSON.
+
+    ``""`` when it is already whole (or nothing was sent); ``"{}"``-like closers otherwise.
+    """
+    if not text.strip():
+        return ""
+    closers: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            closers.append("}" if char == "{" else "]")
+        elif char in "}]" and closers:
+            closers.pop()
+    tail = "".join(reversed(closers))
+    quotes = (("\\" if escaped else "") + '"',) if in_string else ("",)
+    for token in _TOKEN_ENDS if not in_string else ("", "0", "00", "000", "0000"):
+        for quote in quotes:
+            for value in _VALUE_ENDS:
+                candidate = token + quote + value + tail
+                try:
+                    json.loads(text + candidate)
+                except ValueError:
+                    continue
+                return candidate
+    return ""  # no completion found: the call ends as it is
