@@ -74,7 +74,7 @@ from pydantic import ValidationError
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRun, PausedRuns
-from daimon._run_logs import JOB_KEY
+from daimon._run_logs import AGENT_KEY, JOB_KEY
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import RunCancelled
 from daimon.core.errors import TimeoutError as RunTimeoutError
@@ -205,7 +205,7 @@ class Endpoint:
         metadata = {
             **self.logs.task_metadata(stream),
             JOB_KEY: job.spec(),
-            "daimon.agent": job.name,
+            AGENT_KEY: job.name,
         }
         try:
             await self.logs.submit(stream, new_task("", task_id=stream, metadata=metadata))
