@@ -93,7 +93,7 @@ TIMEOUT_KEY = "daimon.timeout"
 """The task metadata key: seconds the run may take (then it fails with a timeout)."""
 JOB_KEY = "daimon.job"
 """The task metadata key describing a front end's run (``{"kind": ..., ...}``); see log_job."""
-_JOBS = {"responses": "daimon.server._responses_run"}
+_JOBS = {"responses": "daimon.server._responses_run", "chat": "daimon.server._chat_run"}
 """The module that makes each kind of front-end run (its ``job_from_spec``)."""
 
 
