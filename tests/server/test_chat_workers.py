@@ -22,6 +22,7 @@ from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, ToolCall,
 from daimon._paused_runs import PausedRuns
 from daimon._run_logs import END, JOB_KEY, LOG_KIND, STREAM_KEY
 from daimon.core import TaskState, TaskStatus
+from daimon.core.cancel import CancelToken
 from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd
 from daimon.core.state_store import StateStore
 from daimon.distributed import Worker, new_task, wait_for_task
@@ -138,14 +139,8 @@ async def test_an_attempt_after_the_last_frame_has_nothing_to_do() -> None:
     store = MemoryStateStore()
     run = ChatRun(agent, "flaky", RunStart("hi", [], None), PausedRuns(store, "chat"))
     run.resume(['data: {"id":"chatcmpl-x","object":"chat.completion"}\n\n'])
-    assert [frame async for frame in run.frames(_token())] == []
+    assert [frame async for frame in run.frames(CancelToken())] == []
     assert run.response is not None and asked == []
-
-
-def _token() -> Any:
-    from daimon.core.cancel import CancelToken
-
-    return CancelToken()
 
 
 def test_the_chat_run_imports_without_the_web_libraries() -> None:

@@ -534,8 +534,9 @@ async def _relay(logs: RunLogs, stream: str, token: CancelToken) -> AsyncGenerat
     """
     ended = False
     try:
-        async for frame in logs.follow(EventId(stream, 0), token):
-            yield _wire(frame)
+        async with contextlib.aclosing(logs.follow(EventId(stream, 0), token)) as frames:
+            async for frame in frames:
+                yield _wire(frame)
         ended = True
     finally:
         if not ended:
@@ -554,7 +555,7 @@ async def _completion_from(
         raise RunLost(f"the log of run {stream!r} ended without its answer")
 
     try:
-        data = await run_supervised(first, request.receive, seconds + 5.0)
+        data = await run_supervised(first, request.receive, seconds)
     except ClientDisconnected:
         await _cancel(logs, stream, "the client left")
         return Response(status_code=CLIENT_CLOSED)
