@@ -20,7 +20,7 @@ import pytest
 
 from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, ToolCall, Usage, tool
 from daimon._paused_runs import PausedRuns
-from daimon._run_logs import END, JOB_KEY, LOG_KIND, STREAM_KEY
+from daimon._run_logs import END, JOB_KEY, LOG_KIND, STREAM_KEY, LogWriter
 from daimon.core import TaskState, TaskStatus
 from daimon.core.cancel import CancelToken
 from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd
@@ -159,7 +159,6 @@ def test_the_chat_run_imports_without_the_web_libraries() -> None:
 
 # ------------------------------------------------------------------------------ on workers
 
-Workers = Callable[..., tuple[LiveServer, LiveServer]]
 
 _clients: list[openai.OpenAI] = []
 
@@ -177,44 +176,78 @@ def sdk(server: LiveServer) -> openai.OpenAI:
     return client
 
 
+class Workers:
+    """``workers(agent, **settings)``: two replicas of ``agent`` sending their runs to two
+    workers (a Redis broker), the state on PostgreSQL; stopped after the test."""
+
+    def __init__(self, live: Callable[..., LiveServer], redis_url: str, make_store: Any) -> None:
+        self._live = live
+        self._redis_url = redis_url
+        self._make_store = make_store
+        self.queue = f"chat-{uuid.uuid4().hex}"
+        self.started: list[tuple[LiveServer, StateStore]] = []
+        self.threads: list[WorkerThread] = []
+
+    def _broker(self) -> Any:
+        from daimon.distributed import broker_from_url
+
+        return broker_from_url(self._redis_url, queue=self.queue, lease=5.0)
+
+    def __call__(self, agent: Agent, **settings: Any) -> tuple[LiveServer, LiveServer]:
+        for _ in range(2):
+            store = self._make_store()
+            options = {"broker": self._redis_url, "queue": self.queue, **settings}
+            self.started.append((self._live(agent, token=TOKEN, store=store, **options), store))
+        made = (WorkerThread(agent, self._broker, self._make_store) for _ in range(2))
+        self.threads.extend(thread.start() for thread in made)
+        return self.started[0][0], self.started[1][0]
+
+    def settled(self, task_id: str) -> TaskState:
+        """How the task ``task_id`` ended (waiting for it to)."""
+
+        async def settle() -> TaskState:
+            broker = self._broker()
+            try:
+                async with asyncio.timeout(5):
+                    return (await wait_for_task(broker, task_id, poll=0.02)).state
+            finally:
+                await broker.aclose()
+
+        return asyncio.run(settle())
+
+    def logged(self, stream: str) -> list[str]:
+        """The values of the log ``stream``, in order."""
+
+        async def read() -> list[str]:
+            store = self._make_store()
+            try:
+                return [value for _, value in await store.read_after(LOG_KIND, stream, 0)]
+            finally:
+                await store.aclose()
+
+        return asyncio.run(read())
+
+    def stop(self) -> None:
+        stopping = [threading.Thread(target=thread.stop) for thread in self.threads]
+        for stopper in stopping:  # side by side
+            stopper.start()
+        for stopper in stopping:
+            stopper.join()
+        for server, store in self.started:
+            server.call(store.aclose)
+
+
 @pytest.fixture
 def workers(request: pytest.FixtureRequest, live: Callable[..., LiveServer]) -> Iterator[Workers]:
-    """``workers(agent, **settings)``: two replicas of ``agent`` sending their runs to two
-    workers (a Redis broker), the state on PostgreSQL."""
-    from daimon.distributed import broker_from_url
     from daimon.serverstate.postgres import PostgresStateStore
 
-    redis_url = request.getfixturevalue("redis_url")
     url = request.getfixturevalue("postgres_url")
     prefix = request.getfixturevalue("postgres_prefix")
-    queue = f"chat-{uuid.uuid4().hex}"
-    started: list[tuple[LiveServer, StateStore]] = []
-    threads: list[WorkerThread] = []
-
-    def make_store() -> StateStore:
-        return PostgresStateStore(url, prefix=prefix)
-
-    def open_broker() -> Any:
-        return broker_from_url(redis_url, queue=queue, lease=5.0)
-
-    def start(agent: Agent, **settings: Any) -> tuple[LiveServer, LiveServer]:
-        for _ in range(2):
-            store = make_store()
-            server = live(
-                agent, token=TOKEN, store=store, broker=redis_url, queue=queue, **settings
-            )
-            started.append((server, store))
-        threads.extend(WorkerThread(agent, open_broker, make_store).start() for _ in range(2))
-        return started[0][0], started[1][0]
-
-    yield start
-    stopping = [threading.Thread(target=thread.stop) for thread in threads]  # side by side
-    for stopper in stopping:
-        stopper.start()
-    for stopper in stopping:
-        stopper.join()
-    for server, store in started:
-        server.call(store.aclose)
+    fleet = Workers(
+        live, request.getfixturevalue("redis_url"), lambda: PostgresStateStore(url, prefix=prefix)
+    )
+    yield fleet
+    fleet.stop()
 
 
 class Threads:
@@ -290,7 +323,16 @@ def test_a_completion_runs_on_a_worker(workers: Workers) -> None:
 
 @pytest.mark.service("redis")
 @pytest.mark.service("postgres")
-def test_a_streamed_completion_runs_on_a_worker(workers: Workers) -> None:
+def test_a_streamed_completion_runs_on_a_worker(
+    workers: Workers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ending = LogWriter.end
+
+    async def late_end(self: LogWriter, last: bytes | None = None) -> None:
+        await asyncio.sleep(0.3)  # a slow store: the client has [DONE] and goes first
+        await ending(self, last)
+
+    monkeypatch.setattr(LogWriter, "end", late_end)
     seen = Threads()
     a, b = workers(weather(seen))
     chunks = list(
@@ -306,6 +348,11 @@ def test_a_streamed_completion_runs_on_a_worker(workers: Workers) -> None:
     assert text == "Let me check.\n\nsunny in Oslo"
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    # the client closes the connection once it has [DONE]: that does not cancel the run
+    assert workers.settled(chunks[0].id) is TaskState.COMPLETED
+    logged = workers.logged(chunks[0].id)
+    assert logged[-2].endswith("data: [DONE]\n\n") and logged[-1] == END, logged
+    assert not [value for value in logged if "RunCancelled" in value], logged  # no cancel
     # on the wire, as a replica's own stream: no event ids, no attempt marks, [DONE] last
     body = {"model": "weather", "messages": USER, "stream": True}
     http = b.client(headers={"authorization": f"Bearer {TOKEN}"})

@@ -67,7 +67,7 @@ from daimon.core.tools import ToolSpec
 from daimon.distributed._client import new_task
 from daimon.server._agents import ServedAgents
 from daimon.server._broker_runs import failure_status
-from daimon.server._chat_run import CHAT_KIND, ChatRun, error_frame, frame_data
+from daimon.server._chat_run import CHAT_KIND, DONE, ChatRun, error_frame, frame_data
 from daimon.server._client_tools import (
     BadToolChoice,
     NoClientTools,
@@ -530,13 +530,17 @@ async def _on_workers(
 async def _relay(logs: RunLogs, stream: str, token: CancelToken) -> AsyncGenerator[bytes, None]:
     """The frames a worker writes to the log ``stream``, as the client takes them.
 
-    A relay that stops before the log ends (its client left, the timeout) cancels the run.
+    The relay ends with the stream's last frame (``[DONE]``, or an error), as a replica's own
+    stream does; one that stops before it (its client left, the timeout) cancels the run.
     """
     ended = False
     try:
         async with contextlib.aclosing(logs.follow(EventId(stream, 0), token)) as frames:
             async for frame in frames:
-                yield _wire(frame)
+                wire = _wire(frame)
+                yield wire
+                if wire == DONE or wire.startswith(_ERROR):
+                    break
         ended = True
     finally:
         if not ended:
@@ -569,6 +573,10 @@ async def _completion_from(
         kind, message = str(error.get("type")), str(error.get("message"))
         return _failure_response(failure_status(kind), kind, message)
     return Response(dump_json(data), media_type="application/json")
+
+
+_ERROR = b'data: {"error":'
+"""How the frame that ends a failed stream starts (see ``_chat_run.error_frame``)."""
 
 
 def _wire(frame: bytes) -> bytes:
