@@ -12,8 +12,8 @@ Either way the same code builds the chunks and keeps the paused runs.
 
 Chat Completions streams cannot be resumed, so a later attempt of a task (its worker was lost, or
 its run failed and is tried again) does not start the stream again: when the lost attempt had
-sent nothing but the opening chunk, the run goes on from the start (that chunk not sent twice);
-when it had sent more, the stream ends with a ``RunLost`` error (the client sends the request
+sent nothing (streamed: nothing but the opening chunk, which is not sent twice), the run starts
+over; when it had sent more, the stream ends with a ``RunLost`` error (the client sends the request
 again) and the agent does not run; when the log holds the run's last frame, nothing is left to
 do. The task then completes: its log holds what the client was told.
 """
