@@ -96,7 +96,11 @@ TIMEOUT_KEY = "daimon.timeout"
 """The task metadata key: seconds the run may take (then it fails with a timeout)."""
 JOB_KEY = "daimon.job"
 """The task metadata key describing a front end's run (``{"kind": ..., ...}``); see log_job."""
-_JOBS = {"responses": "daimon.server._responses_run", "agui": "daimon.server._agui_run"}
+_JOBS = {
+    "agui": "daimon.server._agui_run",
+    "chat": "daimon.server._chat_run",
+    "responses": "daimon.server._responses_run",
+}
 """The module that makes each kind of front-end run (its ``job_from_spec``)."""
 
 

@@ -21,6 +21,13 @@ for is a 400 (``tool_call_not_found``). Streamed, every text delta of the run is
 ``content`` is the final answer only. A stream lives in its request, as OpenAI's do: it is not
 kept for a client to rejoin, and the run stops when its client goes.
 
+With a broker (``daimon serve --broker``), an agent's run is a task a worker runs
+(:mod:`daimon.server._chat_run`, the run both sides share): the worker writes the chunks, or the
+one ``chat.completion``, to the run's log in the shared store and keeps a run paused for client
+calls there, and the replica reads the log while its client waits. A client that leaves, or a
+run past the request timeout, cancels the task; a broker that cannot take the run is a 503.
+Flows still run in the replica.
+
 ``tool_choice`` is the run's (:class:`daimon.Agent`'s ``tool_choice``): sent with the model calls
 until the model calls a tool, then the model chooses again. It may name the agent's tools or the
 client's; one the run cannot honour (an unknown name, a flow or a team asked for anything but
@@ -38,8 +45,9 @@ them. A request refused is answered 400 in OpenAI's error shape, ``{"error": {"m
 
 from __future__ import annotations
 
-import time
-import uuid
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
@@ -50,26 +58,28 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRuns
+from daimon._run_logs import AGENT_KEY, JOB_KEY
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import ApprovalRequiredError, UnknownPausedRunError
-from daimon.core.events import Done, TextDelta, UsageEvent
+from daimon.core.errors import RunCancelled, UnknownPausedRunError
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
 from daimon.core.protocols import Promptable
-from daimon.core.results import AgentResponse
 from daimon.core.tools import ToolSpec
+from daimon.distributed._client import new_task
 from daimon.server._agents import ServedAgents
+from daimon.server._broker_runs import failure_status
+from daimon.server._chat_run import CHAT_KIND, DONE, ChatRun, error_frame, frame_data
 from daimon.server._client_tools import (
     BadToolChoice,
     NoClientTools,
     RunStart,
     spec,
     takes_client_tools,
-    text_with_calls,
     with_tool_choice,
 )
 from daimon.server._encode import dump_json
-from daimon.server._errors import describe_failure, error_body, error_response
+from daimon.server._errors import RunLost, describe_failure, error_response
 from daimon.server._routes import CLIENT_CLOSED, error_responses
+from daimon.server._run_log import EventId, RunLogs
 from daimon.server._runs import ClientDisconnected, run_supervised
 from daimon.server._schemas import (
     AssistantMessage,
@@ -84,14 +94,12 @@ from daimon.server._schemas import (
     UserMessage,
 )
 from daimon.server._settings import ServerSettings
-from daimon.server._sse import EventStreamResponse, sse_frame
+from daimon.server._sse import EventStreamResponse
 from daimon.server._state import ServerState
 
 __all__ = ("add_openai_routes",)
 
-_NO_APPROVALS_HERE = "the OpenAI-compatible API (use POST /prompt)"
-
-_DONE = b"data: [DONE]\n\n"
+logger = logging.getLogger("daimon.server")
 
 
 class _BadConversation(ValueError):
@@ -147,23 +155,6 @@ async def _read_request(
         param = where[list(results).index(exc.key)] if exc.key in results else "messages"
         raise _BadConversation(str(exc), param, "tool_call_not_found") from None
     return RunStart("", [], None, specs, found.response, results)
-
-
-def _calls_body(response: AgentResponse) -> list[dict[str, Any]]:
-    """The client calls a paused run waits for, as OpenAI's ``tool_calls``."""
-    return [
-        {
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": call.arguments_json},
-        }
-        for call in response.client_calls
-    ]
-
-
-def _paused_for_client(response: AgentResponse) -> bool:
-    """Whether the run waits for client results only (approvals are not this API's)."""
-    return bool(response.client_calls) and not response.pending_approvals
 
 
 def _text(message: ChatMessage) -> str:
@@ -240,26 +231,6 @@ def _assistant_turn(message: AssistantMessage, index: int) -> Message:
         for c in message.tool_calls or ()
     )
     return Message.assistant(_text(message), calls)
-
-
-def _usage(response: AgentResponse) -> dict[str, Any]:
-    usage = response.usage
-    return {
-        "prompt_tokens": usage.input_tokens,
-        "completion_tokens": usage.output_tokens,
-        "total_tokens": usage.input_tokens + usage.output_tokens,
-        "prompt_tokens_details": {
-            "cached_tokens": usage.cached_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
-        },
-    }
-
-
-def _stream_error(exc: BaseException) -> bytes:
-    if isinstance(exc, ApprovalRequiredError):
-        return sse_frame(dump_json(error_body("approval_required", str(exc))))
-    _, kind, message = describe_failure(exc)
-    return sse_frame(dump_json(error_body(kind, message)))
 
 
 # ------------------------------------------------------------------ invalid requests, as OpenAI
@@ -448,70 +419,30 @@ def _add_chat_route(
 ) -> None:
     """``POST /v1/chat/completions``."""
     timeout = settings.request_timeout
-    paused_runs = PausedRuns(state.store, "chat", settings.keep_for)
+    paused_runs = PausedRuns(state.store, CHAT_KIND, settings.keep_for)
 
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         """Run an agent on a conversation, as OpenAI Chat Completions would answer it."""
-        agent = served.get(body.model)
-        if agent is None:
-            return error_response(404, "not_found", served.unknown(body.model))
-        specs = _client_specs(body)
-        await state.open()
-        try:
-            agent = with_tool_choice(agent, body.model, body.chosen_tool, specs)
-            conversation = await _read_request(body, specs, agent, paused_runs)
-        except _BadConversation as exc:
-            return _openai_error(str(exc), param=exc.param, code=exc.code)
-        except BadToolChoice as exc:
-            return _openai_error(str(exc), param="tool_choice", code="invalid_value")
-        if served.flow(body.model) is not None and (
-            conversation.history or conversation.instructions
-        ):
-            message = f"model {body.model!r} is a flow: send one user message, nothing before it"
-            return _openai_error(message, param="messages", code="flow_takes_one_message")
-        run_id = uuid.uuid4().hex
-        created = int(time.time())
-        if body.stream:
-            usage = body.stream_options is not None and body.stream_options.include_usage
+        run = await _accept(body, served, state, paused_runs)
+        if isinstance(run, Response):
+            return run
+        logs: RunLogs = request.app.state.daimon_logs
+        if logs.broker is not None and served.flow(body.model) is None:
+            return await _on_workers(run, logs, settings, request)
+        if run.stream:
             return EventStreamResponse(
-                lambda token: _chunks(
-                    agent, body.model, conversation, run_id, created, usage, token, paused_runs
-                ),
-                on_error=_stream_error,
+                run.frames,
+                on_error=error_frame,
                 heartbeat=settings.heartbeat_interval,
                 timeout=timeout,
             )
         try:
-            response = await run_supervised(
-                lambda token: conversation.answer(agent, run_id, token),
-                request.receive,
-                timeout,
-            )
-            if not _paused_for_client(response):
-                response.require_finished(_NO_APPROVALS_HERE)
+            response = await run_supervised(run.answer, request.receive, timeout)
+            completion = await run.completion(response)  # a paused run: 409
         except ClientDisconnected:
             return Response(status_code=CLIENT_CLOSED)
-        except Exception as exc:  # a paused run (ApprovalRequiredError) is 409
-            status, kind, message = describe_failure(exc)
-            if status == 400:  # a prompt the agent refused: 400s here are all OpenAI-shaped
-                return _openai_error(message, type=kind)
-            return error_response(status, kind, message)
-        reply: dict[str, Any] = {"role": "assistant", "content": response.text, "refusal": None}
-        finish = "stop"
-        if _paused_for_client(response):
-            await paused_runs.keep(body.model, response)
-            reply["content"] = text_with_calls(response) or None
-            reply["tool_calls"] = _calls_body(response)
-            finish = "tool_calls"
-        completion = {
-            "id": f"chatcmpl-{run_id}",
-            "object": "chat.completion",
-            "created": created,
-            "model": body.model,
-            "choices": [{"index": 0, "message": reply, "logprobs": None, "finish_reason": finish}],
-            "usage": _usage(response),
-            "system_fingerprint": None,
-        }
+        except Exception as exc:
+            return _run_error(exc)
         return Response(dump_json(completion), media_type="application/json")
 
     router.add_api_route(
@@ -522,6 +453,148 @@ def _add_chat_route(
         responses=_COMPLETION_RESPONSES,
         route_class_override=_OpenAIRoute,
     )
+
+
+async def _accept(
+    body: ChatCompletionRequest, served: ServedAgents, state: ServerState, paused: PausedRuns
+) -> ChatRun | Response:
+    """The run a request asks for, or the error answer that refuses it."""
+    agent = served.get(body.model)
+    if agent is None:
+        return error_response(404, "not_found", served.unknown(body.model))
+    specs = _client_specs(body)
+    await state.open()
+    try:
+        agent = with_tool_choice(agent, body.model, body.chosen_tool, specs)
+        conversation = await _read_request(body, specs, agent, paused)
+    except _BadConversation as exc:
+        return _openai_error(str(exc), param=exc.param, code=exc.code)
+    except BadToolChoice as exc:
+        return _openai_error(str(exc), param="tool_choice", code="invalid_value")
+    if served.flow(body.model) is not None and (conversation.history or conversation.instructions):
+        message = f"model {body.model!r} is a flow: send one user message, nothing before it"
+        return _openai_error(message, param="messages", code="flow_takes_one_message")
+    options = body.stream_options
+    return ChatRun(
+        agent=agent,
+        model=body.model,
+        conversation=conversation,
+        paused=paused,
+        stream=bool(body.stream),
+        include_usage=bool(body.stream and options is not None and options.include_usage),
+        tool_choice=body.chosen_tool,
+    )
+
+
+def _run_error(exc: BaseException) -> Response:
+    """The answer to a run that failed with ``exc`` (a run paused for an approval: 409)."""
+    status, kind, message = describe_failure(exc)
+    return _failure_response(status, kind, message)
+
+
+def _failure_response(status: int, kind: str, message: str) -> Response:
+    if status == 400:  # a prompt the agent refused: 400s here are all OpenAI-shaped
+        return _openai_error(message, type=kind)
+    return error_response(status, kind, message)
+
+
+# ------------------------------------------------------------------ runs on workers
+
+
+async def _on_workers(
+    run: ChatRun, logs: RunLogs, settings: ServerSettings, request: Request
+) -> Response:
+    """Run ``run`` as a task a worker takes; the answer reads its log while the client waits.
+
+    The stream is not kept for a client to rejoin: a client that leaves, and a run past the
+    request timeout, cancel the task.
+    """
+    stream = run.id
+    metadata = {**logs.task_metadata(stream), JOB_KEY: run.spec(), AGENT_KEY: run.model}
+    try:
+        await logs.submit(stream, new_task("", task_id=stream, metadata=metadata))
+    except Exception as exc:  # the broker (or the store) cannot be reached
+        logger.warning("cannot submit a chat completion's run to the broker", exc_info=True)
+        message = f"the run could not be queued for the workers: {type(exc).__name__}"
+        return error_response(503, "broker_unavailable", message)
+    if run.stream:
+        return EventStreamResponse(
+            lambda token: _relay(logs, stream, token),
+            on_error=error_frame,
+            heartbeat=settings.heartbeat_interval,
+            timeout=settings.request_timeout,
+        )
+    return await _completion_from(logs, stream, request, settings.request_timeout)
+
+
+async def _relay(logs: RunLogs, stream: str, token: CancelToken) -> AsyncGenerator[bytes, None]:
+    """The frames a worker writes to the log ``stream``, as the client takes them.
+
+    The relay ends with the stream's last frame (``[DONE]``, or an error), as a replica's own
+    stream does; one that stops before it (its client left, the timeout) cancels the run.
+    """
+    ended = False
+    try:
+        async with contextlib.aclosing(logs.follow(EventId(stream, 0), token)) as frames:
+            async for frame in frames:
+                wire = _wire(frame)
+                yield wire
+                if wire == DONE or wire.startswith(_ERROR):
+                    break
+        ended = True
+    finally:
+        if not ended:
+            await _cancel(logs, stream, token.reason or "the stream ended")
+
+
+async def _completion_from(
+    logs: RunLogs, stream: str, request: Request, seconds: float
+) -> Response:
+    """The answer of a run that is not streamed: the one frame its worker writes."""
+
+    async def first(token: CancelToken) -> Any:
+        async with contextlib.aclosing(logs.follow(EventId(stream, 0), token)) as frames:
+            async for frame in frames:
+                return frame_data(frame)
+        raise RunLost(f"the log of run {stream!r} ended without its answer")
+
+    try:
+        data = await run_supervised(first, request.receive, seconds)
+    except ClientDisconnected:
+        await _cancel(logs, stream, "the client left")
+        return Response(status_code=CLIENT_CLOSED)
+    except Exception as exc:
+        await _cancel(logs, stream, "the answer could not be read")
+        return _run_error(exc)
+    if not isinstance(data, dict) or "error" in data:
+        error = data.get("error") if isinstance(data, dict) else None
+        if not isinstance(error, dict):
+            return error_response(500, "internal_error", "the run ended without an answer")
+        kind, message = str(error.get("type")), str(error.get("message"))
+        return _failure_response(failure_status(kind), kind, message)
+    return Response(dump_json(data), media_type="application/json")
+
+
+_ERROR = b'data: {"error":'
+"""How the frame that ends a failed stream starts (see ``_chat_run.error_frame``)."""
+
+
+def _wire(frame: bytes) -> bytes:
+    """A logged frame as the client gets it: without its ``id`` line and attempt mark."""
+    return b"\n".join(line for line in frame.split(b"\n") if not line.startswith((b"id: ", b":")))
+
+
+async def _cancel(logs: RunLogs, stream: str, reason: str) -> None:
+    """Cancel the task writing ``stream``, in a task of its own (the caller may be cancelled)."""
+
+    async def cancel() -> None:
+        ending = error_frame(RunCancelled(reason))
+        await logs.cancel(stream, reason, ending=lambda logged: ending)
+
+    try:
+        await asyncio.shield(asyncio.ensure_future(cancel()))
+    except Exception:
+        logger.warning("cannot cancel the run of chat completion %s", stream, exc_info=True)
 
 
 _COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -546,64 +619,8 @@ _COMPLETION_RESPONSES: dict[int | str, dict[str, Any]] = {
         "field, malformed JSON), its messages are not a conversation, or the agent's "
         "guardrails refused it; `param` names the field at fault.",
     },
-    **error_responses(401, 403, 404, 413, 500, 502, 504),
+    **error_responses(401, 403, 404, 413, 500, 502, 503, 504),
     409: {"model": ErrorResponse, "description": "The run paused for an approval."},
     # Documented so that FastAPI adds no 422 of its own: this route never answers 422.
     "4XX": {"model": ErrorResponse, "description": "Any other client error."},
 }
-
-
-async def _chunks(
-    agent: Promptable,
-    model: str,
-    conversation: RunStart,
-    run_id: str,
-    created: int,
-    include_usage: bool,
-    token: CancelToken,
-    paused_runs: PausedRuns,
-) -> AsyncGenerator[bytes, None]:
-    """The ``chat.completion.chunk`` events of one streamed run."""
-    head: dict[str, Any] = {
-        "id": f"chatcmpl-{run_id}",
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-    }
-    if include_usage:
-        head["usage"] = None
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return sse_frame(dump_json({**head, "choices": [choice]}))
-
-    yield chunk({"role": "assistant", "content": ""})
-    response: AgentResponse | None = None
-    wrote = separate = False
-    events = conversation.events(agent, run_id, token)
-    async for event in events:
-        if isinstance(event, TextDelta):
-            if not event.text:
-                continue
-            if separate:
-                separate = False
-                yield chunk({"content": "\n\n"})
-            wrote = True
-            yield chunk({"content": event.text})
-        elif isinstance(event, UsageEvent):  # a model call ended: later text is a new paragraph
-            separate, wrote = separate or wrote, False
-        elif isinstance(event, Done):
-            response = event.response
-    if response is None:  # pragma: no cover - agent streams end with Done or raise
-        raise RuntimeError("the run ended without a response")
-    if _paused_for_client(response):
-        await paused_runs.keep(model, response)
-        calls = [{"index": i, **call} for i, call in enumerate(_calls_body(response))]
-        yield chunk({"tool_calls": calls})
-        yield chunk({}, "tool_calls")
-    else:
-        response.require_finished(_NO_APPROVALS_HERE)
-        yield chunk({}, "stop")
-    if include_usage:
-        yield sse_frame(dump_json({**head, "choices": [], "usage": _usage(response)}))
-    yield _DONE
