@@ -345,7 +345,15 @@ def log_job(agent: Promptable, task: AgentTask, store: StateStore) -> LogJob:
             f"{sorted(_JOBS)} (is it older than the server?)"
         )
     make: Any = importlib.import_module(_JOBS[kind]).job_from_spec
-    job: LogJob = make(agent, spec, store)
+    try:
+        job: LogJob = make(agent, spec, store)
+    except DaimonError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:  # another attempt would fail the same way
+        raise BuilderError(
+            f"task {task.task_id} describes a {kind} run this worker cannot make: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     return job
 
 

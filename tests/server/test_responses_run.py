@@ -67,3 +67,12 @@ def test_a_spec_of_another_format_or_kind_is_refused() -> None:
     with pytest.raises(BuilderError, match="kind 'fax'"):
         log_job(agent, task, store)
     assert isinstance(log_job(agent, new_task("plain"), store), NativeJob)
+
+
+def test_a_spec_the_workers_agent_cannot_run_fails_for_good() -> None:
+    store = MemoryStateStore()
+    agent = Agent(FunctionModel(lambda r: "hi"), name="helper")
+    spec_json = {**a_run(store, agent).spec(), "tool_choice": "no_such_tool"}
+    task = new_task("", metadata={JOB_KEY: spec_json})
+    with pytest.raises(BuilderError, match="responses run this worker cannot make"):
+        log_job(agent, task, store)
