@@ -442,6 +442,7 @@ async def test_a_network_cut_shorter_than_the_lease_completes_the_task_once(
         running: list[asyncio.Task[None]] = []
         try:
             task_id = await client.submit(AgentTask(task_id="cut-1", input="buy"))
+            submitted = time.monotonic()
             running.append(asyncio.create_task(cut_off.run()))
             await asyncio.wait_for(cut_began.wait(), 2 * lease)
             running.append(asyncio.create_task(other.run()))
@@ -461,7 +462,8 @@ async def test_a_network_cut_shorter_than_the_lease_completes_the_task_once(
     assert network.dropped > 0, "the cut dropped nothing: the result was not sent into it"
     report(
         capsys,
-        f"[{target.name}] {cut_for:g}s cut as the run ended (lease {lease:g}s): completed once, "
+        f"[{target.name}] {cut_for:g}s cut as the run ended (lease {lease:g}s), "
+        f"{cut_at[0] - submitted:.2f}s after the submit: completed once, "
         f"{done_at - cut_at[0]:.1f}s after the cut began",
     )
 
