@@ -12,6 +12,10 @@ that keeps state across messages (HTTP/2's header compression, as gRPC and Pub/S
 left out of step until the client reconnects. And traffic flows again the moment the cut
 ends, where TCP's backoff between resends can keep a connection silent for up to about as long
 again after a real cut heals.
+
+:meth:`NetworkCut.close_at` is a failure of another kind: the next connection whose client sends
+given bytes is closed there, before the server sees them, as a service that fails a request
+by closing the connection does.
 """
 
 from __future__ import annotations
@@ -32,7 +36,10 @@ class NetworkCut:
     def __init__(self) -> None:
         self.dropped = 0
         """Bytes dropped by cuts so far."""
+        self.closed = 0
+        """Connections closed by :meth:`close_at` so far."""
         self._cutting = False
+        self._close_at: bytes | None = None
         self._servers: dict[str, asyncio.Server] = {}
         self._links: set[asyncio.Task[None]] = set()
         self._ends: set[asyncio.StreamWriter] = set()
@@ -69,6 +76,10 @@ class NetworkCut:
         self._cutting = True
         asyncio.get_running_loop().call_later(seconds, self._heal)
 
+    def close_at(self, marker: bytes) -> None:
+        """Close the next connection whose client sends ``marker`` (once), dropping those bytes."""
+        self._close_at = marker
+
     def _heal(self) -> None:
         self._cutting = False
 
@@ -101,20 +112,32 @@ class NetworkCut:
         try:
             if up_reader is not None and up_writer is not None:
                 self._ends.add(up_writer)
-                await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
+                await asyncio.gather(
+                    self._pump(reader, up_writer, upstream=True), self._pump(up_reader, writer)
+                )
         finally:
             for end in (writer, up_writer):
                 if end is not None:
                     end.close()
                     self._ends.discard(end)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Copy ``reader`` to ``writer`` (dropping what comes during a cut); close on EOF."""
+    async def _pump(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, upstream: bool = False
+    ) -> None:
+        """Copy ``reader`` to ``writer`` (dropping what comes during a cut); close on EOF.
+
+        Upstream (client to server), bytes :meth:`close_at` waits for close ``writer`` instead:
+        the server closes its end, and the other pump closes the client's.
+        """
         with contextlib.suppress(OSError):
             while chunk := await reader.read(65536):
                 if self._cutting:
                     self.dropped += len(chunk)
                     continue
+                if upstream and self._close_at is not None and self._close_at in chunk:
+                    self._close_at = None
+                    self.closed += 1
+                    break
                 writer.write(chunk)
                 await writer.drain()
         writer.close()

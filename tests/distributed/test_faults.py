@@ -405,6 +405,9 @@ async def test_a_network_cut_shorter_than_the_lease_completes_the_task_once(
     result is sent into it, and lasts 2.5 s of the 4 s lease; a second worker, not cut off,
     waits for the task to come back. The first worker must retry the settle in short tries (one
     request lost in the cut must not eat the lease), and the tool must not run again.
+
+    The first worker starts once the submit has made the queue: a client and a worker declaring
+    a new queue at once race on RabbitMQ (see the test below), which is not what this tests.
     """
     lease, cut_for = 4.0, 2.5
     charges: Counter[str] = Counter()
@@ -436,9 +439,11 @@ async def test_a_network_cut_shorter_than_the_lease_completes_the_task_once(
         options = await network.route_options({**target.options, "lease": lease})
         handles = [broker_from_url(await network.route(target.url), **options), client]
         cut_off, other = (Worker(agent, handle, concurrency=1, poll=0.2) for handle in handles)
-        running = [asyncio.create_task(cut_off.run())]
+        running: list[asyncio.Task[None]] = []
         try:
             task_id = await client.submit(AgentTask(task_id="cut-1", input="buy"))
+            submitted = time.monotonic()
+            running.append(asyncio.create_task(cut_off.run()))
             await asyncio.wait_for(cut_began.wait(), 2 * lease)
             running.append(asyncio.create_task(other.run()))
             status = (await wait_all_ended(client, [task_id], within=4 * lease))[task_id]
@@ -457,9 +462,50 @@ async def test_a_network_cut_shorter_than_the_lease_completes_the_task_once(
     assert network.dropped > 0, "the cut dropped nothing: the result was not sent into it"
     report(
         capsys,
-        f"[{target.name}] {cut_for:g}s cut as the run ended (lease {lease:g}s): completed once, "
+        f"[{target.name}] {cut_for:g}s cut as the run ended (lease {lease:g}s), "
+        f"{cut_at[0] - submitted:.2f}s after the submit: completed once, "
         f"{done_at - cut_at[0]:.1f}s after the cut began",
     )
+
+
+@pytest.mark.service("rabbitmq")
+@pytest.mark.service("redis")
+@pytest.mark.timeout(60)
+async def test_a_rabbitmq_worker_whose_consume_fails_consumes_once_reconnected(
+    rabbitmq_url: str, redis_url: str
+) -> None:
+    """A worker whose start of consuming fails takes the queue's tasks once it has reconnected.
+
+    RabbitMQ answers a declare of a quorum queue another client is creating at that moment
+    before the queue has started; a consume sent then crashes the channel, and the server closes
+    the connection (541 INTERNAL_ERROR; a publish is nacked instead). Here the proxy closes the
+    worker's connection as it sends ``basic.consume``, the same failure on cue: the worker must
+    consume again on the reconnected channel rather than wait, deaf, for tasks that never come.
+    """
+    target = rabbitmq_target(rabbitmq_url, redis_url)
+    client = target.open()
+    agent = Agent(FunctionModel(lambda request: ChatResponse.reply("done")))
+    try:
+        task_id = await client.submit(AgentTask(task_id="consumed", input="go"))
+        async with NetworkCut() as network:
+            queue = target.options["queue"].encode()
+            # basic.consume (class 60, method 20), its reserved short, then the queue's name
+            network.close_at(b"\x00\x3c\x00\x14\x00\x00" + bytes([len(queue)]) + queue)
+            url = await network.route(target.url) + "?reconnect_interval=0.2"
+            async with broker_from_url(url, **target.options) as handle:
+                worker = Worker(agent, handle, concurrency=1, poll=0.2)
+                running = asyncio.create_task(worker.run())
+                try:
+                    status = (await wait_all_ended(client, [task_id], within=10))[task_id]
+                finally:
+                    worker.stop()
+                    await asyncio.wait_for(running, 10)
+    finally:
+        await client.aclose()
+        await target.cleanup()
+    assert network.closed == 1, "the worker never sent basic.consume through the proxy"
+    assert status.state is TaskState.COMPLETED, status
+    assert worker.completed == 1
 
 
 # --- A broker restarted under load: a private server, so the shared one is left alone.

@@ -22,6 +22,13 @@ changed with compare-and-set (attempt fencing), so states live in a ``store``: a
 store counts attempts (not the quorum queue's ``delivery-limit``: a graceful hand-back must not
 use one up), and after the last allowed attempt the task is rejected into the dead-letter queue.
 
+RabbitMQ answers a declare of a quorum queue that another client is creating at that moment
+before the queue has started. A consume sent then fails and RabbitMQ closes the connection; the
+handle consumes again at its next ``claim``, once aio-pika has reconnected (after its
+``reconnect_interval``: 5 s, or what the URL's ``?reconnect_interval=`` says). A publish sent
+then is nacked, and ``submit`` raises :class:`~daimon.core.errors.BrokerError`. Calling
+:meth:`RabbitMQBroker.setup` once, before clients and workers start on a new queue, avoids both.
+
 A worker that hangs with its connection open keeps its tasks until RabbitMQ's
 ``consumer_timeout`` (30 minutes by default) closes its channel; meanwhile ``status`` reports
 such a task ``pending`` once its lease has run out.
@@ -246,10 +253,7 @@ class RabbitMQBroker(StoreBackedBroker):
 
     async def claim(self, wait: float = 1.0) -> _RabbitDelivery | None:
         """The next task, waiting up to ``wait`` seconds for one."""
-        queue = await self._ready()
-        if not self._consuming:
-            self._consuming = True
-            await queue.consume(self._inbox.put, no_ack=False)
+        await self._consume(await self._ready())
         deadline = time.monotonic() + max(wait, 0.0)
         while True:
             try:
@@ -261,6 +265,21 @@ class RabbitMQBroker(StoreBackedBroker):
             delivery = await self._begin(message)
             if delivery is not None:
                 return delivery
+
+    async def _consume(self, queue: Any) -> None:
+        """Start this handle's consumer, once it has none; a refused start is tried again.
+
+        The flag is set only once RabbitMQ has confirmed the consumer: a consume that fails
+        (the server closed the connection, as RabbitMQ does when the quorum queue another
+        client is declaring at that moment has not started yet) leaves no consumer, and the
+        next claim starts one on the reconnected channel.
+        """
+        if self._consuming:
+            return
+        async with self._lock:
+            if not self._consuming:
+                await queue.consume(self._inbox.put, no_ack=False)
+                self._consuming = True
 
     async def _begin(self, message: Any) -> _RabbitDelivery | None:
         payload = message.body.decode("utf-8", errors="replace")
