@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 
 import httpx
@@ -128,6 +129,22 @@ def test_health_and_readiness(live: Live) -> None:
     client = server.client()
     assert client.get("/health").json() == {"status": "ok"}
     assert client.get("/ready").json() == {"status": "ready", "agents": ["a", "b"]}
+
+
+@pytest.mark.service("redis")
+def test_readiness_reports_the_task_broker(live: Live, redis_url: str) -> None:
+    up = live(echo(Calls()), broker=redis_url, queue="ready-probe", store=redis_url)
+    assert up.client().get("/ready").json() == {"status": "ready", "agents": ["echo"]}
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    down = live(
+        echo(Calls()), broker=f"redis://127.0.0.1:{port}/0", queue="ready-probe", store=redis_url
+    )
+    reply = down.client().get("/ready")
+    assert reply.status_code == 503
+    assert reply.json()["error"]["type"] == "not_ready"
+    assert "the task broker cannot be reached" in reply.json()["error"]["message"]
 
 
 def test_readiness_is_off_outside_the_lifespan() -> None:

@@ -25,6 +25,7 @@ from starlette.responses import Response
 from daimon._run_logs import AGENT_KEY, error_frame, event_frame
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
+from daimon.core.protocols import Broker
 from daimon.distributed._client import new_task
 from daimon.orchestration import FlowAnswer, PromptableFlow
 from daimon.server._agents import ServedAgents
@@ -94,6 +95,10 @@ def error_responses(*codes: int, streaming: bool = False) -> dict[int | str, dic
 
 
 _GATED = (401, 403)
+_READY_WAIT = 3.0
+"""Seconds ``/ready`` waits for the task broker's answer."""
+_READY_PROBE = "daimon-ready-probe"
+"""The task id ``/ready`` asks the broker about (no such task: any answer says it is up)."""
 _WITH_INPUT = (*_GATED, 400, 404, 413, 422)
 _RUN = (*_WITH_INPUT, 500, 502, 504)
 
@@ -243,7 +248,7 @@ def add_native_routes(
     _add_prompt_routes(router, served, settings, logs)
     _add_stream_route(router, served, settings, logs)
     _add_stream_cancel_route(router, logs)
-    _add_status_routes(router, served, ready, state)
+    _add_status_routes(router, served, ready, state, logs.broker)
     _add_session_routes(router, served)
 
 
@@ -341,6 +346,20 @@ def _add_stream_route(
         return logs.reader(EventId(stream, 0), stream_error_frame, settings.heartbeat_interval)
 
 
+async def _broker_problem(broker: Broker | None) -> str | None:
+    """Why the task broker cannot take runs right now; ``None`` when it can (or there is none)."""
+    if broker is None:
+        return None
+    try:
+        async with asyncio.timeout(_READY_WAIT):
+            await broker.status(_READY_PROBE)
+    except KeyError:  # it answered: no such task
+        return None
+    except Exception as exc:  # any failure of a broker's client means "not ready"
+        return f"the task broker cannot be reached: {type(exc).__name__}: {exc}"
+    return None
+
+
 def _add_stream_cancel_route(router: APIRouter, logs: RunLogs) -> None:
     """``DELETE /prompt/stream/{stream}``."""
 
@@ -397,7 +416,11 @@ def _prompt_source(served: ServedAgents, body: PromptRequest) -> Source | None:
 
 
 def _add_status_routes(
-    router: APIRouter, served: ServedAgents, ready: Callable[[], bool], state: ServerState
+    router: APIRouter,
+    served: ServedAgents,
+    ready: Callable[[], bool],
+    state: ServerState,
+    broker: Broker | None,
 ) -> None:
     """``GET /health``, ``GET /ready`` and ``GET /agents``."""
 
@@ -413,15 +436,16 @@ def _add_status_routes(
             **error_responses(*_GATED),
             503: {
                 "model": ErrorResponse,
-                "description": "Starting or shutting down, or the state store is unreachable.",
+                "description": "Starting or shutting down, or the state store (or the task "
+                "broker) is unreachable.",
             },
         },
     )
     async def ready_() -> Response:
-        """Readiness: the server accepts prompts, and its state store answers."""
+        """Readiness: the server accepts prompts, and its state store (and task broker) answer."""
         if not ready():
             return error_response(503, "not_ready", "the server is starting or shutting down")
-        problem = await state.check()
+        problem = await state.check() or await _broker_problem(broker)
         if problem is not None:
             return error_response(503, "not_ready", problem)
         body = {"status": "ready", "agents": list(served.names)}
