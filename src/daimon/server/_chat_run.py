@@ -42,9 +42,9 @@ from daimon.server._failures import RunLost, describe_failure
 
 __all__ = (
     "CHAT_KIND",
+    "ChatRun",
     "DONE",
     "NO_APPROVALS_HERE",
-    "ChatRun",
     "error_data",
     "error_frame",
     "frame_data",
