@@ -99,6 +99,7 @@ JOB_KEY = "daimon.job"
 _JOBS = {
     "agui": "daimon.server._agui_run",
     "chat": "daimon.server._chat_run",
+    "flow": "daimon.server._flow_run",
     "responses": "daimon.server._responses_run",
 }
 """The module that makes each kind of front-end run (its ``job_from_spec``)."""
@@ -267,6 +268,11 @@ class LogJob(Protocol):
         """Whether a run paused for client calls is kept by the job (its task then completes)."""
         ...
 
+    @property
+    def retries(self) -> bool:
+        """Whether an attempt that failed may be tried again (the worker's rules permitting)."""
+        ...
+
     def frames(self, token: CancelToken) -> AsyncGenerator[bytes, None]:
         """The run's frames, in order."""
         ...
@@ -290,6 +296,7 @@ class NativeJob:
     __slots__ = ("_agent", "_attempt", "_task", "response")
 
     keeps_pauses = False
+    retries = True
 
     def __init__(self, agent: Promptable, task: AgentTask) -> None:
         self._agent = agent

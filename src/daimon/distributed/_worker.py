@@ -542,7 +542,7 @@ class Worker:
 
     async def _failed(self, run: _Run, exc: BaseException) -> None:
         task = run.delivery.task
-        retry = self.should_retry(exc)
+        retry = self.should_retry(exc) and (run.job is None or run.job.retries)
         delay = self.retry_delay(task.attempt) if callable(self.retry_delay) else self.retry_delay
         if isinstance(exc, RunLeasedError):  # its run still runs elsewhere: try after that lease
             delay = max(delay, _lease_left(exc))

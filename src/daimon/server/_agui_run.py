@@ -116,6 +116,8 @@ class AguiJob:
 
     keeps_pauses = True
     """A paused run is kept in the store's paused runs, not by a broker: its task completes."""
+    retries = True
+    """A failed attempt may be tried again: the agent's checkpoint says what already ran."""
 
     def __init__(
         self,

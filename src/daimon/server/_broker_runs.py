@@ -1,29 +1,40 @@
 """``POST /prompt`` on workers: a server with a broker sends the run as a task and waits for it.
 
-The answer is the task's outcome: its result as ``/prompt`` answers a run (the text is the
+An agent's answer is the task's outcome: its result as ``/prompt`` answers a run (the text is the
 output: a typed output does not travel through a broker), its pending approvals when it paused,
-or its error, typed as the server types a run's failure. A client that leaves, or a run that
-passes the request timeout, cancels the task.
+or its error, typed as the server types a run's failure. A flow's task writes the run's log, as
+its ``/prompt/stream`` does (:mod:`daimon.server._flow_run`), and the answer is the log's last
+frame: the ``done`` event's answer, whole (a typed output included), or the ``error`` event's
+failure. A client that leaves, or a run that passes the request timeout, cancels the task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import uuid
+from typing import Any
 
 from starlette.responses import Response
 from starlette.types import Receive
 
-from daimon._run_logs import AGENT_KEY
+from daimon._run_logs import AGENT_KEY, JOB_KEY
 from daimon.core import errors
+from daimon.core.cancel import CancelToken
 from daimon.core.protocols import Broker
 from daimon.core.results import AgentResponse
-from daimon.core.tasks import TaskState, TaskStatus
+from daimon.core.tasks import AgentTask, TaskState, TaskStatus
 from daimon.distributed._client import new_task, wait_for_task
 from daimon.server._encode import dump_json, prompt_body
 from daimon.server._errors import describe_failure, error_response
+from daimon.server._flow_run import FlowJob
+from daimon.server._run_log import EventId, RunLogs
 from daimon.server._runs import ClientDisconnected, run_supervised
 
-__all__ = ("failure_status", "prompt_on_workers")
+__all__ = ("failure_status", "flow_on_workers", "prompt_on_workers", "submit_run")
+
+logger = logging.getLogger("daimon.server")
 
 CLIENT_CLOSED = 499
 
@@ -68,6 +79,68 @@ async def prompt_on_workers(
         status_code, kind, message = describe_failure(exc)
         return error_response(status_code, kind, message)
     return _answer(agent, task.task_id, session_id, status)
+
+
+async def submit_run(logs: RunLogs, stream: str, task: AgentTask) -> Response | None:
+    """Send ``task``, writing the log ``stream``, to the workers; the 503 when it cannot go."""
+    try:
+        await logs.submit(stream, task)
+    except Exception as exc:  # the broker (or the store) cannot be reached
+        logger.warning("cannot submit a run to the broker", exc_info=True)
+        message = f"the run could not be queued for the workers: {type(exc).__name__}"
+        return error_response(503, "broker_unavailable", message)
+    return None
+
+
+async def flow_on_workers(
+    logs: RunLogs, job: FlowJob, receive: Receive, seconds: float
+) -> Response:
+    """Run the flow's ``job`` as a task on the workers, for ``seconds`` at most; the answer."""
+    stream = uuid.uuid4().hex
+    metadata = {**logs.task_metadata(stream), JOB_KEY: job.spec(), AGENT_KEY: job.name}
+    refused = await submit_run(logs, stream, new_task(job.text, task_id=stream, metadata=metadata))
+    if refused is not None:
+        return refused
+    try:
+        event, data = await run_supervised(
+            lambda token: _last_frame(logs, stream, token), receive, seconds
+        )
+    except ClientDisconnected:
+        await _stop(logs, stream, "the client disconnected")
+        return Response(status_code=CLIENT_CLOSED)
+    except Exception as exc:  # the timeout, the worker lost, or the store failed while we read
+        await _stop(logs, stream, "the request timed out")
+        status, kind, message = describe_failure(exc)
+        return error_response(status, kind, message)
+    if event == "done":
+        return Response(dump_json(data["response"]), media_type="application/json")
+    kind = str(data.get("error_type", "internal_error"))
+    return error_response(failure_status(kind), kind, str(data.get("message", "")))
+
+
+async def _last_frame(logs: RunLogs, stream: str, token: CancelToken) -> tuple[str, Any]:
+    """The event name and data of the log's last frame (read to the log's end)."""
+    last = b""
+    async for frame in logs.follow(EventId(stream, 0), token):
+        last = frame
+    event, data = "", None
+    for line in last.decode().splitlines():
+        if line.startswith("event: "):
+            event = line[len("event: ") :]
+        elif line.startswith("data: "):
+            data = json.loads(line[len("data: ") :])
+    if event not in ("done", "error") or not isinstance(data, dict):
+        raise errors.AgentRunError(f"the run's log {stream!r} ended without its answer")
+    return event, data
+
+
+async def _stop(logs: RunLogs, stream: str, reason: str) -> None:
+    """Cancel the run writing ``stream``, without failing the answer when the store is down."""
+    try:
+        async with asyncio.timeout(5.0):
+            await logs.cancel(stream, reason)
+    except Exception:
+        return
 
 
 def _answer(agent: str, task_id: str, session_id: str | None, status: TaskStatus) -> Response:

@@ -149,6 +149,11 @@ class ChatRun:
         """A run paused for client calls is kept here, not by a broker: its task completes."""
         return True
 
+    @property
+    def retries(self) -> bool:
+        """A failed attempt may be tried again: the agent's checkpoint says what already ran."""
+        return True
+
     def answer(self, token: CancelToken) -> Any:
         """The run's response, not streamed (an awaitable)."""
         return self.conversation.answer(self.agent, self.run_id, token)

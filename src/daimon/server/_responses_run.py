@@ -295,6 +295,11 @@ class ResponseRun:
         """A run paused for client calls is kept here, not by a broker: its task completes."""
         return True
 
+    @property
+    def retries(self) -> bool:
+        """A failed attempt may be tried again: the agent's checkpoint says what already ran."""
+        return True
+
     def answer(self, token: CancelToken) -> Awaitable[AgentResponse]:
         """The run's response, not streamed."""
         return self.conversation.answer(self.agent, self.run_id, token)

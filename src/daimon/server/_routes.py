@@ -22,22 +22,19 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.responses import Response
 
-from daimon._run_logs import AGENT_KEY, error_frame, event_frame
+from daimon._run_logs import AGENT_KEY, JOB_KEY, event_frame
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.core.protocols import Broker
 from daimon.distributed._client import new_task
-from daimon.orchestration import FlowAnswer, PromptableFlow
 from daimon.server._agents import ServedAgents
-from daimon.server._broker_runs import prompt_on_workers
+from daimon.server._broker_runs import flow_on_workers, prompt_on_workers, submit_run
 from daimon.server._encode import (
     dump_json,
-    jsonable,
-    node_event_body,
     prompt_body,
-    usage_body,
 )
 from daimon.server._errors import describe_failure, error_response
+from daimon.server._flow_run import FlowJob, flow_body, run_error_frame
 from daimon.server._run_log import EventId, RunLogs, StreamGone
 from daimon.server._runs import ClientDisconnected, run_supervised
 from daimon.server._schemas import (
@@ -52,7 +49,7 @@ from daimon.server._schemas import (
     SessionsResponse,
 )
 from daimon.server._settings import ServerSettings
-from daimon.server._sse import EventStreamResponse, Source, sse_frame
+from daimon.server._sse import EventStreamResponse, Source
 from daimon.server._state import ServerState
 
 __all__ = ("CLIENT_CLOSED", "add_native_routes", "error_responses")
@@ -167,53 +164,6 @@ _STREAM_DOC = {
 }
 
 
-def flow_body(name: str, answer: FlowAnswer) -> dict[str, Any]:
-    """The ``POST /prompt`` answer of a flow's run (flows keep no sessions)."""
-    return {
-        "text": answer.text,
-        "agent": name,
-        "run_id": answer.run_id,
-        "session_id": None,
-        "iterations": answer.usage.requests,
-        "usage": usage_body(answer.usage),
-        "cost": answer.cost,
-        "output": None if answer.output is None else jsonable(answer.output),
-        "pending_approvals": [],
-    }
-
-
-async def flow_frames(
-    name: str, flow: PromptableFlow, text: str, token: CancelToken
-) -> AsyncGenerator[bytes, None]:
-    """A flow's run as SSE frames: its node events as they happen, then ``done``."""
-    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-
-    def observe(event: Any) -> None:
-        queue.put_nowait(sse_frame(dump_json(node_event_body(event)), event.kind))
-
-    run = asyncio.create_task(flow.run(text, cancel=token, on_node=observe, on_agent_event=observe))
-    run.add_done_callback(lambda _: queue.put_nowait(None))
-    try:
-        while (frame := await queue.get()) is not None:
-            yield frame
-        answer = run.result()  # the run's error, if it failed, ends the stream with `error`
-    finally:
-        if not run.done():  # the client left: stop the run and wait for it
-            token.cancel("the stream ended")
-            run.cancel()
-            await asyncio.wait({run})
-        if not run.cancelled():
-            run.exception()  # retrieved: a run the client left is no error to log
-    body = {"kind": "done", "response": flow_body(name, answer)}
-    yield sse_frame(dump_json(body), "done")
-
-
-def stream_error_frame(exc: BaseException) -> bytes:
-    """The ``error`` event that ends a failed native stream."""
-    _, kind, message = describe_failure(exc)
-    return error_frame(kind, message)
-
-
 async def reject_unknown_query(request: Request) -> None:
     """Refuse query parameters the route does not declare (422), as bodies refuse extra fields."""
     if not request.query_params:
@@ -268,6 +218,9 @@ def _add_prompt_routes(
         """
         name = body.agent or served.default
         flow = served.flow(name)
+        if flow is not None and logs.broker is not None:
+            job = FlowJob(flow, name, body.input)
+            return await flow_on_workers(logs, job, request.receive, timeout)
         if flow is not None:
             try:
                 answer = await run_supervised(
@@ -334,16 +287,16 @@ def _add_stream_route(
                 await logs.check(at)
             except StreamGone as exc:
                 return error_response(404, "not_found", str(exc))
-            return logs.reader(at, stream_error_frame, settings.heartbeat_interval)
+            return logs.reader(at, run_error_frame, settings.heartbeat_interval)
         name = body.agent or served.default
-        if logs.broker is not None and served.flow(name) is None and served.get(name) is not None:
-            return await _submit_stream(logs, settings, name, body)
+        if logs.broker is not None and served.get(name) is not None:
+            return await _submit_stream(logs, settings, served, name, body)
         source = _prompt_source(served, body)
         if source is None:
             return error_response(404, "not_found", served.unknown(name))
         stream = uuid.uuid4().hex
-        await logs.start(stream, source, stream_error_frame)
-        return logs.reader(EventId(stream, 0), stream_error_frame, settings.heartbeat_interval)
+        await logs.start(stream, source, run_error_frame)
+        return logs.reader(EventId(stream, 0), run_error_frame, settings.heartbeat_interval)
 
 
 async def _broker_problem(broker: Broker | None) -> str | None:
@@ -382,19 +335,19 @@ def _add_stream_cancel_route(router: APIRouter, logs: RunLogs) -> None:
 
 
 async def _submit_stream(
-    logs: RunLogs, settings: ServerSettings, name: str, body: PromptRequest
+    logs: RunLogs, settings: ServerSettings, served: ServedAgents, name: str, body: PromptRequest
 ) -> Response:
     """Send the run ``body`` asks for to the workers; the response reads its log."""
     stream = uuid.uuid4().hex
     metadata = {**logs.task_metadata(stream), AGENT_KEY: name}
+    flow = served.flow(name)
+    if flow is not None:
+        metadata[JOB_KEY] = FlowJob(flow, name, body.input).spec()
     task = new_task(body.input, task_id=stream, session_id=body.session_id, metadata=metadata)
-    try:
-        await logs.submit(stream, task)
-    except Exception as exc:  # the broker (or the store) cannot be reached
-        logger.warning("cannot submit a run to the broker", exc_info=True)
-        message = f"the run could not be queued for the workers: {type(exc).__name__}"
-        return error_response(503, "broker_unavailable", message)
-    return logs.reader(EventId(stream, 0), stream_error_frame, settings.heartbeat_interval)
+    refused = await submit_run(logs, stream, task)
+    if refused is not None:
+        return refused
+    return logs.reader(EventId(stream, 0), run_error_frame, settings.heartbeat_interval)
 
 
 def _prompt_source(served: ServedAgents, body: PromptRequest) -> Source | None:
@@ -402,7 +355,7 @@ def _prompt_source(served: ServedAgents, body: PromptRequest) -> Source | None:
     name = body.agent or served.default
     flow = served.flow(name)
     if flow is not None:
-        return lambda token: flow_frames(name, flow, body.input, token)
+        return FlowJob(flow, name, body.input).frames
     agent = served.get(name)
     if agent is None:
         return None
