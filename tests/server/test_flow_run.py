@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from daimon import ModelError
+from daimon import Message, ModelError
+from daimon._paused_runs import PausedRuns
 from daimon._run_logs import AGENT_KEY, END, JOB_KEY, LOG_KIND, STREAM_KEY, log_job
 from daimon.core import TaskState, TaskStatus
 from daimon.core.cancel import CancelToken
@@ -24,8 +25,10 @@ from daimon.core.errors import BuilderError, SerializationError
 from daimon.distributed import Worker, new_task, wait_for_task
 from daimon.distributed.brokers.memory import MemoryBroker
 from daimon.orchestration import DagBuilder, PromptableFlow
+from daimon.server._client_tools import RunStart
 from daimon.server._failures import RunLost
 from daimon.server._flow_run import FlowJob, job_from_spec
+from daimon.server._responses_run import ResponseRun, ResponseStore
 from daimon.server._schemas import PromptResponse
 from daimon.serverstate import MemoryStateStore
 
@@ -260,3 +263,54 @@ def test_a_flow_that_fails_on_a_worker_answers_its_error_once(
         "message": "node 'count' failed: ModelError: the provider hung up",
     }
     assert ran.threads == ["daimon-worker"] * 2  # one attempt: not run again
+
+
+# ------------------------------------------------------------------------------ other front ends
+
+
+def a_response_run(flow: PromptableFlow) -> ResponseRun:
+    store = MemoryStateStore()
+
+    async def opened() -> MemoryStateStore:
+        return store
+
+    return ResponseRun(
+        agent=flow,
+        conversation=RunStart(Message.user("two words"), [], None),
+        obj={"id": "resp_abc", "model": "outline", "status": "queued", "background": False},
+        keep=False,
+        kept=ResponseStore(opened, 60.0),
+        paused=PausedRuns(store, "responses", 60.0),
+        timeout=12.0,
+    )
+
+
+async def test_a_responses_run_of_a_flow_is_not_run_again() -> None:
+    ran = Ran()
+    run = a_response_run(outline(ran))
+    assert not run.retries
+    assert a_response_run_of_an_agent().retries  # an agent's checkpoint says what ran
+    run.resume([])
+    with pytest.raises(RunLost, match="a flow is not run again"):
+        await anext(run.frames(CancelToken()))
+    assert ran.threads == []
+
+
+def a_response_run_of_an_agent() -> ResponseRun:
+    run = a_response_run(outline(Ran()))
+    run.agent = echo(Calls())
+    return run
+
+
+@pytest.mark.service("redis")
+@pytest.mark.service("postgres")
+def test_a_response_of_a_flow_that_fails_on_a_worker_runs_once(
+    on_workers: Callable[[Mapping[str, Any]], LiveServer],
+) -> None:
+    ran = Ran()
+    failing = outline(ran, fail=ModelError("the provider hung up", retryable=True))
+    server = on_workers({"outline": failing})
+    reply = authorized(server).post("/v1/responses", json={"model": "outline", "input": "a b"})
+    assert reply.status_code == 500, reply.text  # as a replica answers a run that failed
+    assert reply.json()["error"]["type"] == "NodeError"
+    assert ran.threads == ["daimon-worker"] * 2  # one attempt: the flow was not run again

@@ -31,7 +31,15 @@ from daimon.orchestration import Dag, FlowAnswer, Graph, PromptableFlow, Workflo
 from daimon.server._encode import dump_json, jsonable, node_event_body, usage_body
 from daimon.server._failures import RunLost, describe_failure
 
-__all__ = ("FLOW_KIND", "FlowJob", "as_flow", "flow_body", "job_from_spec", "run_error_frame")
+__all__ = (
+    "FLOW_KIND",
+    "FlowJob",
+    "as_flow",
+    "flow_body",
+    "job_from_spec",
+    "lost_flow",
+    "run_error_frame",
+)
 
 FLOW_KIND = "flow"
 """The kind of run (:data:`daimon._run_logs.JOB_KEY`) of a flow's native stream."""
@@ -91,7 +99,7 @@ class FlowJob:
             RunLost: A later attempt of a run whose stream had not ended.
         """
         if self._left == "lost":  # the run fails for good: its stream ends with this error
-            raise RunLost(self._lost())
+            raise lost_flow(self.name)
         if self._left == "nothing":
             self.response = AgentResponse(text="")
             return
@@ -141,11 +149,13 @@ class FlowJob:
         """What a worker needs to run this again (JSON): see :func:`job_from_spec`."""
         return {"kind": FLOW_KIND, "format": _FORMAT, "name": self.name, "input": self.text}
 
-    def _lost(self) -> str:
-        return (
-            f"the worker running flow {self.name!r} was lost before the run ended; a flow is not "
-            "run again, as its nodes' tools could run twice: send the prompt again"
-        )
+
+def lost_flow(name: str) -> RunLost:
+    """The failure of a later attempt of flow ``name``'s run: it is not run again."""
+    return RunLost(
+        f"the worker running flow {name!r} was lost before the run ended; a flow is not run "
+        "again, as its nodes' tools could run twice: send the request again"
+    )
 
 
 def as_flow(value: Promptable) -> PromptableFlow | None:

@@ -40,6 +40,7 @@ from daimon.core.state_store import StateStore
 from daimon.server._client_tools import RunStart, with_tool_choice
 from daimon.server._encode import dump_json
 from daimon.server._failures import describe_failure
+from daimon.server._flow_run import as_flow, lost_flow
 
 __all__ = (
     "BY_CLIENT",
@@ -281,6 +282,8 @@ class ResponseRun:
     tool_choice: str | None = None
     """The request's ``tool_choice`` (already applied to ``agent``), for a worker to apply."""
     events: ResponseEvents = field(init=False)
+    _lost: bool = field(default=False, init=False)
+    """Whether this is a later attempt of a flow's run (it fails: see :meth:`resume`)."""
 
     def __post_init__(self) -> None:
         self.events = ResponseEvents(self.obj)
@@ -297,8 +300,11 @@ class ResponseRun:
 
     @property
     def retries(self) -> bool:
-        """A failed attempt may be tried again: the agent's checkpoint says what already ran."""
-        return True
+        """Whether a failed attempt may be tried again (not a flow's: its nodes would run again).
+
+        An agent's checkpoint says what already ran; a flow's nodes prompt without one.
+        """
+        return as_flow(self.agent) is None
 
     def answer(self, token: CancelToken) -> Awaitable[AgentResponse]:
         """The run's response, not streamed."""
@@ -311,6 +317,8 @@ class ResponseRun:
 
     async def frames(self, token: CancelToken) -> AsyncGenerator[bytes, None]:
         """The run's events, the last ``response.completed`` (or ``failed``, if cancelled)."""
+        if self._lost:
+            raise lost_flow(str(self.obj["model"]))
         if self.obj["background"] and not await self._set_in_progress():
             return  # cancelled (or deleted) before it started
         async for frame in self.events.stream(self, token):
@@ -321,8 +329,12 @@ class ResponseRun:
         yield self.events.frame(kind, response=self.obj)
 
     def resume(self, logged: Sequence[str]) -> None:
-        """Go on after a lost attempt whose frames ``logged`` holds (see ResponseEvents.resume)."""
+        """Go on after a lost attempt whose frames ``logged`` holds (see ResponseEvents.resume).
+
+        A flow's run is not run again (see :attr:`retries`): it fails with ``RunLost``.
+        """
         self.events.resume(logged)
+        self._lost = as_flow(self.agent) is not None
 
     def on_error(self, exc: BaseException) -> bytes:
         """The ``response.failed`` event that ends a run that raised ``exc``."""
