@@ -25,6 +25,7 @@ from daimon.core.errors import BuilderError, SerializationError
 from daimon.distributed import Worker, new_task, wait_for_task
 from daimon.distributed.brokers.memory import MemoryBroker
 from daimon.orchestration import DagBuilder, PromptableFlow
+from daimon.server._chat_run import ChatRun
 from daimon.server._client_tools import RunStart
 from daimon.server._failures import RunLost
 from daimon.server._flow_run import FlowJob, job_from_spec
@@ -314,3 +315,39 @@ def test_a_response_of_a_flow_that_fails_on_a_worker_runs_once(
     assert reply.status_code == 500, reply.text  # as a replica answers a run that failed
     assert reply.json()["error"]["type"] == "NodeError"
     assert ran.threads == ["daimon-worker"] * 2  # one attempt: the flow was not run again
+
+
+async def test_a_chat_run_of_a_flow_is_not_run_again_even_before_its_text() -> None:
+    ran = Ran()
+    run = ChatRun(
+        outline(ran),
+        "outline",
+        RunStart("two words", [], None),
+        PausedRuns(MemoryStateStore(), "chat"),
+        stream=True,
+    )
+    assert not run.retries
+    run.resume(['data: {"choices": [{"delta": {"role": "assistant", "content": ""}}]}\n\n'])
+    with pytest.raises(RunLost, match="a flow is not run again"):  # an agent's would start over
+        await anext(run.frames(CancelToken()))
+    assert ran.threads == []
+
+
+@pytest.mark.service("redis")
+@pytest.mark.service("postgres")
+def test_a_chat_completion_of_a_flow_runs_on_a_worker_once(
+    on_workers: Callable[[Mapping[str, Any]], LiveServer],
+) -> None:
+    ran, failing_ran = Ran(), Ran()
+    failing = outline(failing_ran, fail=ModelError("the provider hung up", retryable=True))
+    server = on_workers({"outline": outline(ran), "failing": failing})
+    client = authorized(server)
+    user = [{"role": "user", "content": "a b c"}]
+    reply = client.post("/v1/chat/completions", json={"model": "outline", "messages": user})
+    assert reply.status_code == 200, reply.text
+    assert json.loads(reply.json()["choices"][0]["message"]["content"]) == {"words": 3}
+    assert ran.threads == ["daimon-worker"] * 2
+    failed = client.post("/v1/chat/completions", json={"model": "failing", "messages": user})
+    assert failed.status_code == 500, failed.text
+    assert failed.json()["error"]["type"] == "NodeError"
+    assert failing_ran.threads == ["daimon-worker"] * 2  # one attempt

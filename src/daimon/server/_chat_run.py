@@ -15,7 +15,9 @@ its run failed and is tried again) does not start the stream again: when the los
 sent nothing (streamed: nothing but the opening chunk, which is not sent twice), the run starts
 over; when it had sent more, the stream ends with a ``RunLost`` error (the client sends the request
 again) and the agent does not run; when the log holds the run's last frame, nothing is left to
-do. The task then completes: its log holds what the client was told.
+do. The task then completes: its log holds what the client was told. A flow's run is never run
+again (its nodes' tools could run twice): a failed attempt fails for good, and a later attempt
+fails with ``RunLost``, unless the log holds the run's last frame.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from daimon.core.state_store import StateStore
 from daimon.server._client_tools import RunStart, text_with_calls, with_tool_choice
 from daimon.server._encode import dump_json
 from daimon.server._failures import RunLost, describe_failure
+from daimon.server._flow_run import as_flow, lost_flow
 
 __all__ = (
     "CHAT_KIND",
@@ -137,7 +140,8 @@ class ChatRun:
     _opened: bool = field(default=False, init=False)
     """Whether the opening chunk was sent (by a lost attempt)."""
     _left: str = field(default="all", init=False)
-    """What is left to do: ``all``, ``nothing``, or to say the stream was ``lost``."""
+    """What is left to do: ``all``, ``nothing``, to say the stream was ``lost``, or to fail a
+    later attempt of a ``flow``'s run."""
 
     @property
     def id(self) -> str:
@@ -151,8 +155,11 @@ class ChatRun:
 
     @property
     def retries(self) -> bool:
-        """A failed attempt may be tried again: the agent's checkpoint says what already ran."""
-        return True
+        """Whether a failed attempt may be tried again (not a flow's: its nodes would run again).
+
+        An agent's checkpoint says what already ran; a flow's nodes prompt without one.
+        """
+        return as_flow(self.agent) is None
 
     def answer(self, token: CancelToken) -> Any:
         """The run's response, not streamed (an awaitable)."""
@@ -193,6 +200,8 @@ class ChatRun:
             self.response = AgentResponse(text="", run_id=self.run_id)
             yield error_frame(RunLost(_LOST))
             return
+        if self._left == "flow":  # the run fails for good: its stream ends with this error
+            raise lost_flow(self.model)
         if not self.stream:
             response = await self.answer(token)
             body = await self.completion(response)
@@ -254,10 +263,12 @@ class ChatRun:
     def resume(self, logged: Sequence[str]) -> None:
         """Go on after a lost attempt whose frames ``logged`` holds (see the module's doc)."""
         sent = [frame_data(value) for value in logged]
-        if not sent:
-            return
         if any(_ends(value, data) for value, data in zip(logged, sent, strict=True)):
             self._left = "nothing"
+        elif as_flow(self.agent) is not None:  # a flow is never run again (see retries)
+            self._left = "flow"
+        elif not sent:
+            return
         elif self.stream and len(sent) == 1:  # the opening chunk only: nothing shown yet
             self._opened = True
         else:

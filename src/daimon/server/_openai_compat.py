@@ -21,12 +21,11 @@ for is a 400 (``tool_call_not_found``). Streamed, every text delta of the run is
 ``content`` is the final answer only. A stream lives in its request, as OpenAI's do: it is not
 kept for a client to rejoin, and the run stops when its client goes.
 
-With a broker (``daimon serve --broker``), an agent's run is a task a worker runs
+With a broker (``daimon serve --broker``), every run (a flow's too) is a task a worker runs
 (:mod:`daimon.server._chat_run`, the run both sides share): the worker writes the chunks, or the
 one ``chat.completion``, to the run's log in the shared store and keeps a run paused for client
 calls there, and the replica reads the log while its client waits. A client that leaves, or a
 run past the request timeout, cancels the task; a broker that cannot take the run is a 503.
-Flows still run in the replica.
 
 ``tool_choice`` is the run's (:class:`daimon.Agent`'s ``tool_choice``): sent with the model calls
 until the model calls a tool, then the model chooses again. It may name the agent's tools or the
@@ -427,7 +426,7 @@ def _add_chat_route(
         if isinstance(run, Response):
             return run
         logs: RunLogs = request.app.state.daimon_logs
-        if logs.broker is not None and served.flow(body.model) is None:
+        if logs.broker is not None:
             return await _on_workers(run, logs, settings, request)
         if run.stream:
             return EventStreamResponse(
