@@ -42,6 +42,7 @@ __all__ = (
     "BROKER_OWNER",
     "CANCELS",
     "CONTROL_KIND",
+    "DEADLINE_KEY",
     "END",
     "EventId",
     "GRACE_KEY",
@@ -94,6 +95,9 @@ RETENTION_KEY = "daimon.retention"
 """The task metadata key: seconds the log is kept after its last frame."""
 TIMEOUT_KEY = "daimon.timeout"
 """The task metadata key: seconds the run may take (then it fails with a timeout)."""
+DEADLINE_KEY = "daimon.deadline"
+"""The task metadata key: the time (Unix seconds) the run's timeout ends, counted from its
+submission, so an attempt after a lost one gets what is left of it, not a new timeout."""
 JOB_KEY = "daimon.job"
 """The task metadata key describing a front end's run (``{"kind": ..., ...}``); see log_job."""
 _JOBS = {

@@ -14,6 +14,7 @@ from typing import Any
 
 from daimon._run_logs import (
     AGENT_KEY,
+    DEADLINE_KEY,
     GRACE_KEY,
     LISTENER_KIND,
     LOG_KIND,
@@ -417,12 +418,20 @@ class Worker:
 
     @staticmethod
     def _deadline(run: _Run, task: AgentTask) -> asyncio.TimerHandle | None:
-        """Cancel a run that streams to a log once it has taken the task's timeout (if any)."""
+        """Cancel a run that streams to a log once the task's timeout (if any) has passed.
+
+        The timeout counts from the task's submission (its deadline): an attempt after a lost
+        one gets what is left of it.
+        """
         timeout = _seconds(task.metadata.get(TIMEOUT_KEY))
         if run.log is None or timeout is None:
             return None
+        left = timeout
+        deadline = _seconds(task.metadata.get(DEADLINE_KEY))
+        if deadline is not None:
+            left = min(timeout, deadline - time.time())
         ending = RunTimeoutError(timeout, "the run")
-        return asyncio.get_running_loop().call_later(timeout, run.end, ending)
+        return asyncio.get_running_loop().call_later(max(left, 0.0), run.end, ending)
 
     @staticmethod
     async def _readers(run: _Run, log: LogWriter, grace: float) -> None:

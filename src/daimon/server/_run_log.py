@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -31,6 +32,7 @@ from daimon._run_logs import (
     BROKER_OWNER,
     CANCELS,
     CONTROL_KIND,
+    DEADLINE_KEY,
     END,
     GRACE_KEY,
     LISTENER_KIND,
@@ -161,6 +163,7 @@ class RunLogs:
             STREAM_KEY: stream,
             RETENTION_KEY: self.retention,
             TIMEOUT_KEY: self.timeout,
+            DEADLINE_KEY: time.time() + self.timeout,
         }
         if not background:
             metadata[GRACE_KEY] = self.grace
