@@ -8,10 +8,9 @@ running event loop; a store made from a URL is closed when the app shuts down.
 
 from __future__ import annotations
 
-import asyncio
-
 from daimon.core.errors import BuilderError
 from daimon.core.state_store import StateRecord, StateStore
+from daimon.kit.lifecycle import Once
 
 __all__ = ("OpenedStore",)
 
@@ -26,7 +25,7 @@ class OpenedStore:
         BuilderError: ``store`` is neither a state store nor a known store URL.
     """
 
-    __slots__ = ("_lock", "_owned", "_ready", "store")
+    __slots__ = ("_owned", "_set_up", "store")
 
     def __init__(self, store: StateStore | str) -> None:
         if isinstance(store, str):
@@ -40,18 +39,10 @@ class OpenedStore:
                 f"store must be a StateStore or a URL (redis://..., postgresql://..., "
                 f"sqlite:///file.db, memory://), got {store!r}"
             )
-        self._ready = False
-        self._lock: asyncio.Lock | None = None
+        self._set_up = Once()
 
     async def _open(self) -> StateStore:
-        if self._ready:
-            return self.store
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if not self._ready:
-                await self.store.setup()
-                self._ready = True
+        await self._set_up.run(self.store.setup)
         return self.store
 
     async def setup(self) -> None:
@@ -62,7 +53,7 @@ class OpenedStore:
         """Close the store if it was made here from a URL; safe to call again."""
         if self._owned:
             await self.store.aclose()
-        self._ready = False
+        self._set_up.reset()
 
     async def put(self, kind: str, key: str, value: str, *, ttl: float | None = None) -> int:
         """See :meth:`daimon.core.StateStore.put`."""

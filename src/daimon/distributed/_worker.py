@@ -50,6 +50,7 @@ from daimon.core.state_store import StateStore
 from daimon.core.tasks import AgentTask, TaskPause, TaskResult, TaskState
 from daimon.distributed._trace import _CURRENT, TRACEPARENT, child_traceparent
 from daimon.distributed._urls import broker_from_url
+from daimon.kit.lifecycle import Once
 
 __all__ = ("Worker", "default_should_retry", "run_worker")
 
@@ -199,8 +200,7 @@ class Worker:
         self.retry_delay = retry_delay
         self.poll = poll
         self.store = store
-        self._store_ready: asyncio.Lock | None = None
-        self._store_set_up = False
+        self._store_set_up = Once()
         self._logged: dict[str, _Run] = {}
         """The runs writing to a log, by its name (for cancels sent through the store)."""
         self._cancels: asyncio.Task[None] | None = None
@@ -392,14 +392,7 @@ class Worker:
                 "has no state store: start it with --store URL (the store of `daimon serve "
                 "--store`), or give Worker(store=...)"
             )
-        if not self._store_set_up:
-            if self._store_ready is None:
-                self._store_ready = asyncio.Lock()
-            async with self._store_ready:
-                if not self._store_set_up:
-                    await self.store.setup()
-                    self._cancels = asyncio.create_task(watch_cancels(self.store, self._cancel))
-                    self._store_set_up = True
+        await self._store_set_up.run(self._open_store)
         retention = _seconds(task.metadata.get(RETENTION_KEY)) or _RETENTION
         return LogWriter(
             self.store,
@@ -408,6 +401,12 @@ class Worker:
             attempt=task.attempt,
             patience=self.broker.lease,  # past its lease, another attempt has the run
         )
+
+    async def _open_store(self) -> None:
+        """Set the store up, and start following the runs clients cancel."""
+        assert self.store is not None
+        await self.store.setup()
+        self._cancels = asyncio.create_task(watch_cancels(self.store, self._cancel))
 
     def _watch_readers(self, run: _Run, task: AgentTask) -> asyncio.Task[None] | None:
         """Cancel the run once no client has read its log for the task's grace (if it has one)."""

@@ -1,4 +1,4 @@
-"""Lifecycles written once: ``async with`` over ``aclose()``, and serving until cancelled.
+"""Lifecycles written once: ``async with`` over ``aclose()``, set-up once, serving until cancelled.
 
 Every resource in daimon has one lifecycle: ``async with`` and an ``aclose()`` that is safe to
 call again. A class writes ``aclose`` (and ``setup`` for :class:`SetupOnEnter`); these bases add
@@ -9,10 +9,11 @@ call again. A class writes ``aclose`` (and ``setup`` for :class:`SetupOnEnter`);
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ("AsyncClosing", "SetupOnEnter", "serve_until_cancelled")
+__all__ = ("AsyncClosing", "Once", "SetupOnEnter", "serve_until_cancelled")
 
 
 class AsyncClosing:
@@ -48,6 +49,35 @@ class SetupOnEnter(AsyncClosing):
     async def __aenter__(self) -> Self:
         await self.setup()
         return self
+
+
+class Once:
+    """Runs an async set-up once, however many callers ask for it at the same time.
+
+    A set-up that raises is tried again by the next caller; :meth:`reset` makes the next
+    caller run it again (after the resource was closed).
+    """
+
+    __slots__ = ("_done", "_lock")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._lock: asyncio.Lock | None = None  # made on first use: inside a running loop
+
+    async def run(self, setup: Callable[[], Awaitable[object]]) -> None:
+        """Await ``setup()`` unless it has succeeded already (waiting for a caller running it)."""
+        if self._done:
+            return
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if not self._done:
+                await setup()
+                self._done = True
+
+    def reset(self) -> None:
+        """Have the next :meth:`run` set up again."""
+        self._done = False
 
 
 async def serve_until_cancelled(server: Any) -> None:

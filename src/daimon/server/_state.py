@@ -9,11 +9,11 @@ that is down is reported by ``/ready``, not by a crash.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
 from daimon.core.errors import BuilderError
+from daimon.kit.lifecycle import Once
 
 if TYPE_CHECKING:
     from daimon.core.state_store import StateStore
@@ -45,23 +45,15 @@ def state_store_for(store: StateStore | str | None) -> tuple[StateStore, bool]:
 class ServerState:
     """The server's store, set up once on first use and closed at shutdown if the server made it."""
 
-    __slots__ = ("_lock", "_owned", "_ready", "store")
+    __slots__ = ("_owned", "_set_up", "store")
 
     def __init__(self, store: StateStore | str | None) -> None:
         self.store, self._owned = state_store_for(store)
-        self._ready = False
-        self._lock: asyncio.Lock | None = None
+        self._set_up = Once()
 
     async def open(self) -> StateStore:
         """The store, set up (its tables made) before the first use."""
-        if self._ready:
-            return self.store
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if not self._ready:
-                await self.store.setup()
-                self._ready = True
+        await self._set_up.run(self.store.setup)
         return self.store
 
     async def check(self) -> str | None:
@@ -77,4 +69,4 @@ class ServerState:
         """Close the store if the server opened it; safe to call again."""
         if self._owned:
             await self.store.aclose()
-        self._ready = False
+        self._set_up.reset()
