@@ -48,10 +48,12 @@ the store) and gets the events after that one, each once, in order; a malformed 
 whose stream is not kept (unknown, or ended past the server's retention) 404. A run nobody reads
 goes on for the server's ``stream_grace``, then is cancelled (its log ends with ``RUN_ERROR``).
 
-Workers: with a broker (``daimon serve --broker``), an agent's run (new, resumed or continued) is
-a task a worker runs (:mod:`daimon.server._agui_run`, the run without the web): the worker writes
-its events to the log and keeps a run that pauses in the store, as the replica would; 503 when the
-broker cannot take it (a paused run it was to continue is kept again). A flow's run stays here.
+Workers: with a broker (``daimon serve --broker``), a run (an agent's, new, resumed or continued,
+or a flow's) is a task a worker runs (:mod:`daimon.server._agui_run`, the run without the web): the
+worker writes its events to the log and keeps a run that pauses in the store, as the replica would;
+503 when the broker cannot take it (a paused run it was to continue is kept again). A flow's run is
+not run again when its worker is lost: the stream ends with ``RUN_ERROR`` (``RunLost``), as its
+nodes' tools could run twice.
 
 Errors: a body that is not a ``RunAgentInput`` is 422 (400 for invalid JSON), an unknown agent
 404, all before the stream starts; a run that fails ends its stream with ``RUN_ERROR`` (``code``:
@@ -60,25 +62,20 @@ daimon's error type, ``TimeoutError`` past the request timeout).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ag_ui.core import BaseEvent, RunAgentInput
+from ag_ui.core import RunAgentInput
 from fastapi import Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRun, PausedRuns
 from daimon._run_logs import AGENT_KEY, JOB_KEY
-from daimon.core.cancel import CancelToken
-from daimon.core.errors import RunCancelled
-from daimon.core.errors import TimeoutError as RunTimeoutError
-from daimon.core.events import Done
 from daimon.core.messages import Message
 from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
@@ -86,9 +83,9 @@ from daimon.core.tools import ToolOutput, ToolSpec
 from daimon.distributed._client import new_task
 from daimon.orchestration import PromptableFlow
 from daimon.server._agents import ServedAgents
-from daimon.server._agui_events import AguiRun, encode, flow_state, node_events
-from daimon.server._agui_media import MediaRefused, prompt_text, user_prompt
-from daimon.server._agui_run import AGUI_KIND, AguiJob, Continued, RunInput
+from daimon.server._agui_events import AguiRun, encode
+from daimon.server._agui_media import MediaRefused, user_prompt
+from daimon.server._agui_run import AGUI_KIND, AguiFlowJob, AguiJob, Continued, RunInput
 from daimon.server._client_tools import NoClientTools, spec, takes_client_tools
 from daimon.server._errors import error_response
 from daimon.server._run_log import EventId, RunLogs, StreamGone
@@ -124,13 +121,6 @@ class _Input:
     @property
     def client_tools(self) -> tuple[ToolSpec, ...]:
         return self.run.client_tools
-
-
-_STOPPED = (asyncio.CancelledError, RunCancelled, RunTimeoutError)
-"""How a run the server stopped ends: its log's producer writes the ``RUN_ERROR`` that says so."""
-
-Batches = Callable[[CancelToken], AsyncGenerator[Sequence[BaseEvent], None]]
-"""A run's AG-UI events, in batches as they come (each event is one SSE frame of its log)."""
 
 
 class Endpoint:
@@ -186,7 +176,7 @@ class Endpoint:
             _need_prompt(given)
             if isinstance(found, PromptableFlow):
                 _text_only(given, name)
-                return await self._stream(_per_event(self._flow(name, found, given)), _run_error)
+                return await self._run(AguiFlowJob(found, name, given.run))
             return await self._run(self._job(name, found, given))
         except _Refused as refused:
             return error_response(refused.status, refused.kind, str(refused))
@@ -197,8 +187,8 @@ class Endpoint:
         await self.logs.start(stream, source, on_error)
         return self.logs.reader(EventId(stream, 0), _run_error, self.settings.heartbeat_interval)
 
-    async def _run(self, job: AguiJob) -> Response:
-        """Start an agent's run here, or with a broker on a worker; the client reads its log."""
+    async def _run(self, job: AguiJob | AguiFlowJob) -> Response:
+        """Start a run here, or with a broker on a worker; the client reads its log."""
         if self.logs.broker is None:
             return await self._stream(job.frames, job.on_error)
         stream = uuid.uuid4().hex
@@ -231,62 +221,6 @@ class Endpoint:
     ) -> AguiJob:
         model = str(self.served.describe(name)["model"])
         return AguiJob(agent, name, model, given.run, self.paused, after)
-
-    def _flow(self, name: str, flow: PromptableFlow, given: _Input) -> Batches:
-        async def batches(token: CancelToken) -> AsyncGenerator[Sequence[BaseEvent], None]:
-            body = given.body
-            run = _run_events(given, flow_state(name, flow.kind))
-            queue: asyncio.Queue[list[BaseEvent] | None] = asyncio.Queue()
-            prompts: dict[str, int] = {}
-
-            def on_node(event: Any) -> None:
-                queue.put_nowait(list(node_events(run, event)))
-
-            def on_agent(event: Any) -> None:
-                key = f"{event.node}/{event.step}"
-                scope = run.scope(
-                    f"{key}/{prompts.get(key, 0)}",
-                    {"daimon": {"node": event.node, "step": event.step}},
-                )
-                if isinstance(event.event, Done):
-                    prompts[key] = prompts.get(key, 0) + 1
-                    run.model(event.event.model)
-                    queue.put_nowait(run.close_text())
-                else:
-                    queue.put_nowait(run.agent_event(event.event, scope))
-
-            yield list(run.start())
-            task = asyncio.create_task(
-                flow.run(
-                    prompt_text(given.prompt),
-                    cancel=token,
-                    on_node=on_node,
-                    on_agent_event=on_agent,
-                    run_id=body.run_id,
-                )
-            )
-            task.add_done_callback(lambda _: queue.put_nowait(None))
-            try:
-                while (events := await queue.get()) is not None:
-                    if events:
-                        yield events
-                try:
-                    answer = task.result()
-                except _STOPPED:
-                    raise
-                except Exception as exc:
-                    yield [*run.close_text(), *run.update(status="failed"), *run.failed(exc)]
-                    return
-                yield run.flow_finished(answer.text, answer.output, answer.usage, answer.cost)
-            finally:
-                if not task.done():
-                    token.cancel("the stream ended")
-                    task.cancel()
-                    await asyncio.wait({task})
-                if not task.cancelled():
-                    task.exception()
-
-        return batches
 
     async def _resumed(self, name: str, agent: Promptable, given: _Input) -> AguiJob:
         thread = given.body.thread_id
@@ -424,13 +358,6 @@ def _text_only(given: _Input, name: str) -> None:
         )
 
 
-def _run_events(given: _Input, run_state: dict[str, Any]) -> AguiRun:
-    """The events of the run ``given`` asks for; its state: the client's, the run's beside it."""
-    body = given.body
-    state = {**given.run.state, "daimon": run_state}
-    return AguiRun(body.thread_id, body.run_id, state, body.parent_run_id)
-
-
 def _decisions(waiting: AgentResponse[Any], entries: Sequence[Any]) -> dict[str, ApprovalDecision]:
     """A decision per pending approval from the resume entries: each answered, none unknown."""
     pending = {a.id for a in waiting.pending_approvals}
@@ -473,21 +400,6 @@ def _decision(entry: Any, index: int) -> ApprovalDecision:
         f"resume[{index}].payload: an approval's answer is true, false or "
         '{"approved": bool, "reason"?: string}',
     )
-
-
-def _per_event(batches: Batches) -> Source:
-    """The SSE frames of a run's events, one per event (so each gets its own id)."""
-
-    async def frames(token: CancelToken) -> AsyncGenerator[bytes, None]:
-        for_run = batches(token)
-        try:
-            async for batch in for_run:
-                for event in batch:
-                    yield encode(event)
-        finally:
-            await for_run.aclose()
-
-    return frames
 
 
 def _run_error(exc: BaseException) -> bytes:

@@ -1,19 +1,24 @@
-"""One AG-UI run of an agent, without any web library: what a replica, or a worker, runs.
+"""One AG-UI run, without any web library: what a replica, or a worker, runs.
 
 An :class:`AguiJob` is an accepted ``POST /agui`` for an agent: a new prompt, or the thread's
 paused run continued (with approval decisions, or with front-end tools' results). Its
 :meth:`~AguiJob.frames` are the run's AG-UI events, one SSE frame each (see
 :mod:`daimon.server._agui_events`); a run that pauses is kept in the store's
-:class:`~daimon._paused_runs.PausedRuns` (``"agui"``) before its ``RUN_FINISHED``. The frames go to
-the run's log from the replica's own process or, with a broker (``daimon serve --broker``), from
-the worker that runs the task: :meth:`AguiJob.spec` travels in the task's metadata and
-:func:`job_from_spec` makes the job again there. A flow's run (``PromptableFlow``) stays in the
-replica: its node and agent events come from callbacks, not a stream a worker's job replays.
+:class:`~daimon._paused_runs.PausedRuns` (``"agui"``) before its ``RUN_FINISHED``. An
+:class:`AguiFlowJob` is one for a flow (``PromptableFlow``): its nodes as steps and state
+deltas, its agents' text and tool calls, its answer last. The frames go to the run's log from
+the replica's own process or, with a broker (``daimon serve --broker``), from the worker that
+runs the task: the job's ``spec()`` travels in the task's metadata and :func:`job_from_spec`
+makes the job again there.
 
 A later attempt of a worker's task (its worker died) goes on from what the lost attempt logged
 (:meth:`AguiJob.resume`): no second ``RUN_STARTED``, the lost attempt's open text message and tool
 calls ended first, then a ``CUSTOM`` ``daimon.attempt`` event; what came after the lost attempt's
-last finished step may come again.
+last finished step may come again. A flow is never run again (:meth:`AguiFlowJob.resume`): its
+nodes prompt agents with fresh run ids and no record of the tools they ran, so a second run
+could run those tools twice. A later attempt of a flow's run ends what the lost one left open and
+ends the stream with ``RUN_ERROR`` (``RunLost``); when the log holds the run's end, it adds
+nothing.
 """
 
 from __future__ import annotations
@@ -22,13 +27,14 @@ import asyncio
 import copy
 import json
 from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    StepFinishedEvent,
     TextMessageEndEvent,
     ToolCallArgsEvent,
     ToolCallEndEvent,
@@ -37,7 +43,12 @@ from ag_ui.core import (
 from daimon._paused_runs import PausedRuns
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
-from daimon.core.errors import ApprovalRequiredError, RunCancelled, SerializationError
+from daimon.core.errors import (
+    ApprovalRequiredError,
+    BuilderError,
+    RunCancelled,
+    SerializationError,
+)
 from daimon.core.errors import TimeoutError as RunTimeoutError
 from daimon.core.events import Done, ToolResult
 from daimon.core.messages import Message, Role
@@ -45,19 +56,43 @@ from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.core.state_store import StateStore
 from daimon.core.tools import ToolOutput, ToolSpec
-from daimon.server._agui_events import AguiRun, agent_state, encode, messages_snapshot
+from daimon.orchestration import Dag, Graph, PromptableFlow, Workflow
+from daimon.server._agui_events import (
+    AguiRun,
+    agent_state,
+    encode,
+    flow_state,
+    messages_snapshot,
+    node_events,
+)
+from daimon.server._failures import RunLost
 
-__all__ = ("AGUI_KIND", "AguiJob", "Continued", "RunInput", "job_from_spec", "prompt_stream")
+__all__ = (
+    "AGUI_KIND",
+    "AguiFlowJob",
+    "AguiJob",
+    "Continued",
+    "RunInput",
+    "job_from_spec",
+    "prompt_stream",
+)
 
 AGUI_KIND = "agui"
 """The kind of the paused runs this front end keeps, and of its runs sent to workers."""
 _FORMAT = 1
-"""The format of runs sent to workers."""
+"""The format of agents' runs sent to workers."""
+_FLOW_FORMAT = 2
+"""The format of flows' runs sent to workers: a worker that reads format 1 only would run a flow
+as an agent's run, and run it again on a later attempt; it refuses this format instead."""
 _STOPPED = (asyncio.CancelledError, RunCancelled, RunTimeoutError)
 """How a run the server stopped ends: its log's writer adds the ``RUN_ERROR`` that says so."""
 _ENDS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 _LOST = {"daimon": {"lost": True}}
 """The metadata of the events that end what a lost attempt left open."""
+_FLOW_LOST = (
+    "the worker running this flow was lost, and a flow is not run again (its nodes' tools could "
+    "run twice): send the run again"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,43 +214,17 @@ class AguiJob:
         The run is not started again: its state carries on from the logged snapshot and deltas,
         the results sent count as shown, and the open text message and tool calls are ended.
         """
-        found = _logged_events(logged)
-        if not any(event.get("type") == "RUN_STARTED" for event in found):
+        found = _Logged.scan(logged)
+        if not found.started:
             return
         self._started = True
-        state: dict[str, Any] | None = None
-        texts: dict[str, None] = {}
-        calls: dict[str, str] = {}  # open tool call -> its arguments so far
-        for event in found:
-            kind = event.get("type")
-            if kind == "STATE_SNAPSHOT":
-                state = copy.deepcopy(event["snapshot"])
-            elif kind == "STATE_DELTA" and state is not None:
-                state = jsonpatch.apply_patch(state, event["delta"])
-            elif kind == "TEXT_MESSAGE_START":
-                texts[event["messageId"]] = None
-            elif kind == "TEXT_MESSAGE_END":
-                texts.pop(event.get("messageId", ""), None)
-            elif kind == "TOOL_CALL_START":
-                calls[event["toolCallId"]] = ""
-            elif kind == "TOOL_CALL_ARGS" and event.get("toolCallId") in calls:
-                calls[event["toolCallId"]] += str(event.get("delta", ""))
-            elif kind == "TOOL_CALL_END":
-                calls.pop(event.get("toolCallId", ""), None)
-            elif kind == "TOOL_CALL_RESULT":
-                self._shown.add(event["toolCallId"])
-            elif kind in _ENDS:
-                self.response = _ended_response(event, self._given.run_id)
-        if isinstance(state, dict) and isinstance(state.get("daimon"), dict):
-            self._run.restore(state)
-            snapshot: list[BaseEvent] = []
-        else:  # the lost attempt did not log its snapshot: the deltas below need one
-            snapshot = self._run.start()[1:]
+        self._shown |= found.shown
+        if found.end is not None:
+            self.response = _ended_response(found.end, self._given.run_id)
         self._opening = [
-            *snapshot,
-            *(TextMessageEndEvent(message_id=text, metadata=_LOST) for text in texts),
-            *(event for call, args in calls.items() for event in _end_lost_call(call, args)),
-            CustomEvent(name="daimon.attempt", value={"logged": len(found)}),
+            *found.restore(self._run),
+            *found.closing(),
+            CustomEvent(name="daimon.attempt", value={"logged": found.count}),
         ]
 
     def _start(self) -> list[BaseEvent]:
@@ -317,25 +326,233 @@ class AguiJob:
         }
 
 
-def job_from_spec(agent: Promptable, spec: Mapping[str, Any], store: StateStore) -> AguiJob:
-    """The run an :meth:`AguiJob.spec` describes, with ``agent``, keeping to ``store``.
+class AguiFlowJob:
+    """One flow's AG-UI run: its nodes, its agents' events, its answer (see the module docstring).
+
+    Args:
+        flow: The flow (the served promptable called ``name``).
+        name: Its served name.
+        given: The run's input (its prompt is text: a flow takes no files).
+    """
+
+    __slots__ = ("_flow", "_given", "_left", "_name", "_run", "response")
+
+    keeps_pauses = False
+    """A flow does not pause: a node's agent that does fails the run."""
+
+    def __init__(self, flow: PromptableFlow, name: str, given: RunInput) -> None:
+        self._flow = flow
+        self._name = name
+        self._given = given
+        state = {**given.state, "daimon": flow_state(name, flow.kind)}
+        self._run = AguiRun(given.thread_id, given.run_id, state, given.parent_run_id)
+        self._left: list[BaseEvent] | None = None
+        """A later attempt's events: what ends the lost attempt's run (the flow is not run)."""
+        self.response: AgentResponse[Any] | None = None
+
+    @property
+    def name(self) -> str:
+        """The served name of the run's flow."""
+        return self._name
+
+    async def put_back(self) -> None:
+        """Nothing to keep again: a flow's run continues no paused run."""
+
+    async def frames(self, token: CancelToken) -> AsyncGenerator[bytes, None]:
+        """The run's AG-UI events, one SSE frame each; a later attempt's without the flow."""
+        if self._left is not None:
+            if self.response is None:
+                self.response = AgentResponse(text="", run_id=self._given.run_id)
+            for event in self._left:
+                yield encode(event)
+            return
+        batches = self._batches(token)
+        try:
+            async for batch in batches:
+                for event in batch:
+                    yield encode(event)
+        finally:
+            await batches.aclose()
+
+    def on_error(self, exc: BaseException) -> bytes:
+        """The ``RUN_ERROR`` that ends a run that was cancelled or timed out."""
+        return b"".join(encode(event) for event in self._run.failed(exc))
+
+    async def end(self, exc: BaseException, reason: str | None) -> None:
+        """Nothing to record: the log's ``RUN_ERROR`` says how the run ended."""
+
+    def resume(self, logged: Sequence[str]) -> None:
+        """Stand in for the flow after a lost attempt, whose frames ``logged`` holds.
+
+        The flow is not run again. When the log holds the run's end, nothing is left to send;
+        otherwise what the lost attempt left open is ended (its text message, tool calls and
+        steps, its state marked failed) and a ``RUN_ERROR`` (``RunLost``) ends the run.
+        """
+        found = _Logged.scan(logged)
+        run = self._run
+        if found.end is not None:
+            self._left = []
+            self.response = _ended_response(found.end, self._given.run_id)
+            return
+        if found.started:
+            opening = [*found.restore(run), *found.closing(), *_end_lost_steps(run, found.steps)]
+            opening.append(CustomEvent(name="daimon.attempt", value={"logged": found.count}))
+        else:
+            opening = run.start()
+        self._left = [*opening, *run.update(status="failed"), *run.failed(RunLost(_FLOW_LOST))]
+
+    async def _batches(self, token: CancelToken) -> AsyncGenerator[Sequence[BaseEvent], None]:
+        """The flow's events as its callbacks report them, its answer or failure last."""
+        run, given = self._run, self._given
+        queue: asyncio.Queue[list[BaseEvent] | None] = asyncio.Queue()
+        on_agent = _agent_events(run, queue)
+        yield run.start()
+        text = given.prompt if isinstance(given.prompt, str) else given.prompt.text
+        task = asyncio.create_task(
+            self._flow.run(
+                text,
+                cancel=token,
+                on_node=lambda event: queue.put_nowait(list(node_events(run, event))),
+                on_agent_event=on_agent,
+                run_id=given.run_id,
+            )
+        )
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (events := await queue.get()) is not None:
+                if events:
+                    yield events
+            try:
+                answer = task.result()
+            except _STOPPED:
+                raise
+            except Exception as exc:
+                self.response = AgentResponse(text="", run_id=given.run_id)
+                yield [*run.close_text(), *run.update(status="failed"), *run.failed(exc)]
+                return
+            self.response = AgentResponse(
+                text=answer.text,
+                usage=answer.usage,
+                cost=answer.cost,
+                iterations=answer.usage.requests,
+                run_id=given.run_id,
+                output=answer.text if answer.output is None else answer.output,
+            )
+            yield run.flow_finished(answer.text, answer.output, answer.usage, answer.cost)
+        finally:
+            if not task.done():
+                token.cancel("the stream ended")
+                task.cancel()
+                await asyncio.wait({task})
+            if not task.cancelled():
+                task.exception()
+
+    def spec(self) -> dict[str, Any]:
+        """What a worker needs to run this (JSON): see :func:`job_from_spec`."""
+        return {
+            "kind": AGUI_KIND,
+            "format": _FLOW_FORMAT,
+            "flow": True,
+            "agent": self._name,
+            "input": codec.to_data(self._given),
+        }
+
+
+def _agent_events(run: AguiRun, queue: asyncio.Queue[list[BaseEvent] | None]) -> Any:
+    """The ``on_agent_event`` of a flow's run: each of its agents' events, scoped to its node."""
+    prompts: dict[str, int] = {}
+
+    def on_agent(event: Any) -> None:
+        key = f"{event.node}/{event.step}"
+        scope = run.scope(
+            f"{key}/{prompts.get(key, 0)}", {"daimon": {"node": event.node, "step": event.step}}
+        )
+        if isinstance(event.event, Done):
+            prompts[key] = prompts.get(key, 0) + 1
+            run.model(event.event.model)
+            queue.put_nowait(run.close_text())
+        else:
+            queue.put_nowait(run.agent_event(event.event, scope))
+
+    return on_agent
+
+
+def _end_lost_steps(run: AguiRun, steps: Mapping[str, Any]) -> list[BaseEvent]:
+    """End the steps (a flow's nodes) a lost attempt left running: failed, for the lost worker."""
+    if not steps:
+        return []
+    events: list[BaseEvent] = [
+        StepFinishedEvent(
+            step_name=node,
+            metadata={
+                "daimon": {
+                    "step": step,
+                    "lost": True,
+                    "errorType": "RunLost",
+                    "message": _FLOW_LOST,
+                }
+            },
+        )
+        for node, step in steps.items()
+    ]
+
+    def failed(state: dict[str, Any]) -> None:
+        nodes = state.setdefault("nodes", {})
+        for node in steps:
+            entry = nodes.setdefault(node, {"runs": 1})
+            if isinstance(entry, dict):
+                entry["status"] = "failed"
+
+    return [*events, *run.change(failed)]
+
+
+def job_from_spec(
+    agent: Promptable, spec: Mapping[str, Any], store: StateStore
+) -> AguiJob | AguiFlowJob:
+    """The run an :meth:`AguiJob.spec` or :meth:`AguiFlowJob.spec` describes, with ``agent``.
+
+    An agent's run keeps to ``store`` (its paused runs).
 
     Raises:
         SerializationError: The spec is of another format, or malformed.
+        BuilderError: The spec is a flow's run and ``agent`` no flow, or the reverse.
     """
-    if spec.get("format") != _FORMAT:
+    form = spec.get("format")
+    if form not in (_FORMAT, _FLOW_FORMAT):
         raise SerializationError(
-            f"an AG-UI run of format {spec.get('format')!r}; this daimon reads {_FORMAT}"
+            f"an AG-UI run of format {form!r}; this daimon reads {_FORMAT} and {_FLOW_FORMAT}"
         )
+    name = str(spec["agent"])
+    flow = _as_flow(agent, name)
+    if bool(spec.get("flow")) != (flow is not None):
+        said = "a flow's" if spec.get("flow") else "an agent's"
+        has = "not a flow" if flow is None else "a flow"
+        raise BuilderError(
+            f"the task is {said} AG-UI run of {name!r}, but this worker's {name!r} is {has} "
+            f"({type(agent).__name__}): workers need the agents and flows their servers serve, "
+            "by the same names"
+        )
+    given = codec.from_data(RunInput, spec["input"])
+    if flow is not None:
+        return AguiFlowJob(flow, name, given)
     continued = spec.get("continued")
     return AguiJob(
         agent,
-        str(spec["agent"]),
+        name,
         str(spec["model"]),
-        codec.from_data(RunInput, spec["input"]),
+        given,
         PausedRuns(store, AGUI_KIND, spec.get("ttl")),
         None if continued is None else codec.from_data(Continued, continued),
     )
+
+
+def _as_flow(agent: Promptable, name: str) -> PromptableFlow | None:
+    """``agent`` as a flow, when it is one (a bare graph, DAG or workflow with its defaults)."""
+    if isinstance(agent, PromptableFlow):
+        return agent
+    if isinstance(agent, (Graph, Dag, Workflow)):
+        return PromptableFlow(agent, name=name)
+    return None
 
 
 def prompt_stream(agent: Promptable, given: RunInput, token: CancelToken) -> Any:
@@ -374,6 +591,81 @@ def _logged_events(logged: Sequence[str]) -> list[dict[str, Any]]:
                 if isinstance(event, dict):
                     events.append(event)
     return events
+
+
+@dataclass(slots=True)
+class _Logged:
+    """What a lost attempt's logged events say: the state sent, what is open, the run's end."""
+
+    count: int = 0
+    """The events logged."""
+    started: bool = False
+    """Whether ``RUN_STARTED`` was logged."""
+    state: Any = None
+    """The state a client holds (``None``: no snapshot was logged)."""
+    texts: dict[str, None] = field(default_factory=dict)
+    """The open text messages."""
+    calls: dict[str, str] = field(default_factory=dict)
+    """The open tool calls, with their arguments so far."""
+    steps: dict[str, Any] = field(default_factory=dict)
+    """The open steps (a flow's nodes), with their step numbers."""
+    shown: set[str] = field(default_factory=set)
+    """The tool calls whose results were sent."""
+    end: dict[str, Any] | None = None
+    """The logged ``RUN_FINISHED`` or ``RUN_ERROR``."""
+
+    @classmethod
+    def scan(cls, logged: Sequence[str]) -> _Logged:
+        """What the logged frames ``logged`` say."""
+        found = _logged_events(logged)
+        seen = cls(count=len(found))
+        for event in found:
+            seen._add(event)
+        return seen
+
+    def _add(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "RUN_STARTED":
+            self.started = True
+        elif kind == "STATE_SNAPSHOT":
+            self.state = copy.deepcopy(event["snapshot"])
+        elif kind == "STATE_DELTA" and self.state is not None:
+            self.state = jsonpatch.apply_patch(self.state, event["delta"])
+        elif kind == "TEXT_MESSAGE_START":
+            self.texts[event["messageId"]] = None
+        elif kind == "TEXT_MESSAGE_END":
+            self.texts.pop(event.get("messageId", ""), None)
+        elif kind == "TOOL_CALL_START":
+            self.calls[event["toolCallId"]] = ""
+        elif kind == "TOOL_CALL_ARGS" and event.get("toolCallId") in self.calls:
+            self.calls[event["toolCallId"]] += str(event.get("delta", ""))
+        elif kind == "TOOL_CALL_END":
+            self.calls.pop(event.get("toolCallId", ""), None)
+        elif kind == "TOOL_CALL_RESULT":
+            self.shown.add(event["toolCallId"])
+        elif kind == "STEP_STARTED":
+            meta = event.get("metadata")
+            daimon = meta.get("daimon") if isinstance(meta, dict) else None
+            self.steps[event["stepName"]] = daimon.get("step") if isinstance(daimon, dict) else None
+        elif kind == "STEP_FINISHED":
+            self.steps.pop(event.get("stepName", ""), None)
+        elif kind in _ENDS:
+            self.end = event
+
+    def restore(self, run: AguiRun) -> list[BaseEvent]:
+        """Carry ``run`` on from the logged state; the snapshot to send when none was logged."""
+        state = self.state
+        if isinstance(state, dict) and isinstance(state.get("daimon"), dict):
+            run.restore(state)
+            return []
+        return run.start()[1:]  # the lost attempt did not log its snapshot: deltas need one
+
+    def closing(self) -> list[BaseEvent]:
+        """End the open text messages and tool calls (their events marked lost)."""
+        return [
+            *(TextMessageEndEvent(message_id=text, metadata=_LOST) for text in self.texts),
+            *(event for call, args in self.calls.items() for event in _end_lost_call(call, args)),
+        ]
 
 
 def _ended_response(event: Mapping[str, Any], run_id: str) -> AgentResponse[Any]:
