@@ -27,7 +27,7 @@ from daimon.core.messages import ContentPart, MediaPart, Message, TextPart
 from daimon.kit.media import accepts_media_type, media_essence, media_part
 from daimon.server._settings import ServerSettings
 
-__all__ = ("MediaRefused", "prompt_text", "user_prompt")
+__all__ = ("MediaRefused", "user_prompt")
 
 
 class MediaRefused(Exception):
@@ -69,11 +69,6 @@ def user_prompt(content: str | Sequence[Any], settings: ServerSettings) -> str |
         return "".join(texts)
     text = "".join(texts)
     return Message.user([TextPart(text=text), *parts] if text else parts)
-
-
-def prompt_text(prompt: str | Message) -> str:
-    """The text of a prompt, whether or not it carries files."""
-    return prompt if isinstance(prompt, str) else prompt.text
 
 
 def _media(part: Any, where: str, settings: ServerSettings) -> MediaPart:

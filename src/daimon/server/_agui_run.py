@@ -339,6 +339,8 @@ class AguiFlowJob:
 
     keeps_pauses = False
     """A flow does not pause: a node's agent that does fails the run."""
+    retries = False
+    """A failed attempt is not tried again: the flow's nodes would run again."""
 
     def __init__(self, flow: PromptableFlow, name: str, given: RunInput) -> None:
         self._flow = flow
