@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import pytest
@@ -19,9 +20,30 @@ from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd
 from daimon.models import FunctionModel
 from daimon.server import ServerSettings, create_app
 
+if TYPE_CHECKING:
+    import openai
+
 T = TypeVar("T")
 
 TOKEN = "test-token-0123456789"
+
+
+class _Uvicorn(uvicorn.Server):
+    """``uvicorn.Server`` whose main loop ends as soon as :meth:`wake` is called after
+    ``should_exit`` is set, not at its next tick (a tenth of a second apart)."""
+
+    async def main_loop(self) -> None:
+        self._woken = asyncio.Event()
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), 0.1)
+
+    def wake(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Have the main loop look at ``should_exit`` now (from any thread)."""
+        if loop is not None and hasattr(self, "_woken"):
+            loop.call_soon_threadsafe(self._woken.set)
 
 
 class LiveServer:
@@ -38,7 +60,7 @@ class LiveServer:
         self.settings = ServerSettings(port=self.port, **settings)
         self.app = create_app(agents, settings=self.settings)
         config = uvicorn.Config(self.app, log_level="warning", lifespan="on")
-        self._server = uvicorn.Server(config)
+        self._server = _Uvicorn(config)
         self._socket = sock
         self.loop: asyncio.AbstractEventLoop | None = None
         self._clients: list[httpx.Client] = []
@@ -71,9 +93,18 @@ class LiveServer:
         return httpx.AsyncClient(base_url=self.url, verify=False, timeout=10, **options)
 
     def stop(self) -> None:
+        stop_servers([self])
+
+    def ask_to_stop(self) -> None:
+        """Close its clients and tell uvicorn to shut down (see :meth:`wait_stopped`)."""
         for client in self._clients:
             client.close()
         self._server.should_exit = True
+        with contextlib.suppress(RuntimeError):  # its loop has closed: it has stopped
+            self._server.wake(self.loop)
+
+    def wait_stopped(self) -> None:
+        """Wait for the shutdown :meth:`ask_to_stop` began."""
         self._thread.join(timeout=10)
         self._socket.close()
 
@@ -146,9 +177,32 @@ class WorkerThread:
         return self
 
     def stop(self) -> None:
+        stop_workers([self])
+
+    def ask_to_stop(self) -> None:
+        """Tell the worker to stop (see :meth:`wait_stopped`)."""
         assert self.loop is not None
         self.loop.call_soon_threadsafe(self._worker.stop)
+
+    def wait_stopped(self) -> None:
+        """Wait for the worker's thread to end."""
         self._thread.join(timeout=15)
+
+
+def stop_servers(servers: list[LiveServer]) -> None:
+    """Stop ``servers`` side by side (each takes a tick of uvicorn's loop to notice)."""
+    for server in servers:
+        server.ask_to_stop()
+    for server in servers:
+        server.wait_stopped()
+
+
+def stop_workers(workers: list[WorkerThread]) -> None:
+    """Stop ``workers`` side by side (each finishes its current wait for a task first)."""
+    for worker in workers:
+        worker.ask_to_stop()
+    for worker in workers:
+        worker.wait_stopped()
 
 
 @pytest.fixture
@@ -162,8 +216,27 @@ def live() -> Iterator[Callable[..., LiveServer]]:
         return server
 
     yield start
-    for server in servers:
-        server.stop()
+    stop_servers(servers)
+
+
+_sdk_clients: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_sdk_clients() -> Iterator[None]:
+    """Closes the clients :func:`sdk` made during the test."""
+    yield
+    while _sdk_clients:
+        _sdk_clients.pop().close()
+
+
+def sdk(server: LiveServer, token: str = TOKEN) -> openai.OpenAI:
+    """The official ``openai`` client, pointed at ``server`` (no retries; closed after the test)."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=token, max_retries=0)
+    _sdk_clients.append(client)
+    return client
 
 
 # ---------------------------------------------------------------------------------- agents

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -16,30 +16,9 @@ from daimon.multiagent import HandoffNetwork, Supervisor
 from daimon.orchestration import WorkflowBuilder, workflow_node
 from daimon.server import create_app
 
-from .conftest import Calls, LiveServer, echo, sse_events
+from .conftest import Calls, LiveServer, echo, sdk, sse_events
 
 Live = Callable[..., LiveServer]
-
-_clients: list[openai.OpenAI] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while _clients:
-        _clients.pop().close()
-
-
-def sdk(server: LiveServer) -> openai.OpenAI:
-    """The official client, pointed at the server (closed after the test)."""
-    client = openai.OpenAI(
-        base_url=f"{server.url}/v1",
-        api_key="unused",
-        max_retries=0,
-        http_client=openai.DefaultHttpxClient(verify=False),
-    )
-    _clients.append(client)
-    return client
 
 
 def team(calls: Calls) -> Supervisor:

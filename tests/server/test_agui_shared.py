@@ -25,7 +25,7 @@ from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd
 from daimon.core.state_store import StateStore
 from daimon.models import FunctionModel
 
-from .conftest import Calls, LiveServer, WorkerThread
+from .conftest import Calls, LiveServer, WorkerThread, stop_workers
 from .test_agui import agui, guarded, run_input
 from .test_client_tools import AGUI_TOOL, LOCATION_TOOL, trip_agent
 
@@ -131,8 +131,7 @@ def replicas(
         return pair[0], pair[1]
 
     yield start
-    for worker in workers:
-        worker.stop()
+    stop_workers(workers)
     for server, store in opened:  # on the loop that used it, before the server stops
         server.call(server.app.state.daimon_logs.aclose)  # its watchers read the store
         server.call(store.aclose)

@@ -32,7 +32,7 @@ from daimon.server._chat_run import ChatRun, frame_data
 from daimon.server._client_tools import RunStart
 from daimon.serverstate import MemoryStateStore
 
-from .conftest import TOKEN, LiveServer, WorkerThread, sse_events
+from .conftest import TOKEN, LiveServer, WorkerThread, sdk, sse_events, stop_workers
 from .test_client_tools import LOCATION_TOOL
 
 # ------------------------------------------------------------------------------ the job
@@ -160,22 +160,6 @@ def test_the_chat_run_imports_without_the_web_libraries() -> None:
 # ------------------------------------------------------------------------------ on workers
 
 
-_clients: list[openai.OpenAI] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while _clients:
-        _clients.pop().close()
-
-
-def sdk(server: LiveServer) -> openai.OpenAI:
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, max_retries=0)
-    _clients.append(client)
-    return client
-
-
 class Workers:
     """``workers(agent, **settings)``: two replicas of ``agent`` sending their runs to two
     workers (a Redis broker), the state on PostgreSQL; stopped after the test."""
@@ -228,11 +212,7 @@ class Workers:
         return asyncio.run(read())
 
     def stop(self) -> None:
-        stopping = [threading.Thread(target=thread.stop) for thread in self.threads]
-        for stopper in stopping:  # side by side
-            stopper.start()
-        for stopper in stopping:
-            stopper.join()
+        stop_workers(self.threads)
         for server, store in self.started:
             server.call(store.aclose)
 

@@ -8,7 +8,7 @@ client, and the client's result continues the run.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -17,7 +17,7 @@ import pytest
 from daimon import Agent, ChatRequest, ChatResponse, Role, ToolCall, tool
 from daimon.models import FunctionModel
 
-from .conftest import TOKEN, Calls, LiveServer
+from .conftest import Calls, LiveServer, sdk
 from .test_agui import agui, final_state, run_input
 from .test_flows import research
 
@@ -31,21 +31,6 @@ LOCATION_TOOL: Any = {
         "parameters": {"type": "object", "properties": {"precise": {"type": "boolean"}}},
     },
 }
-
-_clients: list[openai.OpenAI] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while _clients:
-        _clients.pop().close()
-
-
-def sdk(server: LiveServer) -> openai.OpenAI:
-    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=TOKEN, max_retries=0)
-    _clients.append(client)
-    return client
 
 
 def trip_agent(calls: Calls) -> Agent:

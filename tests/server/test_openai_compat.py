@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import openai
@@ -13,32 +13,10 @@ from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, ToolCall,
 from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd
 from daimon.models import FunctionModel
 
-from .conftest import TOKEN, Calls, LiveServer, calculator, echo, obedient, sse_events
+from .conftest import TOKEN, Calls, LiveServer, calculator, echo, obedient, sdk, sse_events
 from .test_flows import fragile_dag
 
 Live = Callable[..., LiveServer]
-
-
-_clients: list[openai.OpenAI] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while _clients:
-        _clients.pop().close()
-
-
-def sdk(server: LiveServer, token: str = TOKEN) -> openai.OpenAI:
-    """The official client, pointed at the server (closed after the test)."""
-    client = openai.OpenAI(
-        base_url=f"{server.url}/v1",
-        api_key=token,
-        max_retries=0,
-        http_client=openai.DefaultHttpxClient(verify=False),
-    )
-    _clients.append(client)
-    return client
 
 
 def weather_agent(calls: Calls) -> Agent:

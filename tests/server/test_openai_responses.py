@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -15,30 +15,10 @@ from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, Usage
 from daimon.core.messages import Message
 from daimon.models import FunctionModel
 
-from .conftest import TOKEN, Calls, LiveServer, echo, obedient, sse_events
+from .conftest import TOKEN, Calls, LiveServer, echo, obedient, sdk, sse_events
 from .test_openai_compat import refund_agent, weather_agent
 
 Live = Callable[..., LiveServer]
-
-_clients: list[openai.OpenAI] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while _clients:
-        _clients.pop().close()
-
-
-def sdk(server: LiveServer) -> openai.OpenAI:
-    client = openai.OpenAI(
-        base_url=f"{server.url}/v1",
-        api_key=TOKEN,
-        max_retries=0,
-        http_client=openai.DefaultHttpxClient(verify=False),
-    )
-    _clients.append(client)
-    return client
 
 
 def thinker(calls: Calls, *, delay: float = 0.0, fail: bool = False) -> Agent:

@@ -20,9 +20,18 @@ from daimon import Agent, ChatRequest, ChatResponse, ToolCall, tool
 from daimon.core.state_store import StateStore
 from daimon.models import FunctionModel
 
-from .conftest import TOKEN, Calls, LiveServer, WorkerThread, sse_events, streaming
+from .conftest import (
+    TOKEN,
+    Calls,
+    LiveServer,
+    WorkerThread,
+    sdk,
+    sse_events,
+    stop_workers,
+    streaming,
+)
 from .test_client_tools import RESPONSES_TOOL, trip_agent
-from .test_openai_responses import sdk, thinker
+from .test_openai_responses import thinker
 
 Replicas = Callable[[Agent], tuple[LiveServer, LiveServer]]
 
@@ -85,8 +94,7 @@ def replicas(
         return started[-2][0], started[-1][0]
 
     yield start
-    for worker in workers:
-        worker.stop()
+    stop_workers(workers)
     for server, store in started:  # before the servers stop (their loops own the connections)
         server.call(store.aclose)
 

@@ -46,6 +46,10 @@ class Replica:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Replica:
+        return self.launch().wait_ready()
+
+    def launch(self) -> Replica:
+        """Start the process; :meth:`wait_ready` waits for it to serve."""
         with open(self.folder / f"{self.name}.stderr", "ab") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "daimon.cli", *self.args],
@@ -55,6 +59,11 @@ class Replica:
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
             )
+        return self
+
+    def wait_ready(self) -> Replica:
+        """Return once ``/ready`` answers 200 (fail after 30 s, or if the process exits)."""
+        assert self.process is not None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             assert self.process.poll() is None, f"{self.name} exited:\n{self.stderr()}"
@@ -104,10 +113,12 @@ def replicas(folder: Path, store: str, count: int, **env: str) -> Iterator[Repli
     base.update(PYTHONUNBUFFERED="1", REPLICA_LEDGER=str(ledger), **env)
     group = Replicas(ledger=ledger)
     try:
-        for index in range(count):
+        for index in range(count):  # started side by side: each takes a second or two
             port = free_port()
             args = ["serve", "replica_app:agent", "--port", str(port), "--no-ui", "--store", store]
-            group.members.append(Replica(f"replica{index}", port, args, base, folder).start())
+            group.members.append(Replica(f"replica{index}", port, args, base, folder).launch())
+        for member in group.members:
+            member.wait_ready()
         yield group
     finally:
         for member in group.members:

@@ -47,8 +47,10 @@ def create(url: str, **body: Any) -> dict[str, Any]:
 def restart(group: Replicas) -> None:
     for member in group.members:
         member.stop(signal.SIGKILL)
+    for member in group.members:  # side by side, as in replicas()
+        member.launch()
     for member in group.members:
-        member.start()
+        member.wait_ready()
 
 
 def test_what_the_server_remembers_survives_a_restart_of_every_replica(

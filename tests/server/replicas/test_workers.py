@@ -54,15 +54,23 @@ class Fleet:
         return self.ledger.read_text().splitlines() if self.ledger.exists() else []
 
     def replica(self) -> Replica:
-        port = free_port()
-        args = [
-            *("serve", "replica_app:agent", "--port", str(port), "--no-ui"),
-            *("--store", self.store, "--broker", self.broker, "--queue", self.queue),
-        ]
-        name = f"replica{len(self.replicas)}"
-        member = Replica(name, port, args, self.env, self.folder).start()
-        self.replicas.append(member)
+        (member,) = self.start_replicas(1)
         return member
+
+    def start_replicas(self, count: int) -> list[Replica]:
+        """``count`` more replicas, started side by side; once all are ready."""
+        started = []
+        for _ in range(count):
+            port = free_port()
+            args = [
+                *("serve", "replica_app:agent", "--port", str(port), "--no-ui"),
+                *("--store", self.store, "--broker", self.broker, "--queue", self.queue),
+            ]
+            name = f"replica{len(self.replicas)}"
+            member = Replica(name, port, args, self.env, self.folder).launch()
+            self.replicas.append(member)
+            started.append(member)
+        return [member.wait_ready() for member in started]
 
     def worker(self) -> subprocess.Popen[bytes]:
         args = [
@@ -182,7 +190,7 @@ def test_a_replica_killed_mid_stream_loses_nothing_the_client_goes_on_on_another
     tmp_path: Path, urls: tuple[str, str, str]
 ) -> None:
     with fleet(tmp_path, *urls) as group:
-        a, b = group.replica(), group.replica()
+        a, b = group.start_replicas(2)
         group.worker(), group.worker()
         body = {"input": "kill-a"}
         first = Reader(f"{a.url}/prompt/stream", body)
@@ -246,7 +254,7 @@ def test_a_stream_cancelled_through_a_replica_stops_its_run_on_the_worker(
     tmp_path: Path, urls: tuple[str, str, str]
 ) -> None:
     with fleet(tmp_path, *urls, REPLICA_TICKS="40") as group:
-        a, b = group.replica(), group.replica()
+        a, b = group.start_replicas(2)
         group.worker()
         reader = Reader(f"{a.url}/prompt/stream", {"input": "cancel-me"})
         reader.start()
@@ -288,7 +296,7 @@ def test_a_background_response_on_a_worker_outlives_a_restart_of_every_replica(
     tmp_path: Path, urls: tuple[str, str, str]
 ) -> None:
     with fleet(tmp_path, *urls) as group:
-        a, b = group.replica(), group.replica()
+        a, b = group.start_replicas(2)
         group.worker()
         body = {"model": "replica", "input": "bg", "background": True}
         started = httpx.post(f"{a.url}/v1/responses", json=body, timeout=10).json()
