@@ -63,7 +63,6 @@ daimon's error type, ``TimeoutError`` past the request timeout).
 from __future__ import annotations
 
 import json
-import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -75,17 +74,16 @@ from pydantic import ValidationError
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRun, PausedRuns
-from daimon._run_logs import AGENT_KEY, JOB_KEY
 from daimon.core.messages import Message
 from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.core.tools import ToolOutput, ToolSpec
-from daimon.distributed._client import new_task
 from daimon.orchestration import PromptableFlow
 from daimon.server._agents import ServedAgents
 from daimon.server._agui_events import AguiRun, encode
 from daimon.server._agui_media import MediaRefused, user_prompt
 from daimon.server._agui_run import AGUI_KIND, AguiFlowJob, AguiJob, Continued, RunInput
+from daimon.server._broker_runs import job_task, submit_run
 from daimon.server._client_tools import NoClientTools, spec, takes_client_tools
 from daimon.server._errors import error_response
 from daimon.server._run_log import EventId, RunLogs, StreamGone
@@ -94,8 +92,6 @@ from daimon.server._sse import Source
 from daimon.server._state import ServerState
 
 __all__ = ("Endpoint",)
-
-logger = logging.getLogger("daimon.server")
 
 
 class _Refused(Exception):
@@ -192,18 +188,12 @@ class Endpoint:
         if self.logs.broker is None:
             return await self._stream(job.frames, job.on_error)
         stream = uuid.uuid4().hex
-        metadata = {
-            **self.logs.task_metadata(stream),
-            JOB_KEY: job.spec(),
-            AGENT_KEY: job.name,
-        }
-        try:
-            await self.logs.submit(stream, new_task("", task_id=stream, metadata=metadata))
-        except Exception as exc:  # the broker (or the store) cannot be reached
-            logger.warning("cannot submit an AG-UI run to the broker", exc_info=True)
+        refused = await submit_run(
+            self.logs, stream, job_task(self.logs, stream, job.name, job.spec())
+        )
+        if refused is not None:
             await job.put_back()
-            message = f"the run could not be queued for the workers: {type(exc).__name__}"
-            return error_response(503, "broker_unavailable", message)
+            return refused
         return self.logs.reader(EventId(stream, 0), _run_error, self.settings.heartbeat_interval)
 
     async def _rejoin(self, at: EventId) -> Response:

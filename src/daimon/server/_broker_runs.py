@@ -32,7 +32,13 @@ from daimon.server._flow_run import FlowJob
 from daimon.server._run_log import EventId, RunLogs
 from daimon.server._runs import ClientDisconnected, run_supervised
 
-__all__ = ("failure_status", "flow_on_workers", "prompt_on_workers", "submit_run")
+__all__ = (
+    "failure_status",
+    "flow_on_workers",
+    "job_task",
+    "prompt_on_workers",
+    "submit_run",
+)
 
 logger = logging.getLogger("daimon.server")
 
@@ -81,6 +87,27 @@ async def prompt_on_workers(
     return _answer(agent, task.task_id, session_id, status)
 
 
+def job_task(
+    logs: RunLogs,
+    stream: str,
+    agent: str,
+    spec: dict[str, Any] | None = None,
+    *,
+    text: str = "",
+    session_id: str | None = None,
+    background: bool = False,
+) -> AgentTask:
+    """The task a worker runs writing the log ``stream`` (its id): ``agent``'s run.
+
+    ``spec`` describes a front end's run (:data:`~daimon._run_logs.JOB_KEY`); without it the
+    worker streams the agent's native events on ``text``.
+    """
+    metadata = {**logs.task_metadata(stream, background=background), AGENT_KEY: agent}
+    if spec is not None:
+        metadata[JOB_KEY] = spec
+    return new_task(text, task_id=stream, session_id=session_id, metadata=metadata)
+
+
 async def submit_run(logs: RunLogs, stream: str, task: AgentTask) -> Response | None:
     """Send ``task``, writing the log ``stream``, to the workers; the 503 when it cannot go."""
     try:
@@ -97,8 +124,8 @@ async def flow_on_workers(
 ) -> Response:
     """Run the flow's ``job`` as a task on the workers, for ``seconds`` at most; the answer."""
     stream = uuid.uuid4().hex
-    metadata = {**logs.task_metadata(stream), JOB_KEY: job.spec(), AGENT_KEY: job.name}
-    refused = await submit_run(logs, stream, new_task(job.text, task_id=stream, metadata=metadata))
+    task = job_task(logs, stream, job.name, job.spec(), text=job.text)
+    refused = await submit_run(logs, stream, task)
     if refused is not None:
         return refused
     try:
@@ -109,7 +136,8 @@ async def flow_on_workers(
         await _stop(logs, stream, "the client disconnected")
         return Response(status_code=CLIENT_CLOSED)
     except Exception as exc:  # the timeout, the worker lost, or the store failed while we read
-        await _stop(logs, stream, "the request timed out")
+        timed_out = isinstance(exc, errors.TimeoutError)
+        await _stop(logs, stream, "the request timed out" if timed_out else "the request failed")
         status, kind, message = describe_failure(exc)
         return error_response(status, kind, message)
     if event == "done":

@@ -57,15 +57,13 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRuns
-from daimon._run_logs import AGENT_KEY, JOB_KEY
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import RunCancelled, UnknownPausedRunError
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.tools import ToolSpec
-from daimon.distributed._client import new_task
 from daimon.server._agents import ServedAgents
-from daimon.server._broker_runs import failure_status
+from daimon.server._broker_runs import failure_status, job_task, submit_run
 from daimon.server._chat_run import CHAT_KIND, DONE, ChatRun, error_frame, frame_data
 from daimon.server._client_tools import (
     BadToolChoice,
@@ -509,13 +507,9 @@ async def _on_workers(
     request timeout, cancel the task.
     """
     stream = run.id
-    metadata = {**logs.task_metadata(stream), JOB_KEY: run.spec(), AGENT_KEY: run.model}
-    try:
-        await logs.submit(stream, new_task("", task_id=stream, metadata=metadata))
-    except Exception as exc:  # the broker (or the store) cannot be reached
-        logger.warning("cannot submit a chat completion's run to the broker", exc_info=True)
-        message = f"the run could not be queued for the workers: {type(exc).__name__}"
-        return error_response(503, "broker_unavailable", message)
+    refused = await submit_run(logs, stream, job_task(logs, stream, run.model, run.spec()))
+    if refused is not None:
+        return refused
     if run.stream:
         return EventStreamResponse(
             lambda token: _relay(logs, stream, token),

@@ -49,7 +49,6 @@ reads the log to its end and answers with the response its last event carries.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator, Sequence
@@ -60,15 +59,14 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Ta
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRuns
-from daimon._run_logs import AGENT_KEY, JOB_KEY, sse_frame
+from daimon._run_logs import sse_frame
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, InvalidIdError, UnknownPausedRunError
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
 from daimon.core.protocols import Promptable
 from daimon.core.tools import ToolSpec
-from daimon.distributed._client import new_task
 from daimon.server._agents import ServedAgents
-from daimon.server._broker_runs import failure_status
+from daimon.server._broker_runs import failure_status, job_task, submit_run
 from daimon.server._client_tools import (
     BadToolChoice,
     NoClientTools,
@@ -103,7 +101,6 @@ from daimon.server._state import ServerState
 
 __all__ = ("add_responses_routes",)
 
-logger = logging.getLogger("daimon.server")
 
 # ------------------------------------------------------------------------------ the request
 
@@ -722,20 +719,12 @@ class _Routes:
         if self.logs.broker is None:
             await self.logs.start(stream, _source(run), run.on_error, background=background)
             return None
-        metadata = {
-            **self.logs.task_metadata(stream, background=background),
-            JOB_KEY: run.spec(),
-            AGENT_KEY: run.obj["model"],
-        }
-        task = new_task("", task_id=stream, metadata=metadata)
-        try:
-            await self.logs.submit(stream, task)
-        except Exception as exc:  # the broker (or the store) cannot be reached
-            logger.warning("cannot submit a response's run to the broker", exc_info=True)
+        model = str(run.obj["model"])
+        task = job_task(self.logs, stream, model, run.spec(), background=background)
+        refused = await submit_run(self.logs, stream, task)
+        if refused is not None:
             await self.kept.delete(stream)
-            message = f"the run could not be queued for the workers: {type(exc).__name__}"
-            return error_response(503, "broker_unavailable", message)
-        return None
+        return refused
 
     async def _answer_on_workers(self, run: ResponseRun, request: Request) -> Response:
         """Run a request that is neither streamed nor background on a worker; its response."""

@@ -22,13 +22,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.responses import Response
 
-from daimon._run_logs import AGENT_KEY, JOB_KEY, event_frame
+from daimon._run_logs import event_frame
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.core.protocols import Broker
-from daimon.distributed._client import new_task
 from daimon.server._agents import ServedAgents
-from daimon.server._broker_runs import flow_on_workers, prompt_on_workers, submit_run
+from daimon.server._broker_runs import flow_on_workers, job_task, prompt_on_workers, submit_run
 from daimon.server._encode import (
     dump_json,
     prompt_body,
@@ -339,11 +338,9 @@ async def _submit_stream(
 ) -> Response:
     """Send the run ``body`` asks for to the workers; the response reads its log."""
     stream = uuid.uuid4().hex
-    metadata = {**logs.task_metadata(stream), AGENT_KEY: name}
     flow = served.flow(name)
-    if flow is not None:
-        metadata[JOB_KEY] = FlowJob(flow, name, body.input).spec()
-    task = new_task(body.input, task_id=stream, session_id=body.session_id, metadata=metadata)
+    spec = None if flow is None else FlowJob(flow, name, body.input).spec()
+    task = job_task(logs, stream, name, spec, text=body.input, session_id=body.session_id)
     refused = await submit_run(logs, stream, task)
     if refused is not None:
         return refused
