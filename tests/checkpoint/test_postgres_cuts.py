@@ -83,12 +83,14 @@ class Cutter:
     name = "terminated"
     cuts: Counter[str] = field(default_factory=Counter)
     """Backends terminated, by what they were doing: ``mid-write`` (in the trigger's sleep, the
-    row written and not committed), ``active``, ``idle in transaction``, ``idle``."""
+    row written and not committed), ``active``, ``idle in transaction``, ``idle``, ``starting``
+    (a backend still logging in: PostgreSQL reports its state as null)."""
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self) -> None:
         query = (
-            "SELECT CASE WHEN wait_event = 'PgSleep' THEN 'mid-write' ELSE state END, "
+            "SELECT CASE WHEN wait_event = 'PgSleep' THEN 'mid-write' "
+            "ELSE coalesce(state, 'starting') END, "
             "pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE application_name = %s AND (state <> 'idle' OR %s) ORDER BY random() LIMIT 1"
         )
