@@ -25,17 +25,18 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import AgentRunError, ApprovalRequiredError, BuilderError, DaimonError
 from daimon.core.events import Done, ErrorEvent, StreamEvent
-from daimon.core.protocols import Promptable
+from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse
 from daimon.core.state_store import StateStore
 from daimon.core.tasks import AgentTask
 from daimon.server._encode import dump_json, event_data  # web-free: daimon.core only
+from daimon.server._failures import RunLost  # web-free too
 
 __all__ = (
     "AGENT_KEY",
@@ -64,11 +65,16 @@ __all__ = (
     "event_frame",
     "failure_frame",
     "frame_mark",
+    "log_ended",
     "log_job",
+    "lost_run",
+    "runs_again",
     "sse_frame",
     "watch_cancels",
 )
 
+_NATIVE_ENDS = ("event: done", "event: error")
+"""The lines that start the frames which end a native stream."""
 LOG_KIND = "run_log"
 """The kind of the stores' streams that hold runs' frames."""
 LISTENER_KIND = "run_listener"
@@ -170,6 +176,30 @@ def event_frame(event: StreamEvent) -> bytes:
     return sse_frame(event_data(event), event.kind)
 
 
+def runs_again(agent: Promptable) -> bool:
+    """Whether a run of ``agent`` may start again after an attempt failed or was lost.
+
+    Only a :class:`~daimon.core.protocols.Resumable` one's (an Agent, a Supervisor): its
+    checkpoint says what already ran. Any other (a HandoffNetwork, a flow) prompts its agents
+    with fresh run ids, so a run started again would run their tools again.
+    """
+    return isinstance(agent, Resumable)
+
+
+def lost_run(name: str) -> RunLost:
+    """The failure of a later attempt of a run of ``name``, which cannot run again."""
+    return RunLost(
+        f"the worker running {name!r} was lost before the run ended, and {name!r} cannot resume "
+        "a run (only an Agent or a Supervisor can): it is not run again, as its tools could "
+        "run twice; send the request again"
+    )
+
+
+def log_ended(logged: Sequence[str]) -> bool:
+    """Whether a native stream's frames ``logged`` hold its end (``done`` or ``error``)."""
+    return any(line in _NATIVE_ENDS for value in logged for line in value.splitlines())
+
+
 def error_frame(error_type: str, message: str) -> bytes:
     """The ``error`` frame that ends a failed native stream."""
     event = ErrorEvent(message=message, error_type=error_type)
@@ -184,6 +214,8 @@ def failure_frame(exc: BaseException) -> bytes:
     """
     if isinstance(exc, ApprovalRequiredError):
         return error_frame("approval_required", str(exc))
+    if isinstance(exc, RunLost):
+        return error_frame("RunLost", str(exc))
     if isinstance(exc, DaimonError):
         return error_frame(type(exc).__name__, str(exc))
     return error_frame("internal_error", "internal server error")
@@ -295,26 +327,46 @@ class LogJob(Protocol):
 
 
 class NativeJob:
-    """The agent's own stream events (``/prompt/stream``) as a task's log takes them."""
+    """The agent's own stream events (``/prompt/stream``) as a task's log takes them.
 
-    __slots__ = ("_agent", "_attempt", "_task", "response")
+    A later attempt of a run that cannot run again (see :func:`runs_again`) runs nothing: it
+    fails with :func:`lost_run`, unless the lost attempt had logged the stream's end.
+    """
+
+    __slots__ = ("_agent", "_attempt", "_left", "_task", "response")
 
     keeps_pauses = False
-    retries = True
 
     def __init__(self, agent: Promptable, task: AgentTask) -> None:
         self._agent = agent
         self._task = task
         self._attempt = 0
+        self._left: Literal["all", "nothing", "lost"] = "all"
         self.response: AgentResponse | None = None
+
+    @property
+    def retries(self) -> bool:
+        """Whether a failed attempt may be tried again: see :func:`runs_again`."""
+        return runs_again(self._agent)
 
     def resume(self, logged: Sequence[str]) -> None:
         """A later attempt starts with an ``attempt`` frame (see :func:`attempt_frame`)."""
         self._attempt = self._task.attempt
+        if not runs_again(self._agent):
+            self._left = "nothing" if log_ended(logged) else "lost"
 
     async def frames(self, token: CancelToken) -> AsyncGenerator[bytes, None]:
-        """The agent's events on the task's prompt, each as :func:`event_frame` writes it."""
+        """The agent's events on the task's prompt, each as :func:`event_frame` writes it.
+
+        Raises:
+            RunLost: A later attempt of a run that cannot run again.
+        """
         task = self._task
+        if self._left == "lost":
+            raise lost_run(str(task.metadata.get(AGENT_KEY) or type(self._agent).__name__))
+        if self._left == "nothing":
+            self.response = AgentResponse(text="", run_id=task.run_id or task.task_id)
+            return
         events = self._agent.prompt_stream(
             task.input, run_id=task.run_id or task.task_id, session_id=task.session_id, cancel=token
         )

@@ -20,6 +20,7 @@ from daimon.core.tasks import AgentTask, TaskState
 from daimon.distributed import Worker, new_task, wait_for_task
 from daimon.distributed.brokers.memory import MemoryBroker
 from daimon.models import FunctionModel
+from daimon.multiagent import HandoffNetwork
 from daimon.server._agui_events import agent_state
 from daimon.server._agui_run import AguiJob, RunInput, _json_completion
 from daimon.serverstate import MemoryStateStore
@@ -134,6 +135,35 @@ async def test_a_message_the_lost_attempt_left_open_is_ended_first() -> None:
     assert_valid_agui(events)
     assert kinds(events)[4:7] == ["TEXT_MESSAGE_END", "CUSTOM", "TEXT_MESSAGE_START"]
     assert kinds(events).count("RUN_STARTED") == 1 and kinds(events)[-1] == "RUN_FINISHED"
+
+
+async def test_a_network_is_not_run_again_its_lost_message_ended_then_run_lost() -> None:
+    calls = Calls()
+
+    def answer(request: ChatRequest) -> str:
+        calls.requests.append(request)
+        return "Hi."
+
+    desk = Agent(FunctionModel(answer), name="desk")
+    network = HandoffNetwork({"desk": desk}, start="desk")  # its agents' runs resume nothing
+    given = RunInput("t-1", "run-1", None, "Note it", None, {"theme": "dark"})
+    job = AguiJob(network, "desk", "desk", given, PausedRuns(MemoryStateStore(), "agui"))
+    assert not job.retries
+    logged = [
+        {"type": "RUN_STARTED", "threadId": "t-1", "runId": "run-1"},
+        {"type": "STATE_SNAPSHOT", "snapshot": {"daimon": agent_state("desk")}},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "H"},
+    ]
+    job.resume([f"data: {json.dumps(event)}\n\n" for event in logged])
+    frames = [frame.decode() async for frame in job.frames(CancelToken())]
+    events = [*logged, *(json.loads(f.removeprefix("data: ")) for f in frames)]
+    assert_valid_agui(events)
+    assert kinds(events)[4:] == ["TEXT_MESSAGE_END", "CUSTOM", "STATE_DELTA", "RUN_ERROR"]
+    assert events[-1]["code"] == "RunLost" and "could run twice" in events[-1]["message"]
+    assert final_state(events)["daimon"]["status"] == "failed"
+    assert calls.requests == []  # the network did not run again
+    assert job.response is not None and job.response.text == ""
 
 
 async def test_a_snapshot_the_lost_attempt_did_not_log_is_sent_first() -> None:

@@ -25,6 +25,8 @@ from daimon._run_logs import (
     LogWriter,
     failure_frame,
     log_job,
+    lost_run,
+    runs_again,
     watch_cancels,
 )
 from daimon.core.cancel import CancelToken
@@ -124,7 +126,11 @@ class Worker:
     Delivery is at least once: a task whose worker dies is leased again after the broker's
     ``lease`` and runs again as a new attempt (with a checkpoint on the agent, it resumes where
     the lost attempt stopped: the task's ``run_id``, or else its task id, is the run id). Only
-    the newest attempt's result is recorded, so each task has exactly one visible result.
+    the newest attempt's result is recorded, so each task has exactly one visible result. Only
+    a ``Resumable`` promptable's run starts again: a HandoffNetwork or a flow prompts its agents
+    with fresh run ids, so its tools would run again; its failed attempt fails the task for
+    good, and a later attempt (its worker lost, or the task handed back) fails with ``RunLost``
+    without running.
 
     While a task runs its lease is renewed every ``lease / 3`` seconds; a heartbeat that finds
     the task cancelled, or taken over by a newer attempt, cancels the run. Recording the result
@@ -149,7 +155,7 @@ class Worker:
     ``attempt`` frame (the lost attempt's last deltas may come again), and the log ends once
     the task does (after the ``done`` event, or an ``error`` one when it failed for good or was
     cancelled). Its run is cancelled once no client has read the log for the task's grace, or
-    once it has taken the task's timeout (each attempt is given all of it).
+    once the request's timeout is spent (a later attempt gets what is left of it).
 
     Args:
         agent: The agent (any promptable) that runs every task, or agents by name: each task
@@ -489,6 +495,8 @@ class Worker:
                 return response
             return response.require_finished(_CANNOT_RESUME)
         if task.resume is None:
+            if task.attempt > 1 and not runs_again(agent):
+                raise lost_run(str(task.metadata.get(AGENT_KEY) or type(agent).__name__))
             response = await agent.prompt(
                 task.input,
                 run_id=task.run_id or task.task_id,
@@ -550,7 +558,7 @@ class Worker:
 
     async def _failed(self, run: _Run, exc: BaseException) -> None:
         task = run.delivery.task
-        retry = self.should_retry(exc) and (run.job is None or run.job.retries)
+        retry = self.should_retry(exc) and self._may_run_again(run)
         delay = self.retry_delay(task.attempt) if callable(self.retry_delay) else self.retry_delay
         if isinstance(exc, RunLeasedError):  # its run still runs elsewhere: try after that lease
             delay = max(delay, _lease_left(exc))
@@ -567,6 +575,15 @@ class Worker:
         if not retry or task.attempt >= self.broker.max_deliver:  # failed for good
             await self._end_log(run, exc)
         await self._settle(run, "fail", run.delivery.fail, error, retry=retry, delay=delay)
+
+    def _may_run_again(self, run: _Run) -> bool:
+        """Whether the task's run may start again after this attempt (see ``runs_again``)."""
+        if run.job is not None:
+            return run.job.retries
+        try:
+            return runs_again(self._agent_for(run.delivery.task))
+        except BuilderError:
+            return False
 
     async def _heartbeat(self, run: _Run) -> None:
         interval = max(self.broker.lease / 3.0, 0.01)

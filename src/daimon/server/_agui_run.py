@@ -14,11 +14,11 @@ makes the job again there.
 A later attempt of a worker's task (its worker died) goes on from what the lost attempt logged
 (:meth:`AguiJob.resume`): no second ``RUN_STARTED``, the lost attempt's open text message and tool
 calls ended first, then a ``CUSTOM`` ``daimon.attempt`` event; what came after the lost attempt's
-last finished step may come again. A flow is never run again (:meth:`AguiFlowJob.resume`): its
-nodes prompt agents with fresh run ids and no record of the tools they ran, so a second run
-could run those tools twice. A later attempt of a flow's run ends what the lost one left open and
-ends the stream with ``RUN_ERROR`` (``RunLost``); when the log holds the run's end, it adds
-nothing.
+last finished step may come again. A flow, or another promptable that cannot resume (a
+HandoffNetwork: see :func:`daimon._run_logs.runs_again`), is never run again: it prompts agents
+with fresh run ids and no record of the tools they ran, so a second run could run those tools
+twice. A later attempt of such a run ends what the lost one left open and ends the stream with
+``RUN_ERROR`` (``RunLost``); when the log holds the run's end, it adds nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ag_ui.core import (
 )
 
 from daimon._paused_runs import PausedRuns
+from daimon._run_logs import lost_run, runs_again
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import (
@@ -56,7 +57,7 @@ from daimon.core.protocols import Promptable, Resumable
 from daimon.core.results import AgentResponse, ApprovalDecision
 from daimon.core.state_store import StateStore
 from daimon.core.tools import ToolOutput, ToolSpec
-from daimon.orchestration import Dag, Graph, PromptableFlow, Workflow
+from daimon.orchestration import PromptableFlow
 from daimon.server._agui_events import (
     AguiRun,
     agent_state,
@@ -66,6 +67,7 @@ from daimon.server._agui_events import (
     node_events,
 )
 from daimon.server._failures import RunLost
+from daimon.server._flow_run import as_flow
 
 __all__ = (
     "AGUI_KIND",
@@ -89,10 +91,6 @@ _STOPPED = (asyncio.CancelledError, RunCancelled, RunTimeoutError)
 _ENDS = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 _LOST = {"daimon": {"lost": True}}
 """The metadata of the events that end what a lost attempt left open."""
-_FLOW_LOST = (
-    "the worker running this flow was lost, and a flow is not run again (its nodes' tools could "
-    "run twice): send the run again"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +137,7 @@ class AguiJob:
         "_after",
         "_agent",
         "_given",
+        "_left",
         "_model",
         "_name",
         "_opening",
@@ -151,8 +150,6 @@ class AguiJob:
 
     keeps_pauses = True
     """A paused run is kept in the store's paused runs, not by a broker: its task completes."""
-    retries = True
-    """A failed attempt may be tried again: the agent's checkpoint says what already ran."""
 
     def __init__(
         self,
@@ -175,12 +172,22 @@ class AguiJob:
         self._shown = set(continued.shown) if continued is not None else set[str]()
         self._started = False
         self._opening: list[BaseEvent] = []
+        self._left: list[BaseEvent] | None = None
+        """A later attempt's events, when the run cannot run again (see :attr:`retries`)."""
         self.response: AgentResponse[Any] | None = None
 
     @property
     def name(self) -> str:
         """The served name of the run's agent."""
         return self._name
+
+    @property
+    def retries(self) -> bool:
+        """Whether a failed attempt may be tried again: see :func:`runs_again`.
+
+        An agent's checkpoint says what already ran.
+        """
+        return runs_again(self._agent)
 
     async def put_back(self) -> None:
         """Keep again the paused run this one was to continue (it could not start)."""
@@ -191,6 +198,10 @@ class AguiJob:
 
     async def frames(self, token: CancelToken) -> AsyncGenerator[bytes, None]:
         """The run's AG-UI events, one SSE frame each."""
+        if self._left is not None:
+            for frame in _left_frames(self, self._left, self._given.run_id):
+                yield frame
+            return
         if self._started and self.response is not None:
             return  # the lost attempt logged the run's end: nothing is left to send
         batches = self._prompted(token) if self._after is None else self._resumed(token)
@@ -213,7 +224,11 @@ class AguiJob:
 
         The run is not started again: its state carries on from the logged snapshot and deltas,
         the results sent count as shown, and the open text message and tool calls are ended.
+        A run that cannot run again ends as a flow's does (see :meth:`AguiFlowJob.resume`).
         """
+        if not runs_again(self._agent):
+            self._left, self.response = _lost(self._run, logged, self._name, self._given.run_id)
+            return
         found = _Logged.scan(logged)
         if not found.started:
             return
@@ -363,10 +378,8 @@ class AguiFlowJob:
     async def frames(self, token: CancelToken) -> AsyncGenerator[bytes, None]:
         """The run's AG-UI events, one SSE frame each; a later attempt's without the flow."""
         if self._left is not None:
-            if self.response is None:
-                self.response = AgentResponse(text="", run_id=self._given.run_id)
-            for event in self._left:
-                yield encode(event)
+            for frame in _left_frames(self, self._left, self._given.run_id):
+                yield frame
             return
         batches = self._batches(token)
         try:
@@ -390,18 +403,7 @@ class AguiFlowJob:
         otherwise what the lost attempt left open is ended (its text message, tool calls and
         steps, its state marked failed) and a ``RUN_ERROR`` (``RunLost``) ends the run.
         """
-        found = _Logged.scan(logged)
-        run = self._run
-        if found.end is not None:
-            self._left = []
-            self.response = _ended_response(found.end, self._given.run_id)
-            return
-        if found.started:
-            opening = [*found.restore(run), *found.closing(), *_end_lost_steps(run, found.steps)]
-            opening.append(CustomEvent(name="daimon.attempt", value={"logged": found.count}))
-        else:
-            opening = run.start()
-        self._left = [*opening, *run.update(status="failed"), *run.failed(RunLost(_FLOW_LOST))]
+        self._left, self.response = _lost(self._run, logged, self._name, self._given.run_id)
 
     async def _batches(self, token: CancelToken) -> AsyncGenerator[Sequence[BaseEvent], None]:
         """The flow's events as its callbacks report them, its answer or failure last."""
@@ -479,7 +481,35 @@ def _agent_events(run: AguiRun, queue: asyncio.Queue[list[BaseEvent] | None]) ->
     return on_agent
 
 
-def _end_lost_steps(run: AguiRun, steps: Mapping[str, Any]) -> list[BaseEvent]:
+def _lost(
+    run: AguiRun, logged: Sequence[str], name: str, run_id: str
+) -> tuple[list[BaseEvent], AgentResponse[Any] | None]:
+    """A later attempt of a run of ``name`` that is not run again: its events, and response.
+
+    When the lost attempt had logged the run's end, there are no events, and the response is
+    the logged one's. Otherwise what the lost attempt left open is ended (its text message,
+    tool calls and steps, its state marked failed) and a ``RUN_ERROR`` (``RunLost``) ends it.
+    """
+    found = _Logged.scan(logged)
+    if found.end is not None:
+        return [], _ended_response(found.end, run_id)
+    lost = lost_run(name)
+    if found.started:
+        opening = [*found.restore(run), *found.closing(), *_end_lost_steps(run, found.steps, lost)]
+        opening.append(CustomEvent(name="daimon.attempt", value={"logged": found.count}))
+    else:
+        opening = run.start()
+    return [*opening, *run.update(status="failed"), *run.failed(lost)], None
+
+
+def _left_frames(job: AguiJob | AguiFlowJob, left: Sequence[BaseEvent], run_id: str) -> list[bytes]:
+    """The frames of a later attempt that does not run (see :func:`_lost`); sets its response."""
+    if job.response is None:
+        job.response = AgentResponse(text="", run_id=run_id)
+    return [encode(event) for event in left]
+
+
+def _end_lost_steps(run: AguiRun, steps: Mapping[str, Any], lost: RunLost) -> list[BaseEvent]:
     """End the steps (a flow's nodes) a lost attempt left running: failed, for the lost worker."""
     if not steps:
         return []
@@ -491,7 +521,7 @@ def _end_lost_steps(run: AguiRun, steps: Mapping[str, Any]) -> list[BaseEvent]:
                     "step": step,
                     "lost": True,
                     "errorType": "RunLost",
-                    "message": _FLOW_LOST,
+                    "message": str(lost),
                 }
             },
         )
@@ -525,7 +555,7 @@ def job_from_spec(
             f"an AG-UI run of format {form!r}; this daimon reads {_FORMAT} and {_FLOW_FORMAT}"
         )
     name = str(spec["agent"])
-    flow = _as_flow(agent, name)
+    flow = as_flow(agent, name)
     if bool(spec.get("flow")) != (flow is not None):
         said = "a flow's" if spec.get("flow") else "an agent's"
         has = "not a flow" if flow is None else "a flow"
@@ -546,15 +576,6 @@ def job_from_spec(
         PausedRuns(store, AGUI_KIND, spec.get("ttl")),
         None if continued is None else codec.from_data(Continued, continued),
     )
-
-
-def _as_flow(agent: Promptable, name: str) -> PromptableFlow | None:
-    """``agent`` as a flow, when it is one (a bare graph, DAG or workflow with its defaults)."""
-    if isinstance(agent, PromptableFlow):
-        return agent
-    if isinstance(agent, (Graph, Dag, Workflow)):
-        return PromptableFlow(agent, name=name)
-    return None
 
 
 def prompt_stream(agent: Promptable, given: RunInput, token: CancelToken) -> Any:

@@ -15,8 +15,9 @@ its run failed and is tried again) does not start the stream again: when the los
 sent nothing (streamed: nothing but the opening chunk, which is not sent twice), the run starts
 over; when it had sent more, the stream ends with a ``RunLost`` error (the client sends the request
 again) and the agent does not run; when the log holds the run's last frame, nothing is left to
-do. The task then completes: its log holds what the client was told. A flow's run is never run
-again (its nodes' tools could run twice): a failed attempt fails for good, and a later attempt
+do. The task then completes: its log holds what the client was told. A run of a promptable
+that cannot resume (a HandoffNetwork, a flow: see :func:`daimon._run_logs.runs_again`) is never
+run again, as its tools could run twice: a failed attempt fails for good, and a later attempt
 fails with ``RunLost``, unless the log holds the run's last frame.
 """
 
@@ -27,10 +28,10 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from daimon._paused_runs import PausedRuns
-from daimon._run_logs import sse_frame
+from daimon._run_logs import lost_run, runs_again, sse_frame
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, SerializationError
@@ -41,7 +42,6 @@ from daimon.core.state_store import StateStore
 from daimon.server._client_tools import RunStart, text_with_calls, with_tool_choice
 from daimon.server._encode import dump_json
 from daimon.server._failures import RunLost, describe_failure
-from daimon.server._flow_run import as_flow, lost_flow
 
 __all__ = (
     "CHAT_KIND",
@@ -139,9 +139,9 @@ class ChatRun:
     """The finished run's response (``None`` until it finished)."""
     _opened: bool = field(default=False, init=False)
     """Whether the opening chunk was sent (by a lost attempt)."""
-    _left: str = field(default="all", init=False)
+    _left: Literal["all", "nothing", "lost", "once"] = field(default="all", init=False)
     """What is left to do: ``all``, ``nothing``, to say the stream was ``lost``, or to fail a
-    later attempt of a ``flow``'s run."""
+    later attempt of a run that runs ``once`` (see :attr:`retries`)."""
 
     @property
     def id(self) -> str:
@@ -155,11 +155,8 @@ class ChatRun:
 
     @property
     def retries(self) -> bool:
-        """Whether a failed attempt may be tried again (not a flow's: its nodes would run again).
-
-        An agent's checkpoint says what already ran; a flow's nodes prompt without one.
-        """
-        return as_flow(self.agent) is None
+        """Whether a failed attempt may be tried again: see :func:`runs_again`."""
+        return runs_again(self.agent)
 
     def answer(self, token: CancelToken) -> Any:
         """The run's response, not streamed (an awaitable)."""
@@ -200,8 +197,8 @@ class ChatRun:
             self.response = AgentResponse(text="", run_id=self.run_id)
             yield error_frame(RunLost(_LOST))
             return
-        if self._left == "flow":  # the run fails for good: its stream ends with this error
-            raise lost_flow(self.model)
+        if self._left == "once":  # the run fails for good: its stream ends with this error
+            raise lost_run(self.model)
         if not self.stream:
             response = await self.answer(token)
             body = await self.completion(response)
@@ -265,8 +262,8 @@ class ChatRun:
         sent = [frame_data(value) for value in logged]
         if any(_ends(value, data) for value, data in zip(logged, sent, strict=True)):
             self._left = "nothing"
-        elif as_flow(self.agent) is not None:  # a flow is never run again (see retries)
-            self._left = "flow"
+        elif not runs_again(self.agent):  # not run again (see retries)
+            self._left = "once"
         elif not sent:
             return
         elif self.stream and len(sent) == 1:  # the opening chunk only: nothing shown yet

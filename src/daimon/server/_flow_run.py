@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Literal
 
-from daimon._run_logs import error_frame, sse_frame
+from daimon._run_logs import error_frame, log_ended, lost_run, sse_frame
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import BuilderError, SerializationError
 from daimon.core.protocols import Promptable
@@ -29,7 +29,7 @@ from daimon.core.results import AgentResponse
 from daimon.core.state_store import StateStore
 from daimon.orchestration import Dag, FlowAnswer, Graph, PromptableFlow, Workflow
 from daimon.server._encode import dump_json, jsonable, node_event_body, usage_body
-from daimon.server._failures import RunLost, describe_failure
+from daimon.server._failures import describe_failure
 
 __all__ = (
     "FLOW_KIND",
@@ -37,7 +37,6 @@ __all__ = (
     "as_flow",
     "flow_body",
     "job_from_spec",
-    "lost_flow",
     "run_error_frame",
 )
 
@@ -45,8 +44,6 @@ FLOW_KIND = "flow"
 """The kind of run (:data:`daimon._run_logs.JOB_KEY`) of a flow's native stream."""
 _FORMAT = 1
 """The format of runs sent to workers."""
-_ENDS = ("event: done", "event: error")
-"""The event lines of the frames that end a flow's stream."""
 
 
 def flow_body(name: str, answer: FlowAnswer) -> dict[str, Any]:
@@ -99,7 +96,7 @@ class FlowJob:
             RunLost: A later attempt of a run whose stream had not ended.
         """
         if self._left == "lost":  # the run fails for good: its stream ends with this error
-            raise lost_flow(self.name)
+            raise lost_run(self.name)
         if self._left == "nothing":
             self.response = AgentResponse(text="")
             return
@@ -135,8 +132,7 @@ class FlowJob:
 
     def resume(self, logged: Sequence[str]) -> None:
         """A later attempt runs nothing: its stream ends, if the lost one had not ended it."""
-        ended = any(line in _ENDS for value in logged for line in value.splitlines())
-        self._left = "nothing" if ended else "lost"
+        self._left = "nothing" if log_ended(logged) else "lost"
 
     def on_error(self, exc: BaseException) -> bytes:
         """The frame that ends a run that raised ``exc``."""
@@ -150,20 +146,15 @@ class FlowJob:
         return {"kind": FLOW_KIND, "format": _FORMAT, "name": self.name, "input": self.text}
 
 
-def lost_flow(name: str) -> RunLost:
-    """The failure of a later attempt of flow ``name``'s run: it is not run again."""
-    return RunLost(
-        f"the worker running flow {name!r} was lost before the run ended; a flow is not run "
-        "again, as its nodes' tools could run twice: send the request again"
-    )
+def as_flow(value: Promptable, name: str | None = None) -> PromptableFlow | None:
+    """``value`` as a promptable flow, when it is one.
 
-
-def as_flow(value: Promptable) -> PromptableFlow | None:
-    """``value`` as a promptable flow (a bare graph, DAG or workflow gets the defaults)."""
+    A bare graph, DAG or workflow gets the defaults (and ``name``, when given).
+    """
     if isinstance(value, PromptableFlow):
         return value
     if isinstance(value, (Graph, Dag, Workflow)):
-        return PromptableFlow(value)
+        return PromptableFlow(value, name=name)
     return None
 
 

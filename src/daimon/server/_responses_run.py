@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daimon._paused_runs import PausedRuns
-from daimon._run_logs import sse_frame
+from daimon._run_logs import lost_run, runs_again, sse_frame
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import (
@@ -40,7 +40,6 @@ from daimon.core.state_store import StateStore
 from daimon.server._client_tools import RunStart, with_tool_choice
 from daimon.server._encode import dump_json
 from daimon.server._failures import describe_failure
-from daimon.server._flow_run import as_flow, lost_flow
 
 __all__ = (
     "BY_CLIENT",
@@ -283,7 +282,7 @@ class ResponseRun:
     """The request's ``tool_choice`` (already applied to ``agent``), for a worker to apply."""
     events: ResponseEvents = field(init=False)
     _lost: bool = field(default=False, init=False)
-    """Whether this is a later attempt of a flow's run (it fails: see :meth:`resume`)."""
+    """Whether this is a later attempt of a run that cannot run again (see :meth:`resume`)."""
 
     def __post_init__(self) -> None:
         self.events = ResponseEvents(self.obj)
@@ -300,11 +299,8 @@ class ResponseRun:
 
     @property
     def retries(self) -> bool:
-        """Whether a failed attempt may be tried again (not a flow's: its nodes would run again).
-
-        An agent's checkpoint says what already ran; a flow's nodes prompt without one.
-        """
-        return as_flow(self.agent) is None
+        """Whether a failed attempt may be tried again: see :func:`runs_again`."""
+        return runs_again(self.agent)
 
     def answer(self, token: CancelToken) -> Awaitable[AgentResponse]:
         """The run's response, not streamed."""
@@ -318,7 +314,7 @@ class ResponseRun:
     async def frames(self, token: CancelToken) -> AsyncGenerator[bytes, None]:
         """The run's events, the last ``response.completed`` (or ``failed``, if cancelled)."""
         if self._lost:
-            raise lost_flow(str(self.obj["model"]))
+            raise lost_run(str(self.obj["model"]))
         if self.obj["background"] and not await self._set_in_progress():
             return  # cancelled (or deleted) before it started
         async for frame in self.events.stream(self, token):
@@ -331,10 +327,10 @@ class ResponseRun:
     def resume(self, logged: Sequence[str]) -> None:
         """Go on after a lost attempt whose frames ``logged`` holds (see ResponseEvents.resume).
 
-        A flow's run is not run again (see :attr:`retries`): it fails with ``RunLost``.
+        A run that cannot run again (see :attr:`retries`) fails with ``RunLost``.
         """
         self.events.resume(logged)
-        self._lost = as_flow(self.agent) is not None
+        self._lost = not runs_again(self.agent)
 
     def on_error(self, exc: BaseException) -> bytes:
         """The ``response.failed`` event that ends a run that raised ``exc``."""

@@ -140,8 +140,20 @@ def read_frames(
 ) -> list[Frame]:
     """POST ``body`` to ``url`` and read its event stream (to the end, or ``stop_after`` frames,
     then hang up)."""
-    headers = {"last-event-id": last_event_id} if last_event_id else {}
     frames: list[Frame] = []
+    for frame in stream_frames(url, body, last_event_id=last_event_id):
+        frames.append(frame)
+        if stop_after and len(frames) == stop_after:
+            break
+    return frames
+
+
+def stream_frames(
+    url: str, body: dict[str, Any], *, last_event_id: str | None = None
+) -> Iterator[Frame]:
+    """POST ``body`` to ``url``; its event stream's frames as they come (closing it, the
+    caller hangs up)."""
+    headers = {"last-event-id": last_event_id} if last_event_id else {}
     with httpx.stream("POST", url, json=body, headers=headers, timeout=30) as response:
         assert response.status_code == 200, response.read().decode()
         fields: dict[str, str] = {}
@@ -150,11 +162,8 @@ def read_frames(
                 continue
             if line == "":
                 if "data" in fields:
-                    frames.append(Frame(fields.get("id"), fields.get("event"), fields["data"]))
-                    if stop_after and len(frames) == stop_after:
-                        break
+                    yield Frame(fields.get("id"), fields.get("event"), fields["data"])
                 fields = {}
                 continue
             name, _, value = line.partition(": ")
             fields[name] = value
-    return frames

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.server.replicas._fleet import HERE, Frame, Replica, free_port, read_frames
+from tests.server.replicas._fleet import HERE, Frame, Replica, free_port, stream_frames
 
 pytestmark = [
     pytest.mark.timeout(90),
@@ -81,15 +81,16 @@ def test_a_worker_killed_mid_flow_ends_the_stream_with_run_lost_and_runs_nothing
 ) -> None:
     with flow_fleet(tmp_path, postgres_url, redis_url) as (replica, pids):
         frames: list[Frame] = []
-        reader = threading.Thread(
-            target=lambda: frames.extend(
-                read_frames(f"{replica.url}/prompt/stream", {"input": "slow"})
-            )
-        )
+
+        def read() -> None:
+            for frame in stream_frames(f"{replica.url}/prompt/stream", {"input": "slow"}):
+                frames.append(frame)
+
+        reader = threading.Thread(target=read)
         reader.start()
         deadline = time.monotonic() + 20
-        while not notes(tmp_path):
-            assert time.monotonic() < deadline, "the flow's first node never ran"
+        while len(frames) < 3:  # the first node ran and ended; the second started (and waits)
+            assert time.monotonic() < deadline, f"the flow's second node never started: {frames}"
             time.sleep(0.05)
         ((prompt, pid),) = (note.split() for note in notes(tmp_path))
         assert prompt == "slow" and int(pid) in pids
@@ -100,7 +101,7 @@ def test_a_worker_killed_mid_flow_ends_the_stream_with_run_lost_and_runs_nothing
         assert [e for e, _ in events[:3]] == ["node_started", "node_finished", "node_started"]
         kind, data = events[-1]
         assert (kind, data["error_type"]) == ("error", "RunLost"), events
-        assert "a flow is not run again" in data["message"]
+        assert "is not run again, as its tools could run twice" in data["message"]
         assert len(notes(tmp_path)) == 1  # the other worker took the task and ran nothing
         other = httpx.post(f"{replica.url}/prompt", json={"input": "y"}, timeout=30)
         assert other.status_code == 200, other.text
