@@ -64,6 +64,7 @@ __all__ = (
     "error_frame",
     "event_frame",
     "failure_frame",
+    "frame_fields",
     "frame_mark",
     "log_ended",
     "log_job",
@@ -193,6 +194,19 @@ def lost_run(name: str) -> RunLost:
         "a run (only an Agent or a Supervisor can): it is not run again, as its tools could "
         "run twice; send the request again"
     )
+
+
+def frame_fields(frame: bytes | str) -> tuple[str | None, Any]:
+    """A frame's event name and the JSON of its data line (``None`` for none, or ``[DONE]``)."""
+    text = frame.decode() if isinstance(frame, bytes) else frame
+    event: str | None = None
+    for line in text.splitlines():
+        if line.startswith("event: "):
+            event = line[len("event: ") :]
+        elif line.startswith("data: "):
+            data = line[len("data: ") :]
+            return event, None if data == "[DONE]" else json.loads(data)
+    return event, None
 
 
 def log_ended(logged: Sequence[str]) -> bool:

@@ -119,16 +119,21 @@ async def test_a_run_whose_end_was_logged_is_not_run_again() -> None:
     assert job.response is not None and job.response.text == "Done."
 
 
+def _message_left_open(agent: str) -> list[dict[str, Any]]:
+    """The events a lost attempt logged: its run started, a text message begun."""
+    return [
+        {"type": "RUN_STARTED", "threadId": "t-1", "runId": "run-1"},
+        {"type": "STATE_SNAPSHOT", "snapshot": {"daimon": agent_state(agent)}},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "H"},
+    ]
+
+
 async def test_a_message_the_lost_attempt_left_open_is_ended_first() -> None:
     job = _job(
         Agent(FunctionModel(lambda _: ChatResponse.reply("Hi.")), name="flaky"), MemoryStateStore()
     )
-    logged = [
-        {"type": "RUN_STARTED", "threadId": "t-1", "runId": "run-1"},
-        {"type": "STATE_SNAPSHOT", "snapshot": {"daimon": agent_state("flaky")}},
-        {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
-        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "H"},
-    ]
+    logged = _message_left_open("flaky")
     job.resume([f"data: {json.dumps(event)}\n\n" for event in logged])
     frames = [frame.decode() async for frame in job.frames(CancelToken())]
     events = [*logged, *(json.loads(f.removeprefix("data: ")) for f in frames)]
@@ -149,12 +154,7 @@ async def test_a_network_is_not_run_again_its_lost_message_ended_then_run_lost()
     given = RunInput("t-1", "run-1", None, "Note it", None, {"theme": "dark"})
     job = AguiJob(network, "desk", "desk", given, PausedRuns(MemoryStateStore(), "agui"))
     assert not job.retries
-    logged = [
-        {"type": "RUN_STARTED", "threadId": "t-1", "runId": "run-1"},
-        {"type": "STATE_SNAPSHOT", "snapshot": {"daimon": agent_state("desk")}},
-        {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
-        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "H"},
-    ]
+    logged = _message_left_open("desk")
     job.resume([f"data: {json.dumps(event)}\n\n" for event in logged])
     frames = [frame.decode() async for frame in job.frames(CancelToken())]
     events = [*logged, *(json.loads(f.removeprefix("data: ")) for f in frames)]

@@ -20,7 +20,7 @@ import pytest
 
 from daimon import Agent, ChatRequest, ChatResponse, ModelError, Role, ToolCall, Usage, tool
 from daimon._paused_runs import PausedRuns
-from daimon._run_logs import END, JOB_KEY, LOG_KIND, STREAM_KEY, LogWriter
+from daimon._run_logs import END, JOB_KEY, LOG_KIND, STREAM_KEY, LogWriter, frame_fields
 from daimon.core import TaskState, TaskStatus
 from daimon.core.cancel import CancelToken
 from daimon.core.events import StreamEvent, TextDelta, ToolCallEnd
@@ -28,7 +28,7 @@ from daimon.core.state_store import StateStore
 from daimon.distributed import Worker, new_task, wait_for_task
 from daimon.distributed.brokers.memory import MemoryBroker
 from daimon.models import FunctionModel
-from daimon.server._chat_run import ChatRun, frame_data
+from daimon.server._chat_run import ChatRun
 from daimon.server._client_tools import RunStart
 from daimon.serverstate import MemoryStateStore
 
@@ -91,7 +91,7 @@ def contents(frames: list[str]) -> list[Any]:
     """The ``delta`` (or error) each streamed frame holds; ``[DONE]`` and ``END`` as such."""
     out: list[Any] = []
     for frame in frames:
-        data = frame_data(frame)
+        data = frame_fields(frame)[1]
         if data is None:
             out.append("END" if frame == END else "[DONE]")
         else:
@@ -127,7 +127,7 @@ async def test_a_completion_that_failed_is_run_again_whole() -> None:
     agent, asked = flaky({"n": 1}, after=0)
     status, frames = await run_job(agent, stream=False)
     assert len(frames) == 2 and frames[-1] == END
-    completion = frame_data(frames[0])
+    completion = frame_fields(frames[0])[1]
     assert completion["object"] == "chat.completion"
     assert completion["choices"][0]["message"]["content"] == "abc"
     assert asked == ["hi", "hi"]

@@ -11,7 +11,6 @@ failure. A client that leaves, or a run that passes the request timeout, cancels
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive
 
-from daimon._run_logs import AGENT_KEY, JOB_KEY
+from daimon._run_logs import AGENT_KEY, JOB_KEY, frame_fields
 from daimon.core import errors
 from daimon.core.cancel import CancelToken
 from daimon.core.protocols import Broker
@@ -151,12 +150,7 @@ async def _last_frame(logs: RunLogs, stream: str, token: CancelToken) -> tuple[s
     last = b""
     async for frame in logs.follow(EventId(stream, 0), token):
         last = frame
-    event, data = "", None
-    for line in last.decode().splitlines():
-        if line.startswith("event: "):
-            event = line[len("event: ") :]
-        elif line.startswith("data: "):
-            data = json.loads(line[len("data: ") :])
+    event, data = frame_fields(last)
     if event not in ("done", "error") or not isinstance(data, dict):
         raise errors.AgentRunError(f"the run's log {stream!r} ended without its answer")
     return event, data

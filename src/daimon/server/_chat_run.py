@@ -23,7 +23,6 @@ fails with ``RunLost``, unless the log holds the run's last frame.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from daimon._paused_runs import PausedRuns
-from daimon._run_logs import lost_run, runs_again, sse_frame
+from daimon._run_logs import frame_fields, lost_run, runs_again, sse_frame
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, SerializationError
@@ -50,7 +49,6 @@ __all__ = (
     "NO_APPROVALS_HERE",
     "error_data",
     "error_frame",
-    "frame_data",
     "job_from_spec",
 )
 
@@ -79,15 +77,6 @@ def error_data(exc: BaseException) -> dict[str, Any]:
 def error_frame(exc: BaseException) -> bytes:
     """The frame that ends a run that raised ``exc`` (streamed or not)."""
     return sse_frame(dump_json(error_data(exc)))
-
-
-def frame_data(frame: bytes | str) -> Any:
-    """The JSON of a frame's data line (``None`` for none, or for ``[DONE]``)."""
-    text = frame.decode() if isinstance(frame, bytes) else frame
-    for line in text.splitlines():
-        if line.startswith("data: ") and line != "data: [DONE]":
-            return json.loads(line[len("data: ") :])
-    return None
 
 
 def _calls_body(response: AgentResponse) -> list[dict[str, Any]]:
@@ -259,7 +248,7 @@ class ChatRun:
 
     def resume(self, logged: Sequence[str]) -> None:
         """Go on after a lost attempt whose frames ``logged`` holds (see the module's doc)."""
-        sent = [frame_data(value) for value in logged]
+        sent = [frame_fields(value)[1] for value in logged]
         if any(_ends(value, data) for value, data in zip(logged, sent, strict=True)):
             self._left = "nothing"
         elif not runs_again(self.agent):  # not run again (see retries)

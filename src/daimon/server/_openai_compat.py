@@ -57,6 +57,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRuns
+from daimon._run_logs import frame_fields
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import RunCancelled, UnknownPausedRunError
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
@@ -64,7 +65,7 @@ from daimon.core.protocols import Promptable
 from daimon.core.tools import ToolSpec
 from daimon.server._agents import ServedAgents
 from daimon.server._broker_runs import failure_status, job_task, submit_run
-from daimon.server._chat_run import CHAT_KIND, DONE, ChatRun, error_frame, frame_data
+from daimon.server._chat_run import CHAT_KIND, DONE, ChatRun, error_frame
 from daimon.server._client_tools import (
     BadToolChoice,
     NoClientTools,
@@ -548,7 +549,7 @@ async def _completion_from(
     async def first(token: CancelToken) -> Any:
         async with contextlib.aclosing(logs.follow(EventId(stream, 0), token)) as frames:
             async for frame in frames:
-                return frame_data(frame)
+                return frame_fields(frame)[1]
         raise RunLost(f"the log of run {stream!r} ended without its answer")
 
     try:

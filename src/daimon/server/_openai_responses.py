@@ -59,7 +59,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Ta
 from starlette.responses import Response
 
 from daimon._paused_runs import PausedRuns
-from daimon._run_logs import sse_frame
+from daimon._run_logs import frame_fields, sse_frame
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import ApprovalRequiredError, InvalidIdError, UnknownPausedRunError
 from daimon.core.messages import ContentPart, ImagePart, Message, TextPart, ToolCall
@@ -87,7 +87,6 @@ from daimon.server._responses_run import (
     fail,
     finish,
     for_client,
-    frame_data,
     output,
     paused_output,
 )
@@ -738,7 +737,8 @@ class _Routes:
         async def last_event(token: CancelToken) -> dict[str, Any]:
             last: dict[str, Any] = {}
             async for frame in self.logs.follow(EventId(stream, 0), token):
-                last = frame_data(frame.decode())
+                _, data = frame_fields(frame)
+                last = data if isinstance(data, dict) else {}
             return last
 
         try:

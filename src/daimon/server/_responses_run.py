@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daimon._paused_runs import PausedRuns
-from daimon._run_logs import lost_run, runs_again, sse_frame
+from daimon._run_logs import frame_fields, lost_run, runs_again, sse_frame
 from daimon.core import codec
 from daimon.core.cancel import CancelToken
 from daimon.core.errors import (
@@ -52,7 +52,6 @@ __all__ = (
     "fail",
     "finish",
     "for_client",
-    "frame_data",
     "job_from_spec",
     "output",
     "paused_output",
@@ -472,8 +471,8 @@ class ResponseEvents:
         self._sequence = len(logged)
         self._started = bool(logged)
         for value in logged:
-            data = frame_data(value)
-            if data.get("type") == "response.output_item.done":
+            _, data = frame_fields(value)
+            if isinstance(data, dict) and data.get("type") == "response.output_item.done":
                 self._output.append(data["item"])
 
     async def stream(self, run: ResponseRun, token: CancelToken) -> AsyncGenerator[bytes, None]:
@@ -575,12 +574,3 @@ class ResponseEvents:
         self._output.append(item)
         self._open = None
         return frames
-
-
-def frame_data(value: str) -> dict[str, Any]:
-    """The JSON of a logged (or read) frame's data line (``{}`` when it has none)."""
-    for line in value.splitlines():
-        if line.startswith("data: "):
-            data = json.loads(line[len("data: ") :])
-            return data if isinstance(data, dict) else {}
-    return {}
