@@ -71,6 +71,7 @@ __all__ = (
     "lost_run",
     "runs_again",
     "sse_frame",
+    "unmade_job_frames",
     "watch_cancels",
 )
 
@@ -113,7 +114,8 @@ _JOBS = {
     "flow": "daimon.server._flow_run",
     "responses": "daimon.server._responses_run",
 }
-"""The module that makes each kind of front-end run (its ``job_from_spec``)."""
+"""The module that makes each kind of front-end run (its ``job_from_spec``; and, when the kind's
+stream has a failure of its own form, ``failure_frames(spec, exc)``: :func:`unmade_job_frames`)."""
 
 
 _logger = logging.getLogger("daimon.server")
@@ -432,6 +434,23 @@ def log_job(agent: Promptable, task: AgentTask, store: StateStore) -> LogJob:
             f"{type(exc).__name__}: {exc}"
         ) from exc
     return job
+
+
+def unmade_job_frames(task: AgentTask, exc: BaseException) -> list[bytes]:
+    """The frames that end the log of a task whose job could not be made (raising ``exc``).
+
+    A front end whose stream has a form of its own (AG-UI's ``RUN_STARTED`` and ``RUN_ERROR``)
+    ends it in that form; any other stream with a native ``error`` frame
+    (:func:`failure_frame`).
+    """
+    spec = task.metadata.get(JOB_KEY)
+    kind = spec.get("kind") if isinstance(spec, Mapping) else None
+    if isinstance(spec, Mapping) and isinstance(kind, str) and kind in _JOBS:
+        make: Any = getattr(importlib.import_module(_JOBS[kind]), "failure_frames", None)
+        if make is not None:
+            frames: list[bytes] = make(spec, exc)
+            return frames
+    return [failure_frame(exc)]
 
 
 async def watch_cancels(store: StateStore, cancel: Callable[[str], None]) -> None:

@@ -198,6 +198,20 @@ async def test_a_flow_spec_and_a_worker_agent_of_that_name_do_not_match() -> Non
         log_job(drafting(Ran()), agent_task, store)
 
 
+async def test_a_run_the_worker_cannot_make_ends_its_stream_in_ag_ui() -> None:
+    broker, store = MemoryBroker(lease=1.0), MemoryStateStore()
+    await broker.submit(_task(AguiFlowJob(drafting(Ran()), "d", _given()), "s5"))
+    status = await _work(broker, writer(Ran()), store, "s5")  # an agent, where a flow was served
+    assert status.state is TaskState.FAILED and status.error is not None
+    assert status.error.startswith("BuilderError: the task is a flow's AG-UI run of 'd'")
+    log = await _logged(store, "s5")
+    events = _events(log)
+    assert_valid_agui(events)  # not the native ``error`` frame an AG-UI client cannot read
+    assert kinds(events) == ["RUN_STARTED", "RUN_ERROR"] and log[-1] == END
+    assert (events[0]["threadId"], events[0]["runId"]) == ("t-1", "run-1")
+    assert events[1]["code"] == "BuilderError" and "is not a flow" in events[1]["message"]
+
+
 # -------------------------------------------------------------------------- a later attempt
 
 

@@ -23,10 +23,10 @@ from daimon._run_logs import (
     TIMEOUT_KEY,
     LogJob,
     LogWriter,
-    failure_frame,
     log_job,
     lost_run,
     runs_again,
+    unmade_job_frames,
     watch_cancels,
 )
 from daimon.core.cancel import CancelToken
@@ -459,15 +459,17 @@ class Worker:
         """
         if run.log is None:
             return
-        last: bytes | None = None
+        frames: list[bytes] = []
         try:
             async with asyncio.timeout(self._call_timeout):
                 if ending is not None and run.job is not None:
                     await run.job.end(ending, run.cancel.reason if run.cancel.cancelled else None)
-                    last = run.job.on_error(ending)
-                elif ending is not None:
-                    last = failure_frame(ending)
-                await run.log.end(last)
+                    frames = [run.job.on_error(ending)]
+                elif ending is not None:  # the job could not be made
+                    frames = unmade_job_frames(run.delivery.task, ending)
+                for frame in frames[:-1]:
+                    await run.log.append(frame)
+                await run.log.end(frames[-1] if frames else None)
         except Exception:
             _log.warning("could not end the run log of task %s", run.delivery.task.task_id)
 

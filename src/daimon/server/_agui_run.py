@@ -75,6 +75,7 @@ __all__ = (
     "AguiJob",
     "Continued",
     "RunInput",
+    "failure_frames",
     "job_from_spec",
     "prompt_stream",
 )
@@ -536,6 +537,23 @@ def _end_lost_steps(run: AguiRun, steps: Mapping[str, Any], lost: RunLost) -> li
                 entry["status"] = "failed"
 
     return [*events, *run.change(failed)]
+
+
+def failure_frames(spec: Mapping[str, Any], exc: BaseException) -> list[bytes]:
+    """The events that end a run whose job a worker could not make from ``spec``.
+
+    A worker without the agent, say: ``RUN_STARTED``, then ``RUN_ERROR``, which clients read.
+    """
+    given = spec.get("input")
+    ids = given if isinstance(given, Mapping) else {}
+    parent = ids.get("parent_run_id")
+    run = AguiRun(
+        str(ids.get("thread_id", "")),
+        str(ids.get("run_id", "")),
+        {},
+        parent if isinstance(parent, str) else None,
+    )
+    return [encode(event) for event in [*run.start()[:1], *run.failed(exc)]]
 
 
 def job_from_spec(
