@@ -71,6 +71,7 @@ __all__ = (
     "lost_run",
     "runs_again",
     "sse_frame",
+    "task_agent",
     "unmade_job_frames",
     "watch_cancels",
 )
@@ -187,6 +188,11 @@ def runs_again(agent: Promptable) -> bool:
     with fresh run ids, so a run started again would run their tools again.
     """
     return isinstance(agent, Resumable)
+
+
+def task_agent(task: AgentTask, agent: Promptable) -> str:
+    """The name ``task`` runs ``agent`` by (its :data:`AGENT_KEY`), else the agent's class."""
+    return str(task.metadata.get(AGENT_KEY) or type(agent).__name__)
 
 
 def lost_run(name: str) -> RunLost:
@@ -379,7 +385,7 @@ class NativeJob:
         """
         task = self._task
         if self._left == "lost":
-            raise lost_run(str(task.metadata.get(AGENT_KEY) or type(self._agent).__name__))
+            raise lost_run(task_agent(task, self._agent))
         if self._left == "nothing":
             self.response = AgentResponse(text="", run_id=task.run_id or task.task_id)
             return

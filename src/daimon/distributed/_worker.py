@@ -26,6 +26,7 @@ from daimon._run_logs import (
     log_job,
     lost_run,
     runs_again,
+    task_agent,
     unmade_job_frames,
     watch_cancels,
 )
@@ -498,7 +499,7 @@ class Worker:
             return response.require_finished(_CANNOT_RESUME)
         if task.resume is None:
             if task.attempt > 1 and not runs_again(agent):
-                raise lost_run(str(task.metadata.get(AGENT_KEY) or type(agent).__name__))
+                raise lost_run(task_agent(task, agent))
             response = await agent.prompt(
                 task.input,
                 run_id=task.run_id or task.task_id,
